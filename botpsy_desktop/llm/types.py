@@ -49,3 +49,61 @@ class ParsedTurn:
     @property
     def errors(self) -> list[ToolCallError]:
         return [c for c in self.calls if isinstance(c, ToolCallError)]
+
+
+@dataclass
+class GenerationStats:
+    """Token counts and timings of one model turn."""
+
+    prompt_tokens: int = 0
+    reused_tokens: int = 0  # prompt tokens not evaluated again (already in the model's state)
+    evaluated_tokens: int = 0  # prompt tokens evaluated for this turn
+    completion_tokens: int = 0
+    constrained_tokens: int = 0  # generated under the tool-call grammar
+    time_to_first_token_s: float = 0.0
+    prefill_s: float = 0.0
+    decode_s: float = 0.0
+
+    @property
+    def prefill_tokens_per_s(self) -> float:
+        return self.evaluated_tokens / self.prefill_s if self.prefill_s > 0 else 0.0
+
+    @property
+    def decode_tokens_per_s(self) -> float:
+        # the first token comes out of prefill; the rest are decode steps
+        steps = max(self.completion_tokens - 1, 0)
+        return steps / self.decode_s if self.decode_s > 0 else 0.0
+
+    def as_dict(self) -> dict[str, float | int]:
+        return {
+            "prompt_tokens": self.prompt_tokens,
+            "reused_tokens": self.reused_tokens,
+            "evaluated_tokens": self.evaluated_tokens,
+            "completion_tokens": self.completion_tokens,
+            "constrained_tokens": self.constrained_tokens,
+            "time_to_first_token_s": round(self.time_to_first_token_s, 4),
+            "prefill_s": round(self.prefill_s, 4),
+            "decode_s": round(self.decode_s, 4),
+            "prefill_tokens_per_s": round(self.prefill_tokens_per_s, 2),
+            "decode_tokens_per_s": round(self.decode_tokens_per_s, 2),
+        }
+
+
+FinishReason = Literal["stop", "length", "cancelled"]
+
+
+@dataclass(frozen=True)
+class TextPiece:
+    """A streamed piece of the completion text."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class Completion:
+    """The end of one model turn: the full raw text and how it ended."""
+
+    text: str
+    finish_reason: FinishReason
+    stats: GenerationStats
+    started_in_thinking: bool = False

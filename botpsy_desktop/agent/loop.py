@@ -1,0 +1,246 @@
+"""The agent loop: model turn, parse, gate, run tools, feed results back; a generator of events."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from botpsy_desktop.agent.events import (
+    Answer,
+    ApprovalNeeded,
+    ApprovalRequest,
+    Error,
+    Event,
+    GateDecision,
+    Thinking,
+    Token,
+    ToolResult,
+    ToolStarted,
+    TurnFinished,
+)
+from botpsy_desktop.agent.gate import Decision, Gate
+from botpsy_desktop.agent.store import ConversationStore
+from botpsy_desktop.agent.tools import ToolArgumentsError, ToolRegistry
+from botpsy_desktop.core.errors import BotpsyError
+from botpsy_desktop.llm.backend import Backend
+from botpsy_desktop.llm.parser import StreamSplitter, parse_turn
+from botpsy_desktop.llm.types import Completion, ToolCall, ToolCallError
+
+
+@dataclass(frozen=True)
+class LoopSettings:
+    system_prompt: str
+    max_steps: int = 8
+    tool_timeout_s: float = 30.0
+    max_observation_chars: int = 6000
+
+
+class _Outcome:
+    """What one tool call produced: the observation text for the model and how it ended."""
+
+    def __init__(self, ok: bool, output: str, decision: GateDecision, duration: float = 0.0):
+        self.ok = ok
+        self.output = output
+        self.decision = decision
+        self.duration = duration
+
+
+class AgentSession:
+    """One conversation with the assistant. ``run`` handles one user request.
+
+    The session never raises for anything the model does: unknown tools, bad arguments, tool
+    exceptions and timeouts become observations the model reads on its next turn.
+    """
+
+    def __init__(
+        self,
+        backend: Backend,
+        registry: ToolRegistry,
+        gate: Gate,
+        store: ConversationStore,
+        settings: LoopSettings,
+        conversation_id: str | None = None,
+    ) -> None:
+        self.backend = backend
+        self.registry = registry
+        self.gate = gate
+        self.store = store
+        self.settings = settings
+        if conversation_id is None:
+            conversation_id = store.create()
+        elif not store.exists(conversation_id):
+            raise BotpsyError(f"There is no conversation {conversation_id}.",
+                              "List conversations with `botpsy history`.")
+        self.conversation_id = conversation_id
+
+    def _messages(self) -> list[dict[str, Any]]:
+        system = {"role": "system", "content": self.settings.system_prompt}
+        return [system, *self.store.messages(self.conversation_id)]
+
+    def run(
+        self, text: str, *, cancel: threading.Event | None = None, think: bool = False
+    ) -> Iterator[Event]:
+        """Handle one user request, yielding events until an Answer or an Error."""
+        cancel = cancel or threading.Event()
+        self.store.append(self.conversation_id, {"role": "user", "content": text})
+        tools = self.registry.schemas()
+        for step in range(1, self.settings.max_steps + 1):
+            splitter: StreamSplitter | None = None
+            completion: Completion | None = None
+            try:
+                for item in self.backend.complete(
+                    self._messages(), tools, enable_thinking=think, cancel=cancel
+                ):
+                    if isinstance(item, Completion):
+                        completion = item
+                        break
+                    if splitter is None:
+                        splitter = StreamSplitter(started_in_thinking=think)
+                    yield from _stream_events(splitter.feed(item.text))
+            except BotpsyError as exc:
+                yield Error("model", str(exc))
+                return
+            if splitter is not None:
+                yield from _stream_events(splitter.finish())
+            if completion is None:
+                yield Error("internal", "The model backend ended without a completion.")
+                return
+            yield TurnFinished(step, completion.stats, completion.finish_reason)
+            parsed = parse_turn(
+                completion.text, tools, started_in_thinking=completion.started_in_thinking
+            )
+            if completion.finish_reason == "cancelled":
+                if parsed.content:
+                    self.store.append(self.conversation_id, {
+                        "role": "assistant", "content": parsed.content, "interrupted": True})
+                yield Error("cancelled", "Stopped.")
+                return
+            if not parsed.calls:
+                self.store.append(self.conversation_id, {
+                    "role": "assistant", "content": parsed.content,
+                    "reasoning_content": parsed.thinking})
+                yield Answer(parsed.content, parsed.thinking, step)
+                return
+
+            call_ids = [f"call_{uuid.uuid4().hex[:12]}" for _ in parsed.calls]
+            content = parsed.content
+            tool_calls = []
+            for call_id, call in zip(call_ids, parsed.calls, strict=True):
+                if isinstance(call, ToolCall):
+                    tool_calls.append({"id": call_id, "type": "function", "function": {
+                        "name": call.name, "arguments": call.arguments}})
+                else:
+                    content = f"{content}\n\n{call.raw}".strip()
+            assistant: dict[str, Any] = {"role": "assistant", "content": content,
+                                         "reasoning_content": parsed.thinking}
+            if tool_calls:
+                assistant["tool_calls"] = tool_calls
+            self.store.append(self.conversation_id, assistant)
+
+            for call_id, call in zip(call_ids, parsed.calls, strict=True):
+                if cancel.is_set():
+                    outcome = _Outcome(False, "The user stopped the request before this ran.",
+                                       "not-run")
+                    name, args = (call.name, call.arguments if isinstance(call, ToolCall) else {})
+                else:
+                    if isinstance(call, ToolCall):
+                        name, args = call.name, dict(call.arguments)
+                        yield ToolStarted(call_id, name, args)
+                    else:
+                        name, args = call.name, {}
+                    outcome = yield from self._execute(call_id, call)
+                output = _clip(outcome.output, self.settings.max_observation_chars)
+                self.store.append(self.conversation_id, {
+                    "role": "tool", "tool_call_id": call_id, "name": name or "", "content": output})
+                self.store.record_tool_call(
+                    self.conversation_id, call_id=call_id, name=name, arguments=args,
+                    decision=outcome.decision, ok=outcome.ok, result=output)
+                yield ToolResult(call_id, name, args, outcome.ok, output, outcome.decision,
+                                 outcome.duration)
+            if cancel.is_set():
+                yield Error("cancelled", "Stopped.")
+                return
+        yield Error(
+            "step_limit",
+            f"Stopped after {self.settings.max_steps} model turns without a final answer. "
+            "Ask again more specifically, or raise agent.max_steps in the settings.",
+        )
+
+    def _execute(
+        self, call_id: str, call: ToolCall | ToolCallError
+    ) -> Iterator[Event | Any]:
+        if isinstance(call, ToolCallError):
+            return _Outcome(False, call.message, "not-run")
+        tool = self.registry.get(call.name)
+        if tool is None:
+            names = ", ".join(self.registry.names()) or "none"
+            return _Outcome(False, f"There is no tool named {call.name!r}. "
+                                   f"Available tools: {names}.", "not-run")
+        try:
+            args_model = tool.validate(call.arguments)
+        except ToolArgumentsError as exc:
+            return _Outcome(False, str(exc), "not-run")
+        decision = self.gate.decide(tool, dict(call.arguments))
+        verdict: GateDecision = "allowed"
+        if decision is Decision.DENY:
+            return _Outcome(False, f"{tool.name} is not allowed.", "denied")
+        if decision is Decision.ASK:
+            request = ApprovalRequest(call_id, tool.name, dict(call.arguments),
+                                      self.gate.receipt(tool, dict(call.arguments)),
+                                      sorted(e.value for e in tool.effects))
+            yield ApprovalNeeded(request)
+            if not request.approved:
+                return _Outcome(False, f"The user declined {tool.name}; it was not run. "
+                                       "Do not try it again unless the user asks.", "denied")
+            verdict = "approved"
+        return _run_with_timeout(lambda: tool.call(args_model), self.settings.tool_timeout_s,
+                                 tool.name, verdict)
+
+
+def _run_with_timeout(fn: Any, timeout: float, name: str, verdict: GateDecision) -> _Outcome:
+    result: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            result["value"] = fn()
+        except BotpsyError as exc:
+            result["error"] = str(exc)
+        except Exception as exc:  # an adapter bug must not take the session down
+            result["error"] = f"{name} failed: {type(exc).__name__}: {exc}"
+
+    started = time.perf_counter()
+    worker = threading.Thread(target=target, name=f"tool-{name}", daemon=True)
+    worker.start()
+    worker.join(timeout)
+    duration = time.perf_counter() - started
+    if worker.is_alive():
+        return _Outcome(False, f"{name} did not finish within {timeout:g} s and was abandoned.",
+                        verdict, duration)
+    if "error" in result:
+        return _Outcome(False, str(result["error"]), verdict, duration)
+    return _Outcome(True, _render(result.get("value")), verdict, duration)
+
+
+def _render(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, default=str, separators=(",", ":"))
+
+
+def _clip(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}\n[clipped: {len(text) - limit} more characters not shown]"
+
+
+def _stream_events(parts: list[tuple[str, str]]) -> Iterator[Event]:
+    for kind, text in parts:
+        if kind == "thinking" and text:
+            yield Thinking(text)
+        elif kind == "text" and text:
+            yield Token(text)

@@ -1,0 +1,33 @@
+"""The interface every model backend offers the agent loop: stream one assistant turn."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, Protocol
+
+from botpsy_desktop.llm.types import Completion, TextPiece
+
+Message = Mapping[str, Any]
+
+
+class Backend(Protocol):
+    """Produces one assistant turn for a conversation.
+
+    ``complete`` yields TextPiece items as text is generated and ends with exactly one Completion.
+    Setting ``cancel`` stops generation within one token; the Completion then says "cancelled".
+    """
+
+    @property
+    def name(self) -> str: ...
+
+    def complete(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[Mapping[str, Any]],
+        *,
+        enable_thinking: bool,
+        cancel: threading.Event | None = None,
+    ) -> Iterator[TextPiece | Completion]: ...
+
+    def close(self) -> None: ...

@@ -1,0 +1,105 @@
+"""A backend that replays recorded raw model completions: deterministic runs with no model."""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from botpsy_desktop.core.errors import ModelError
+from botpsy_desktop.llm.backend import Message
+from botpsy_desktop.llm.types import Completion, GenerationStats, TextPiece
+
+_PIECE = re.compile(r"<[^<>\s]{1,40}>|\s*\S+|\s+")
+
+
+class ReplayBackend:
+    """Replays a JSON list of raw completions, one per model turn, through the real pipeline.
+
+    Each entry is the text the model would have generated (thinking, prose, tool calls in its own
+    format), or an object ``{"text": ..., "thinking_open": bool}`` where ``thinking_open`` says the
+    prompt ended inside an open ``<think>`` block. Text is streamed in word-sized pieces so the
+    streaming path is exercised too.
+    """
+
+    def __init__(self, turns: Sequence[str | Mapping[str, Any]], *, source: str = "replay") -> None:
+        self._turns: list[tuple[str, bool]] = []
+        for i, turn in enumerate(turns):
+            if isinstance(turn, str):
+                self._turns.append((turn, False))
+            elif isinstance(turn, Mapping) and isinstance(turn.get("text"), str):
+                self._turns.append((turn["text"], bool(turn.get("thinking_open", False))))
+            else:
+                raise ModelError(
+                    f"Replay entry {i + 1} in {source} is neither a string nor an object "
+                    'with a "text" string.',
+                    "Write the replay file as a JSON list of completion strings.",
+                )
+        self._source = source
+        self._next = 0
+        self.prompts: list[list[dict[str, Any]]] = []
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> ReplayBackend:
+        file = Path(path)
+        try:
+            data = json.loads(file.read_text(encoding="utf-8"))
+        except FileNotFoundError as exc:
+            raise ModelError(
+                f"Replay file {file} does not exist.", "Check the path given to --replay."
+            ) from exc
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise ModelError(
+                f"Replay file {file} is not valid JSON ({exc}).",
+                "It must be a JSON list of raw model completions, one per model turn.",
+            ) from exc
+        if not isinstance(data, list):
+            raise ModelError(
+                f"Replay file {file} holds a JSON {type(data).__name__}, not a list.",
+                "It must be a JSON list of raw model completions, one per model turn.",
+            )
+        return cls(data, source=str(file))
+
+    @property
+    def name(self) -> str:
+        return f"replay:{self._source}"
+
+    @property
+    def remaining(self) -> int:
+        return len(self._turns) - self._next
+
+    def complete(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[Mapping[str, Any]],
+        *,
+        enable_thinking: bool,
+        cancel: threading.Event | None = None,
+    ) -> Iterator[TextPiece | Completion]:
+        self.prompts.append([dict(m) for m in messages])
+        if self._next >= len(self._turns):
+            raise ModelError(
+                f"The replay {self._source} has no completion for model turn {self._next + 1} "
+                f"(it holds {len(self._turns)}).",
+                "Add the missing completion to the replay file.",
+            )
+        text, thinking_open = self._turns[self._next]
+        self._next += 1
+        stats = GenerationStats(prompt_tokens=sum(len(str(m.get("content", ""))) for m in messages))
+        emitted: list[str] = []
+        for piece in _PIECE.findall(text):
+            if cancel is not None and cancel.is_set():
+                return_text = "".join(emitted)
+                stats.completion_tokens = len(emitted)
+                yield Completion(return_text, "cancelled", stats, thinking_open)
+                return
+            emitted.append(piece)
+            yield TextPiece(piece)
+        stats.completion_tokens = len(emitted)
+        yield Completion(text, "stop", stats, thinking_open)
+
+    def close(self) -> None:
+        """Nothing to release."""
