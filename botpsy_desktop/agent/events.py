@@ -160,9 +160,11 @@ class Transcript:
             self.error = {"kind": event.kind, "message": event.message}
 
     def as_dict(self) -> dict[str, Any]:
-        totals: dict[str, float] = {}
+        totals: dict[str, float | int] = {}
         for key in ("prompt_tokens", "evaluated_tokens", "reused_tokens", "completion_tokens",
-                    "prefill_s", "decode_s"):
+                    "constrained_tokens"):
+            totals[key] = sum(int(t[key]) for t in self.turns)
+        for key in ("prefill_s", "decode_s"):
             totals[key] = round(sum(float(t[key]) for t in self.turns), 4)
         first = self.turns[0]["time_to_first_token_s"] if self.turns else 0.0
         decode_steps = sum(max(int(t["completion_tokens"]) - 1, 0) for t in self.turns)

@@ -88,17 +88,15 @@ class ReplayBackend:
             )
         text, thinking_open = self._turns[self._next]
         self._next += 1
-        stats = GenerationStats(prompt_tokens=sum(len(str(m.get("content", ""))) for m in messages))
+        stats = GenerationStats()  # a replay has no tokenizer: token counts stay 0
         emitted: list[str] = []
         for piece in _PIECE.findall(text):
             if cancel is not None and cancel.is_set():
                 return_text = "".join(emitted)
-                stats.completion_tokens = len(emitted)
                 yield Completion(return_text, "cancelled", stats, thinking_open)
                 return
             emitted.append(piece)
             yield TextPiece(piece)
-        stats.completion_tokens = len(emitted)
         yield Completion(text, "stop", stats, thinking_open)
 
     def close(self) -> None:

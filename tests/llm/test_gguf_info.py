@@ -1,0 +1,98 @@
+"""GGUF header checks before any load: not GGUF, truncated, unsupported, too big for memory."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import gguf
+import numpy as np
+import pytest
+
+from botpsy_desktop.core.errors import ModelError
+from botpsy_desktop.llm.gguf_info import GGML_TYPE_SIZES, check_fits, read_gguf_info
+
+
+def _write(path: Path, arch: str = "qwen35", template: str | None = "{{ messages }}") -> Path:
+    writer = gguf.GGUFWriter(str(path), arch)
+    writer.add_name("test-model")
+    writer.add_block_count(4)
+    writer.add_context_length(4096)
+    writer.add_embedding_length(64)
+    writer.add_head_count(2)
+    writer.add_head_count_kv(1)
+    writer.add_key_length(32)
+    writer.add_value_length(32)
+    writer.add_uint32(f"{arch}.full_attention_interval", 4)
+    writer.add_file_type(1)
+    if template is not None:
+        writer.add_chat_template(template)
+    writer.add_tensor("token_embd.weight", np.zeros((16, 64), dtype=np.float16))
+    writer.add_tensor("output_norm.weight", np.ones(64, dtype=np.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path
+
+
+def test_reads_a_complete_file(tmp_path: Path) -> None:
+    info = read_gguf_info(_write(tmp_path / "m.gguf"))
+    assert info.architecture == "qwen35"
+    assert info.name == "test-model"
+    assert info.file_type == "F16"
+    assert info.tensor_count == 2
+    assert info.expected_size == info.file_size
+    assert info.chat_template == "{{ messages }}"
+    assert info.context_length == 4096
+
+
+def test_missing_file_and_folder(tmp_path: Path) -> None:
+    with pytest.raises(ModelError, match="does not exist"):
+        read_gguf_info(tmp_path / "nope.gguf")
+    with pytest.raises(ModelError, match="is a folder"):
+        read_gguf_info(tmp_path)
+
+
+def test_not_a_gguf(tmp_path: Path) -> None:
+    bad = tmp_path / "model.safetensors"
+    bad.write_bytes(b"\x00\x01safetensors" * 10)
+    with pytest.raises(ModelError, match="not a GGUF model file") as info:
+        read_gguf_info(bad)
+    assert "Download the GGUF version" in str(info.value)
+
+
+@pytest.mark.parametrize("keep", [3, 20, 200, -1, -100])
+def test_truncated_anywhere_is_detected(tmp_path: Path, keep: int) -> None:
+    full = _write(tmp_path / "m.gguf").read_bytes()
+    cut = tmp_path / "cut.gguf"
+    cut.write_bytes(full[:keep])
+    with pytest.raises(ModelError, match="truncated|incomplete|not a GGUF") as info:
+        read_gguf_info(cut)
+    assert "download" in str(info.value).lower() or "GGUF" in str(info.value)
+
+
+def test_unsupported_and_non_chat_architectures(tmp_path: Path) -> None:
+    with pytest.raises(ModelError, match="does not support"):
+        read_gguf_info(_write(tmp_path / "a.gguf", arch="frobnicator9"))
+    with pytest.raises(ModelError, match="not a chat model"):
+        read_gguf_info(_write(tmp_path / "b.gguf", arch="bert"))
+
+
+def test_memory_estimate_and_fit(tmp_path: Path) -> None:
+    info = read_gguf_info(_write(tmp_path / "m.gguf"))
+    need = info.estimate_memory(4096)
+    # one full-attention layer of four: 4096 tokens * 1 layer * 1 kv head * (32 + 32) * 2 bytes
+    assert need["kv_cache"] == 4096 * 1 * 1 * 64 * 2
+    assert need["total"] == need["weights"] + need["kv_cache"] + need["recurrent_state"]
+    with pytest.raises(ModelError, match="only 0.0 GiB of memory is available"):
+        check_fits(info, 4096, available=1000)
+    assert check_fits(info, 4096, available=10**12)["total"] == need["total"]
+
+
+def test_type_size_table_matches_ggml() -> None:
+    for type_id, (block, nbytes) in GGML_TYPE_SIZES.items():
+        try:
+            qtype = gguf.GGMLQuantizationType(type_id)
+        except ValueError:
+            continue
+        assert gguf.GGML_QUANT_SIZES[qtype] == (block, nbytes), qtype.name
