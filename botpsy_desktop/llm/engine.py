@@ -143,9 +143,12 @@ class LlamaBackend:
             return None
         if self.renderer.call_format != "xml":
             return None  # the grammar describes Qwen3-Coder XML calls only
-        key = grammar_key(tools)
+        close_token = len(self.tokenize(TOOL_CALL_CLOSE)) == 1
+        key = grammar_key(tools, close_token=close_token, param_order="any")
         if key not in self._grammars:
-            self._grammars[key] = build_tool_call_grammar(tools)
+            self._grammars[key] = build_tool_call_grammar(
+                tools, close_token=close_token, param_order="any"
+            )
         return self._grammars[key]
 
     # -- evaluation ----------------------------------------------------------------------
