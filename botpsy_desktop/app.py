@@ -61,8 +61,9 @@ class App:
         )
 
     def session(self, backend: Backend, conversation_id: str | None = None) -> AgentSession:
-        return AgentSession(backend, self.registry, self.gate, self.store, self.loop_settings(),
-                            conversation_id)
+        return AgentSession(
+            backend, self.registry, self.gate, self.store, self.loop_settings(), conversation_id
+        )
 
     def close(self) -> None:
         self.store.close()

@@ -34,28 +34,44 @@ def _parser() -> argparse.ArgumentParser:
         prog="botpsy", description="A private assistant running BotPsy locally through llama.cpp."
     )
     p.add_argument("--version", action="version", version=f"botpsy-desktop {__version__}")
-    p.add_argument("--home", metavar="DIR",
-                   help="keep config, data and models under DIR (default: $BOTPSY_HOME or the "
-                        "user's folders)")
+    p.add_argument(
+        "--home",
+        metavar="DIR",
+        help="keep config, data and models under DIR (default: $BOTPSY_HOME or the user's folders)",
+    )
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def run_options(sp: argparse.ArgumentParser) -> None:
         src = sp.add_mutually_exclusive_group()
         src.add_argument("--model", metavar="PATH", help="GGUF model file to use")
-        src.add_argument("--replay", metavar="FILE",
-                         help="replay raw model completions from a JSON list instead of a model")
-        sp.add_argument("--approve", choices=("ask", "deny", "all"), default="ask",
-                        help="answer approval requests: ask on the terminal (deny when there is "
-                             "none), deny all, or approve all")
-        sp.add_argument("--think", action=argparse.BooleanOptionalAction, default=None,
-                        help="let the model think before answering (default from config)")
+        src.add_argument(
+            "--replay",
+            metavar="FILE",
+            help="replay raw model completions from a JSON list instead of a model",
+        )
+        sp.add_argument(
+            "--approve",
+            choices=("ask", "deny", "all"),
+            default="ask",
+            help="answer approval requests: ask on the terminal (deny when there is "
+            "none), deny all, or approve all",
+        )
+        sp.add_argument(
+            "--think",
+            action=argparse.BooleanOptionalAction,
+            default=None,
+            help="let the model think before answering (default from config)",
+        )
         sp.add_argument("--conversation", metavar="ID", help="continue a saved conversation")
 
     ask = sub.add_parser("ask", help="ask one question and print the answer")
     ask.add_argument("text", help="what to ask")
     run_options(ask)
-    ask.add_argument("--json", action="store_true",
-                     help="print the whole transcript as JSON (tool calls, answer, timings)")
+    ask.add_argument(
+        "--json",
+        action="store_true",
+        help="print the whole transcript as JSON (tool calls, answer, timings)",
+    )
 
     chat = sub.add_parser("chat", help="an interactive conversation on the terminal")
     run_options(chat)
@@ -83,9 +99,11 @@ class _Approver:
             request.deny(by="--approve deny")
             return
         if not (self.stdin.isatty() and self.stderr.isatty()):
-            print(f"\n[approval needed] {request.receipt}\n"
-                  "Denied: no terminal to ask on (use --approve all to allow).",
-                  file=self.stderr)
+            print(
+                f"\n[approval needed] {request.receipt}\n"
+                "Denied: no terminal to ask on (use --approve all to allow).",
+                file=self.stderr,
+            )
             request.deny(by="no terminal")
             return
         print(f"\n[approval needed] {request.receipt}", file=self.stderr)
@@ -111,8 +129,15 @@ def _drive(events: Iterator[Event], cancel: threading.Event) -> Iterator[Event]:
         yield event
 
 
-def _run_request(app: App, args: argparse.Namespace, text: str, session: Any,
-                 out: TextIO, err: TextIO, as_json: bool) -> tuple[int, Transcript]:
+def _run_request(
+    app: App,
+    args: argparse.Namespace,
+    text: str,
+    session: Any,
+    out: TextIO,
+    err: TextIO,
+    as_json: bool,
+) -> tuple[int, Transcript]:
     approver = _Approver(args.approve, sys.stdin, err)
     think = app.config.model.think if args.think is None else args.think
     cancel = threading.Event()
@@ -176,8 +201,11 @@ def cmd_chat(app: App, args: argparse.Namespace, out: TextIO, err: TextIO) -> in
     backend = app.backend(model=args.model, replay=args.replay)
     try:
         session = app.session(backend, args.conversation)
-        print(f"botpsy {__version__} with {backend.name}. Ctrl-D or /quit to leave, "
-              "Ctrl-C stops an answer.", file=err)
+        print(
+            f"botpsy {__version__} with {backend.name}. Ctrl-D or /quit to leave, "
+            "Ctrl-C stops an answer.",
+            file=err,
+        )
         while True:
             try:
                 err.write("\nyou> ")
@@ -198,8 +226,11 @@ def cmd_chat(app: App, args: argparse.Namespace, out: TextIO, err: TextIO) -> in
 
 def cmd_tools(app: App, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     items = [
-        {**tool.schema()["function"], "effects": sorted(e.value for e in tool.effects),
-         "needs_approval": not tool.read_only}
+        {
+            **tool.schema()["function"],
+            "effects": sorted(e.value for e in tool.effects),
+            "needs_approval": not tool.read_only,
+        }
         for tool in app.registry
     ]
     if args.json:
@@ -255,5 +286,3 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())
-
-

@@ -25,8 +25,7 @@ class Check:
     hint: str = ""
 
     def as_dict(self) -> dict[str, str]:
-        return {"name": self.name, "status": self.status, "detail": self.detail,
-                "hint": self.hint}
+        return {"name": self.name, "status": self.status, "detail": self.detail, "hint": self.hint}
 
 
 def _gib(n: int) -> str:
@@ -45,40 +44,82 @@ def run_checks(app: App, model: str | None = None) -> list[Check]:
     try:
         from botpsy_desktop.llm import engine
 
-        checks.append(Check("llama.cpp", "ok", f"llama-cpp-python {engine.llama_cpp_version()}; "
-                                               f"{engine.system_info()}"))
-        checks.append(Check("gpu offload", "info",
-                            "supported" if engine.supports_gpu_offload() else
-                            "not in this build (CPU only)"))
+        checks.append(
+            Check(
+                "llama.cpp",
+                "ok",
+                f"llama-cpp-python {engine.llama_cpp_version()}; {engine.system_info()}",
+            )
+        )
+        checks.append(
+            Check(
+                "gpu offload",
+                "info",
+                "supported" if engine.supports_gpu_offload() else "not in this build (CPU only)",
+            )
+        )
     except Exception as exc:
-        checks.append(Check("llama.cpp", "fail", f"cannot load llama-cpp-python: {exc}",
-                            "Reinstall botpsy-desktop (pip builds llama-cpp-python from source)."))
+        checks.append(
+            Check(
+                "llama.cpp",
+                "fail",
+                f"cannot load llama-cpp-python: {exc}",
+                "Reinstall botpsy-desktop (pip builds llama-cpp-python from source).",
+            )
+        )
 
-    for label, folder in (("config folder", app.paths.config_dir),
-                          ("data folder", app.paths.data_dir),
-                          ("models folder", app.paths.models_dir)):
+    for label, folder in (
+        ("config folder", app.paths.config_dir),
+        ("data folder", app.paths.data_dir),
+        ("models folder", app.paths.models_dir),
+    ):
         ok = _writable(folder)
-        checks.append(Check(label, "ok" if ok else "fail", str(folder),
-                            "" if ok else "Make the folder writable, or choose --home DIR."))
-    checks.append(Check("conversations", "ok",
-                        f"{app.paths.database} (journal {app.store.journal_mode()})"))
+        checks.append(
+            Check(
+                label,
+                "ok" if ok else "fail",
+                str(folder),
+                "" if ok else "Make the folder writable, or choose --home DIR.",
+            )
+        )
+    checks.append(
+        Check("conversations", "ok", f"{app.paths.database} (journal {app.store.journal_mode()})")
+    )
 
     path = model or app.config.model.path
     if not path:
-        checks.append(Check("model", "warn", "no model configured",
-                            "Pass --model PATH to a GGUF file or set model.path in "
-                            f"{app.paths.config_file}."))
+        checks.append(
+            Check(
+                "model",
+                "warn",
+                "no model configured",
+                f"Pass --model PATH to a GGUF file or set model.path in {app.paths.config_file}.",
+            )
+        )
     else:
         checks.extend(_model_checks(path, app.config.model.n_ctx))
 
     ks = keyring_status()
-    checks.append(Check("keyring", "ok" if ks.usable else "warn", f"{ks.backend}: {ks.detail}",
-                        "" if ks.usable else
-                        "Install and unlock a Secret Service keyring (e.g. gnome-keyring) to "
-                        "store mail and calendar passwords."))
+    checks.append(
+        Check(
+            "keyring",
+            "ok" if ks.usable else "warn",
+            f"{ks.backend}: {ks.detail}",
+            ""
+            if ks.usable
+            else "Install and unlock a Secret Service keyring (e.g. gnome-keyring) to "
+            "store mail and calendar passwords.",
+        )
+    )
     for root in app.config.file_roots():
-        checks.append(Check("files root", "ok" if root.is_dir() else "warn", str(root),
-                            "" if root.is_dir() else "The folder does not exist; fix files.roots."))
+        checks.append(
+            Check(
+                "files root",
+                "ok" if root.is_dir() else "warn",
+                str(root),
+                "" if root.is_dir() else "The folder does not exist; fix files.roots.",
+            )
+        )
     checks.append(Check("tools", "info", ", ".join(app.registry.names()) or "none"))
     return checks
 
@@ -91,33 +132,55 @@ def _model_checks(path: str, n_ctx: int) -> list[Check]:
         info = read_gguf_info(path)
     except BotpsyError as exc:
         return [Check("model", "fail", exc.message, exc.hint)]
-    out = [Check("model", "ok", f"{info.path} — {info.name}, {info.architecture}, "
-                                f"{info.file_type}, {_gib(info.file_size)}, complete")]
+    out = [
+        Check(
+            "model",
+            "ok",
+            f"{info.path} — {info.name}, {info.architecture}, "
+            f"{info.file_type}, {_gib(info.file_size)}, complete",
+        )
+    ]
     need = info.estimate_memory(n_ctx)
     avail = available_memory()
-    detail = (f"weights {_gib(need['weights'])} + KV {_gib(need['kv_cache'])} + recurrent "
-              f"{_gib(need['recurrent_state'])} = {_gib(need['total'])} for {n_ctx} tokens")
+    detail = (
+        f"weights {_gib(need['weights'])} + KV {_gib(need['kv_cache'])} + recurrent "
+        f"{_gib(need['recurrent_state'])} = {_gib(need['total'])} for {n_ctx} tokens"
+    )
     if avail is None:
         out.append(Check("memory", "info", detail + "; available memory unknown"))
     else:
         fits = need["total"] <= avail
-        out.append(Check("memory", "ok" if fits else "fail",
-                         f"{detail}; {_gib(avail)} available",
-                         "" if fits else "Lower model.n_ctx or choose a smaller quantization."))
+        out.append(
+            Check(
+                "memory",
+                "ok" if fits else "fail",
+                f"{detail}; {_gib(avail)} available",
+                "" if fits else "Lower model.n_ctx or choose a smaller quantization.",
+            )
+        )
     try:
         renderer = PromptRenderer(info.chat_template)
     except BotpsyError as exc:
         out.append(Check("chat template", "fail", exc.message, exc.hint))
     else:
         if info.chat_template is None:
-            out.append(Check("chat template", "warn", "none in the file; using the ChatML "
-                                                      "tool fallback"))
+            out.append(
+                Check("chat template", "warn", "none in the file; using the ChatML tool fallback")
+            )
         elif renderer.uses_fallback:
-            out.append(Check("chat template", "warn", "the model's template has no tool "
-                                                      "support; using the ChatML tool fallback"))
+            out.append(
+                Check(
+                    "chat template",
+                    "warn",
+                    "the model's template has no tool support; using the ChatML tool fallback",
+                )
+            )
         else:
-            out.append(Check("chat template", "ok",
-                             f"the model's own, tool calls as {renderer.call_format}"))
+            out.append(
+                Check(
+                    "chat template", "ok", f"the model's own, tool calls as {renderer.call_format}"
+                )
+            )
     return out
 
 

@@ -35,8 +35,9 @@ class ToolStarted:
 class ApprovalRequest:
     """A question to the user: may this exact call run? Decide once; undecided means denied."""
 
-    def __init__(self, call_id: str, tool: str, arguments: dict[str, Any], receipt: str,
-                 effects: list[str]) -> None:
+    def __init__(
+        self, call_id: str, tool: str, arguments: dict[str, Any], receipt: str, effects: list[str]
+    ) -> None:
         self.call_id = call_id
         self.tool = tool
         self.arguments = arguments
@@ -161,18 +162,27 @@ class Transcript:
 
     def as_dict(self) -> dict[str, Any]:
         totals: dict[str, float | int] = {}
-        for key in ("prompt_tokens", "evaluated_tokens", "reused_tokens", "completion_tokens",
-                    "constrained_tokens"):
+        for key in (
+            "prompt_tokens",
+            "evaluated_tokens",
+            "reused_tokens",
+            "completion_tokens",
+            "constrained_tokens",
+        ):
             totals[key] = sum(int(t[key]) for t in self.turns)
         for key in ("prefill_s", "decode_s"):
             totals[key] = round(sum(float(t[key]) for t in self.turns), 4)
         first = self.turns[0]["time_to_first_token_s"] if self.turns else 0.0
         decode_steps = sum(max(int(t["completion_tokens"]) - 1, 0) for t in self.turns)
         totals["time_to_first_token_s"] = first
-        totals["prefill_tokens_per_s"] = round(
-            totals["evaluated_tokens"] / totals["prefill_s"], 2) if totals["prefill_s"] else 0.0
-        totals["decode_tokens_per_s"] = round(
-            decode_steps / totals["decode_s"], 2) if totals["decode_s"] else 0.0
+        totals["prefill_tokens_per_s"] = (
+            round(totals["evaluated_tokens"] / totals["prefill_s"], 2)
+            if totals["prefill_s"]
+            else 0.0
+        )
+        totals["decode_tokens_per_s"] = (
+            round(decode_steps / totals["decode_s"], 2) if totals["decode_s"] else 0.0
+        )
         return {
             "request": self.request,
             "tool_calls": self.tool_calls,

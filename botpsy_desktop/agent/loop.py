@@ -6,7 +6,7 @@ import json
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -74,8 +74,10 @@ class AgentSession:
         if conversation_id is None:
             conversation_id = store.create()
         elif not store.exists(conversation_id):
-            raise BotpsyError(f"There is no conversation {conversation_id}.",
-                              "List conversations with `botpsy history`.")
+            raise BotpsyError(
+                f"There is no conversation {conversation_id}.",
+                "List conversations with `botpsy history`.",
+            )
         self.conversation_id = conversation_id
 
     def _messages(self) -> list[dict[str, Any]]:
@@ -116,14 +118,21 @@ class AgentSession:
             )
             if completion.finish_reason == "cancelled":
                 if parsed.content:
-                    self.store.append(self.conversation_id, {
-                        "role": "assistant", "content": parsed.content, "interrupted": True})
+                    self.store.append(
+                        self.conversation_id,
+                        {"role": "assistant", "content": parsed.content, "interrupted": True},
+                    )
                 yield Error("cancelled", "Stopped.")
                 return
             if not parsed.calls:
-                self.store.append(self.conversation_id, {
-                    "role": "assistant", "content": parsed.content,
-                    "reasoning_content": parsed.thinking})
+                self.store.append(
+                    self.conversation_id,
+                    {
+                        "role": "assistant",
+                        "content": parsed.content,
+                        "reasoning_content": parsed.thinking,
+                    },
+                )
                 yield Answer(parsed.content, parsed.thinking, step)
                 return
 
@@ -132,20 +141,29 @@ class AgentSession:
             tool_calls = []
             for call_id, call in zip(call_ids, parsed.calls, strict=True):
                 if isinstance(call, ToolCall):
-                    tool_calls.append({"id": call_id, "type": "function", "function": {
-                        "name": call.name, "arguments": call.arguments}})
+                    tool_calls.append(
+                        {
+                            "id": call_id,
+                            "type": "function",
+                            "function": {"name": call.name, "arguments": call.arguments},
+                        }
+                    )
                 else:
                     content = f"{content}\n\n{call.raw}".strip()
-            assistant: dict[str, Any] = {"role": "assistant", "content": content,
-                                         "reasoning_content": parsed.thinking}
+            assistant: dict[str, Any] = {
+                "role": "assistant",
+                "content": content,
+                "reasoning_content": parsed.thinking,
+            }
             if tool_calls:
                 assistant["tool_calls"] = tool_calls
             self.store.append(self.conversation_id, assistant)
 
             for call_id, call in zip(call_ids, parsed.calls, strict=True):
                 if cancel.is_set():
-                    outcome = _Outcome(False, "The user stopped the request before this ran.",
-                                       "not-run")
+                    outcome = _Outcome(
+                        False, "The user stopped the request before this ran.", "not-run"
+                    )
                     name, args = (call.name, call.arguments if isinstance(call, ToolCall) else {})
                 else:
                     if isinstance(call, ToolCall):
@@ -155,13 +173,27 @@ class AgentSession:
                         name, args = call.name, {}
                     outcome = yield from self._execute(call_id, call)
                 output = _clip(outcome.output, self.settings.max_observation_chars)
-                self.store.append(self.conversation_id, {
-                    "role": "tool", "tool_call_id": call_id, "name": name or "", "content": output})
+                self.store.append(
+                    self.conversation_id,
+                    {
+                        "role": "tool",
+                        "tool_call_id": call_id,
+                        "name": name or "",
+                        "content": output,
+                    },
+                )
                 self.store.record_tool_call(
-                    self.conversation_id, call_id=call_id, name=name, arguments=args,
-                    decision=outcome.decision, ok=outcome.ok, result=output)
-                yield ToolResult(call_id, name, args, outcome.ok, output, outcome.decision,
-                                 outcome.duration)
+                    self.conversation_id,
+                    call_id=call_id,
+                    name=name,
+                    arguments=args,
+                    decision=outcome.decision,
+                    ok=outcome.ok,
+                    result=output,
+                )
+                yield ToolResult(
+                    call_id, name, args, outcome.ok, output, outcome.decision, outcome.duration
+                )
             if cancel.is_set():
                 yield Error("cancelled", "Stopped.")
                 return
@@ -173,14 +205,15 @@ class AgentSession:
 
     def _execute(
         self, call_id: str, call: ToolCall | ToolCallError
-    ) -> Iterator[Event | Any]:
+    ) -> Generator[Event, None, _Outcome]:
         if isinstance(call, ToolCallError):
             return _Outcome(False, call.message, "not-run")
         tool = self.registry.get(call.name)
         if tool is None:
             names = ", ".join(self.registry.names()) or "none"
-            return _Outcome(False, f"There is no tool named {call.name!r}. "
-                                   f"Available tools: {names}.", "not-run")
+            return _Outcome(
+                False, f"There is no tool named {call.name!r}. Available tools: {names}.", "not-run"
+            )
         try:
             args_model = tool.validate(call.arguments)
         except ToolArgumentsError as exc:
@@ -190,16 +223,25 @@ class AgentSession:
         if decision is Decision.DENY:
             return _Outcome(False, f"{tool.name} is not allowed.", "denied")
         if decision is Decision.ASK:
-            request = ApprovalRequest(call_id, tool.name, dict(call.arguments),
-                                      self.gate.receipt(tool, dict(call.arguments)),
-                                      sorted(e.value for e in tool.effects))
+            request = ApprovalRequest(
+                call_id,
+                tool.name,
+                dict(call.arguments),
+                self.gate.receipt(tool, dict(call.arguments)),
+                sorted(e.value for e in tool.effects),
+            )
             yield ApprovalNeeded(request)
             if not request.approved:
-                return _Outcome(False, f"The user declined {tool.name}; it was not run. "
-                                       "Do not try it again unless the user asks.", "denied")
+                return _Outcome(
+                    False,
+                    f"The user declined {tool.name}; it was not run. "
+                    "Do not try it again unless the user asks.",
+                    "denied",
+                )
             verdict = "approved"
-        return _run_with_timeout(lambda: tool.call(args_model), self.settings.tool_timeout_s,
-                                 tool.name, verdict)
+        return _run_with_timeout(
+            lambda: tool.call(args_model), self.settings.tool_timeout_s, tool.name, verdict
+        )
 
 
 def _run_with_timeout(fn: Any, timeout: float, name: str, verdict: GateDecision) -> _Outcome:
@@ -219,8 +261,12 @@ def _run_with_timeout(fn: Any, timeout: float, name: str, verdict: GateDecision)
     worker.join(timeout)
     duration = time.perf_counter() - started
     if worker.is_alive():
-        return _Outcome(False, f"{name} did not finish within {timeout:g} s and was abandoned.",
-                        verdict, duration)
+        return _Outcome(
+            False,
+            f"{name} did not finish within {timeout:g} s and was abandoned.",
+            verdict,
+            duration,
+        )
     if "error" in result:
         return _Outcome(False, str(result["error"]), verdict, duration)
     return _Outcome(True, _render(result.get("value")), verdict, duration)
@@ -238,7 +284,7 @@ def _clip(text: str, limit: int) -> str:
     return f"{text[:limit]}\n[clipped: {len(text) - limit} more characters not shown]"
 
 
-def _stream_events(parts: list[tuple[str, str]]) -> Iterator[Event]:
+def _stream_events(parts: Sequence[tuple[str, str]]) -> Iterator[Event]:
     for kind, text in parts:
         if kind == "thinking" and text:
             yield Thinking(text)

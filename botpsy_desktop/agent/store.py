@@ -94,8 +94,10 @@ class ConversationStore:
             try:
                 cur = self._db.execute(sql, params)
             except sqlite3.Error as exc:
-                raise StoreError(f"Could not save to {self.path}: {exc}.",
-                                 "Check free disk space and permissions.") from exc
+                raise StoreError(
+                    f"Could not save to {self.path}: {exc}.",
+                    "Check free disk space and permissions.",
+                ) from exc
             return int(cur.lastrowid or 0)
 
     def create(self, title: str = "New conversation") -> str:
@@ -123,8 +125,12 @@ class ConversationStore:
                 cur = self._db.execute(
                     "INSERT INTO messages (conversation_id, role, payload, created_at) "
                     "VALUES (?, ?, ?, ?)",
-                    (conversation_id, message["role"],
-                     json.dumps(message, ensure_ascii=False), now),
+                    (
+                        conversation_id,
+                        message["role"],
+                        json.dumps(message, ensure_ascii=False),
+                        now,
+                    ),
                 )
                 self._db.execute(
                     "UPDATE conversations SET updated_at = ? WHERE id = ?", (now, conversation_id)
@@ -133,8 +139,10 @@ class ConversationStore:
             except sqlite3.Error as exc:
                 if self._db.in_transaction:
                     self._db.execute("ROLLBACK")
-                raise StoreError(f"Could not save a message to {self.path}: {exc}.",
-                                 "Check free disk space and permissions.") from exc
+                raise StoreError(
+                    f"Could not save a message to {self.path}: {exc}.",
+                    "Check free disk space and permissions.",
+                ) from exc
             return int(cur.lastrowid or 0)
 
     def messages(self, conversation_id: str) -> list[dict[str, Any]]:
@@ -159,8 +167,16 @@ class ConversationStore:
         self._write(
             "INSERT INTO tool_calls (conversation_id, call_id, name, arguments, decision, ok, "
             "result, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            (conversation_id, call_id, name, json.dumps(arguments, ensure_ascii=False, default=str),
-             decision, int(ok), result, time.time()),
+            (
+                conversation_id,
+                call_id,
+                name,
+                json.dumps(arguments, ensure_ascii=False, default=str),
+                decision,
+                int(ok),
+                result,
+                time.time(),
+            ),
         )
 
     def tool_calls(self, conversation_id: str) -> list[dict[str, Any]]:
@@ -171,16 +187,23 @@ class ConversationStore:
                 (conversation_id,),
             ).fetchall()
         return [
-            {"call_id": r[0], "name": r[1], "arguments": json.loads(r[2]), "decision": r[3],
-             "ok": bool(r[4]), "result": r[5]}
+            {
+                "call_id": r[0],
+                "name": r[1],
+                "arguments": json.loads(r[2]),
+                "decision": r[3],
+                "ok": bool(r[4]),
+                "result": r[5],
+            }
             for r in rows
         ]
 
     def conversations(self) -> list[ConversationInfo]:
         with self._lock:
             rows = self._db.execute(
-                "SELECT c.id, c.title, c.created_at, c.updated_at, COUNT(m.id) FROM conversations c "
-                "LEFT JOIN messages m ON m.conversation_id = c.id GROUP BY c.id "
+                "SELECT c.id, c.title, c.created_at, c.updated_at, COUNT(m.id) "
+                "FROM conversations c LEFT JOIN messages m ON m.conversation_id = c.id "
+                "GROUP BY c.id "
                 "ORDER BY c.updated_at DESC"
             ).fetchall()
         return [ConversationInfo(r[0], r[1], r[2], r[3], r[4]) for r in rows]

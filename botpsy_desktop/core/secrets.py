@@ -25,7 +25,8 @@ def keyring_status() -> KeyringStatus:
     name = f"{type(backend).__module__}.{type(backend).__name__}"
     if isinstance(backend, fail.Keyring):
         return KeyringStatus(
-            False, name,
+            False,
+            name,
             "no keyring service is running (on Linux: GNOME Keyring or KWallet via Secret "
             "Service); passwords for mail and calendars cannot be stored",
         )

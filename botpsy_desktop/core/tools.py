@@ -94,9 +94,7 @@ class Tool:
 
     def describe_call(self, arguments: Mapping[str, Any]) -> str:
         """One line naming the call and its full arguments, for receipts and logs."""
-        shown = ", ".join(
-            f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in arguments.items()
-        )
+        shown = ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in arguments.items())
         return f"{self.name}({shown})"
 
 

@@ -81,6 +81,7 @@ class LlamaBackend:
             ) from exc
         self._closed = False
         self._vocab = llama_cpp.llama_model_get_vocab(self._llama.model)
+        self._piece_buf = ctypes.create_string_buffer(256)
         self._n_vocab = int(self._llama.n_vocab())
         self.hybrid = bool(
             llama_cpp.llama_model_is_hybrid(self._llama.model)
@@ -93,7 +94,6 @@ class LlamaBackend:
             bos_token=self._token_text(self._llama.token_bos()),
             eos_token=self._token_text(self._llama.token_eos()),
         )
-        self._piece_buf = ctypes.create_string_buffer(256)
         self._candidates = internals.LlamaTokenDataArray(n_vocab=self._n_vocab)
         self._grammars: dict[str, str] = {}
 
@@ -208,13 +208,24 @@ class LlamaBackend:
         grammar: str | None = None,
         cancel: threading.Event | None = None,
         max_tokens: int | None = None,
+        force_tool_call: bool = False,
     ) -> Iterator[TextPiece | Completion]:
-        """Stream a completion of a rendered prompt; constrain tool calls with ``grammar``."""
+        """Stream a completion of a rendered prompt; constrain tool calls with ``grammar``.
+
+        ``force_tool_call`` makes the turn start with ``<tool_call>`` (the prompt is extended by
+        it and the call is constrained from its first token): the model must call a tool.
+        """
         if self._closed:
             raise ModelError("The model was closed.", "Load it again.")
         cancel = cancel or threading.Event()
         stats = GenerationStats()
         t_start = time.perf_counter()
+        if force_tool_call:
+            if grammar is None or started_in_thinking:
+                raise ModelError(
+                    "A forced tool call needs the tool-call grammar and no open thinking block."
+                )
+            prompt += TOOL_CALL_OPEN
         tokens = self.tokenize(prompt)
         stats.prompt_tokens = len(tokens)
         room = self.n_ctx - len(tokens)
@@ -237,11 +248,14 @@ class LlamaBackend:
 
         sampler = self._sampler()
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        text_parts: list[str] = []
         text = ""
         in_call = False
         think_open = started_in_thinking
         matcher: GrammarMatcher | None = None
+        if force_tool_call and grammar is not None:
+            text, in_call, think_open = TOOL_CALL_OPEN, True, False
+            matcher = GrammarMatcher(self._vocab, grammar)
+            yield TextPiece(TOOL_CALL_OPEN)
         finish: str = "length"
         t_first = 0.0
         try:
@@ -263,7 +277,6 @@ class LlamaBackend:
                 stats.completion_tokens += 1
                 piece = decoder.decode(self._piece(token))
                 if piece:
-                    text_parts.append(piece)
                     text += piece
                     if any(text.endswith(s) for s in _TEXT_STOPS):
                         for s in _TEXT_STOPS:

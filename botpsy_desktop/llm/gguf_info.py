@@ -29,13 +29,13 @@ LLAMA_CPP_ARCHITECTURES = frozenset(
     hy_v4 smollm3 gpt-oss lfm2 lfm2moe dream smallthinker llada llada-moe seed_oss grovemoe apertus
     minimax-01 hrm_text minimax-m2 minimax-m3 cogvlm rnd1 pangu-embedded mistral3 mistral4 mimo2
     step35 spark2_5 maincoder kimi-linear kimi-k3 glm5-next talkie mellum nanbeige
-    """.split()
+    """.split()  # noqa: SIM905
 )
 # Names llama.cpp knows that are not chat models (encoders, vision towers, audio codecs).
 NON_CHAT_ARCHITECTURES = frozenset(
     """clip bert modern-bert nomic-bert nomic-bert-moe neo-bert jina-bert-v2 jina-bert-v3 eurobert
     gemma-embedding t5encoder wavtokenizer-dec llama-embed deepseek2-ocr paddleocr eagle3 dflash
-    gemma4-assistant qwen3tts pockettts""".split()
+    gemma4-assistant qwen3tts pockettts""".split()  # noqa: SIM905
 )
 
 # ggml tensor type id -> (elements per block, bytes per block)
@@ -116,8 +116,12 @@ class GGUFInfo:
             conv_channels = inner + 2 * groups * state
             per_layer = (conv * conv_channels + inner * state) * 4
             recurrent = linear_layers * per_layer
-        return {"weights": self.file_size, "kv_cache": kv, "recurrent_state": recurrent,
-                "total": self.file_size + kv + recurrent}
+        return {
+            "weights": self.file_size,
+            "kv_cache": kv,
+            "recurrent_state": recurrent,
+            "total": self.file_size + kv + recurrent,
+        }
 
 
 def _read(f: BinaryIO, n: int) -> bytes:
@@ -160,8 +164,10 @@ def read_gguf_info(path: str | os.PathLike[str]) -> GGUFInfo:
     """Read and check the header. Raises ModelError naming what is wrong and what to do."""
     file = Path(path).expanduser()
     if not file.exists():
-        raise ModelError(f"Model file {file} does not exist.",
-                         "Check the path, or run `botpsy model list` to see installed models.")
+        raise ModelError(
+            f"Model file {file} does not exist.",
+            "Check the path, or run `botpsy model list` to see installed models.",
+        )
     if file.is_dir():
         raise ModelError(f"{file} is a folder, not a model file.", "Give the path of a .gguf file.")
     size = file.stat().st_size
@@ -175,8 +181,10 @@ def read_gguf_info(path: str | os.PathLike[str]) -> GGUFInfo:
                 )
             (version,) = struct.unpack("<I", _read(f, 4))
             if version not in (2, 3):
-                raise ModelError(f"{file} uses GGUF version {version}; versions 2 and 3 are "
-                                 "supported.", "Get a file written by a current llama.cpp.")
+                raise ModelError(
+                    f"{file} uses GGUF version {version}; versions 2 and 3 are supported.",
+                    "Get a file written by a current llama.cpp.",
+                )
             n_tensors, n_kv = struct.unpack("<QQ", _read(f, 16))
             metadata: dict[str, Any] = {}
             for _ in range(n_kv):
@@ -199,20 +207,30 @@ def read_gguf_info(path: str | os.PathLike[str]) -> GGUFInfo:
                     data_end = max(data_end, offset + count // block * nbytes)
             header_end = f.tell()
     except _Truncated:
-        raise ModelError(f"{file} is truncated: its header ends early ({size} bytes on disk).",
-                         "The download is incomplete; download it again.") from None
+        raise ModelError(
+            f"{file} is truncated: its header ends early ({size} bytes on disk).",
+            "The download is incomplete; download it again.",
+        ) from None
     except (ValueError, struct.error, UnicodeDecodeError) as exc:
-        raise ModelError(f"{file} has a damaged GGUF header ({exc}).",
-                         "Download the file again.") from exc
+        raise ModelError(
+            f"{file} has a damaged GGUF header ({exc}).", "Download the file again."
+        ) from exc
     data_start = (header_end + alignment - 1) // alignment * alignment
     expected = data_start + data_end if data_end else header_end
     arch = str(metadata.get("general.architecture", ""))
     info = GGUFInfo(
-        path=file, version=version, architecture=arch,
+        path=file,
+        version=version,
+        architecture=arch,
         name=str(metadata.get("general.name", file.stem)),
-        file_type=FILE_TYPES.get(int(metadata.get("general.file_type", -1)),
-                                 f"type {metadata.get('general.file_type', '?')}"),
-        file_size=size, expected_size=expected, tensor_count=n_tensors, metadata=metadata,
+        file_type=FILE_TYPES.get(
+            int(metadata.get("general.file_type", -1)),
+            f"type {metadata.get('general.file_type', '?')}",
+        ),
+        file_size=size,
+        expected_size=expected,
+        tensor_count=n_tensors,
+        metadata=metadata,
     )
     if size < expected:
         raise ModelError(
@@ -223,8 +241,10 @@ def read_gguf_info(path: str | os.PathLike[str]) -> GGUFInfo:
     if not arch:
         raise ModelError(f"{file} does not name its architecture.", "Use another GGUF file.")
     if arch in NON_CHAT_ARCHITECTURES:
-        raise ModelError(f"{file} is a {arch} model, not a chat model.",
-                         "Choose a chat model such as BotPsy-0.8B.")
+        raise ModelError(
+            f"{file} is a {arch} model, not a chat model.",
+            "Choose a chat model such as BotPsy-0.8B.",
+        )
     if arch not in LLAMA_CPP_ARCHITECTURES:
         raise ModelError(
             f"{file} has architecture {arch!r}, which the bundled llama.cpp does not support.",

@@ -26,8 +26,9 @@ def _tojson(
     sort_keys: bool = False,
 ) -> str:
     # Same output as Hugging Face transformers' chat-template tojson filter.
-    return json.dumps(value, ensure_ascii=ensure_ascii, indent=indent, separators=separators,
-                      sort_keys=sort_keys)
+    return json.dumps(
+        value, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys
+    )
 
 
 def _raise(message: str) -> NoReturn:

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from botpsy_desktop.adapters.files import FolderJail, files_tools
-from botpsy_desktop.core.tools import Effect, Tool, ToolArgumentsError
 from botpsy_desktop.core.errors import ToolError
+from botpsy_desktop.core.tools import Effect, Tool, ToolArgumentsError
 
 
 @pytest.fixture

