@@ -102,7 +102,7 @@ class AgentSession:
                         completion = item
                         break
                     if splitter is None:
-                        splitter = StreamSplitter(started_in_thinking=think)
+                        splitter = StreamSplitter(started_in_thinking=item.started_in_thinking)
                     yield from _stream_events(splitter.feed(item.text))
             except BotpsyError as exc:
                 yield Error("model", str(exc))

@@ -95,6 +95,7 @@ class LlamaBackend:
             eos_token=self._token_text(self._llama.token_eos()),
         )
         self._candidates = internals.LlamaTokenDataArray(n_vocab=self._n_vocab)
+        self._top = _TokenDataArray(min(128, self._n_vocab))
         self._grammars: dict[str, str] = {}
 
     # -- small helpers -------------------------------------------------------------------
@@ -255,7 +256,7 @@ class LlamaBackend:
         if force_tool_call and grammar is not None:
             text, in_call, think_open = TOOL_CALL_OPEN, True, False
             matcher = GrammarMatcher(self._vocab, grammar)
-            yield TextPiece(TOOL_CALL_OPEN)
+            yield TextPiece(TOOL_CALL_OPEN, started_in_thinking)
         finish: str = "length"
         t_first = 0.0
         try:
@@ -264,8 +265,9 @@ class LlamaBackend:
                     finish = "cancelled"
                     break
                 if matcher is not None:
-                    token = self._sample_constrained(sampler, matcher)
+                    token, resampled = self._sample_constrained(sampler, matcher)
                     stats.constrained_tokens += 1
+                    stats.grammar_resamples += resampled
                 else:
                     token = sampler.sample(self._llama._ctx, -1)
                 if produced == 0:
@@ -284,7 +286,7 @@ class LlamaBackend:
                                 text = text[: -len(s)]
                         finish = "stop"
                         break
-                    yield TextPiece(piece)
+                    yield TextPiece(piece, started_in_thinking)
                 # follow the structure: thinking, then free text and tool calls
                 if think_open and "</think>" in text[-len(piece) - 9 :]:
                     think_open = False
@@ -310,17 +312,35 @@ class LlamaBackend:
         tail = decoder.decode(b"", final=True)
         if tail:
             text += tail
-            yield TextPiece(tail)
+            yield TextPiece(tail, started_in_thinking)
         stats.decode_s = time.perf_counter() - t_first if t_first else 0.0
         yield Completion(text, finish, stats, started_in_thinking)  # type: ignore[arg-type]
 
-    def _sample_constrained(self, sampler: internals.LlamaSampler, matcher: GrammarMatcher) -> int:
+    def _sample_constrained(
+        self, sampler: internals.LlamaSampler, matcher: GrammarMatcher
+    ) -> tuple[int, bool]:
         token = int(sampler.sample(self._llama._ctx, -1))
         if matcher.accepts(token):
-            return token
-        # The free choice breaks the grammar: filter the whole vocabulary, then sample again.
+            return token, False
+        # The free choice breaks the grammar. First filter only the most likely tokens (cheap);
+        # if none of them fits, filter the whole vocabulary. Then sample again.
         logits_p = llama_cpp.llama_get_logits_ith(self._llama._ctx.ctx, -1)
         logits = np.ctypeslib.as_array(logits_p, shape=(self._n_vocab,))
+        top = self._top
+        k = len(top.data)
+        ids = np.argpartition(logits, -k)[-k:]
+        top.data["id"] = ids
+        top.data["logit"] = logits[ids]
+        top.data["p"] = 0.0
+        top.reset()
+        top_p = ctypes.byref(top.array)
+        matcher.apply(top_p)
+        if np.isfinite(top.data["logit"]).any():
+            llama_cpp.llama_sampler_apply(sampler.sampler, top_p)
+            selected = int(top.array.selected)
+            if selected < 0:
+                selected = int(np.argmax(top.data["logit"][: top.array.size]))
+            return int(top.data["id"][selected]), True
         cand = self._candidates
         cand.copy_logits(logits)
         arr_p = ctypes.byref(cand.candidates)
@@ -329,12 +349,33 @@ class LlamaBackend:
         selected = int(cand.candidates.selected)
         if selected < 0:
             selected = int(np.argmax(cand.candidates_data.logit[: cand.candidates.size]))
-        return int(cand.candidates_data.id[selected])
+        return int(cand.candidates_data.id[selected]), True
 
     def close(self) -> None:
         if not self._closed:
             self._closed = True
             self._llama.close()
+
+
+class _TokenDataArray:
+    """A small llama_token_data_array over a numpy buffer (ids, logits, probabilities)."""
+
+    _DTYPE = np.dtype([("id", np.intc), ("logit", np.single), ("p", np.single)], align=True)
+
+    def __init__(self, size: int) -> None:
+        self.data = np.zeros(size, dtype=self._DTYPE)
+        self.array = llama_cpp.llama_token_data_array(
+            data=self.data.ctypes.data_as(llama_cpp.llama_token_data_p),
+            size=size,
+            selected=-1,
+            sorted=False,
+        )
+
+    def reset(self) -> None:
+        # samplers may shrink `size` and sort in place; restore before each use
+        self.array.size = len(self.data)
+        self.array.selected = -1
+        self.array.sorted = False
 
 
 def load_backend(settings: ModelSettings, path: str | Path | None = None) -> LlamaBackend:

@@ -96,7 +96,7 @@ class ReplayBackend:
                 yield Completion(return_text, "cancelled", stats, thinking_open)
                 return
             emitted.append(piece)
-            yield TextPiece(piece)
+            yield TextPiece(piece, thinking_open)
         yield Completion(text, "stop", stats, thinking_open)
 
     def close(self) -> None:

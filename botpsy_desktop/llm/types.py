@@ -60,6 +60,7 @@ class GenerationStats:
     evaluated_tokens: int = 0  # prompt tokens evaluated for this turn
     completion_tokens: int = 0
     constrained_tokens: int = 0  # generated under the tool-call grammar
+    grammar_resamples: int = 0  # constrained tokens whose free choice the grammar rejected
     time_to_first_token_s: float = 0.0
     prefill_s: float = 0.0
     decode_s: float = 0.0
@@ -81,6 +82,7 @@ class GenerationStats:
             "evaluated_tokens": self.evaluated_tokens,
             "completion_tokens": self.completion_tokens,
             "constrained_tokens": self.constrained_tokens,
+            "grammar_resamples": self.grammar_resamples,
             "time_to_first_token_s": round(self.time_to_first_token_s, 4),
             "prefill_s": round(self.prefill_s, 4),
             "decode_s": round(self.decode_s, 4),
@@ -94,9 +96,14 @@ FinishReason = Literal["stop", "length", "cancelled"]
 
 @dataclass(frozen=True)
 class TextPiece:
-    """A streamed piece of the completion text."""
+    """A streamed piece of the completion text.
+
+    ``started_in_thinking`` repeats what the Completion will say: the prompt ended inside an
+    open ``<think>`` block, so text is thinking until ``</think>``.
+    """
 
     text: str
+    started_in_thinking: bool = False
 
 
 @dataclass(frozen=True)

@@ -304,3 +304,22 @@ def test_a_replay_that_runs_out_is_a_clear_error(registry: ToolRegistry, tmp_pat
     errors = of(Error, drain(session.run("list")))
     assert errors[0].kind == "model"
     assert "no completion for model turn 2" in errors[0].message
+
+
+def test_a_prompt_that_opens_thinking_streams_thinking_first(
+    registry: ToolRegistry, tmp_path: Path
+) -> None:
+    backend = ReplayBackend(
+        [{"text": "Check the time.\n</think>\n\nIt is noon.", "thinking_open": True}]
+    )
+    session = AgentSession(
+        backend,
+        registry,
+        Gate(),
+        ConversationStore(tmp_path / "d.sqlite3"),
+        LoopSettings(system_prompt="test"),
+    )
+    events = drain(session.run("time?", think=True))
+    assert "".join(e.text for e in of(Thinking, events)).strip() == "Check the time."
+    assert "".join(e.text for e in of(Token, events)) == "It is noon."
+    assert of(Answer, events)[0].thinking == "Check the time."

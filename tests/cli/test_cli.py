@@ -185,3 +185,20 @@ def test_the_console_script_runs(profile: Path, tmp_path: Path) -> None:
     )
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["answer"] == "Done."
+
+
+def test_chat_keeps_one_conversation_across_lines(profile: Path, tmp_path: Path) -> None:
+    file = replay(tmp_path, "Hello! How can I help?", LIST_DOCS, "Two files in Documents.")
+    proc = subprocess.run(
+        [sys.executable, "-m", "botpsy_desktop", "--home", str(profile), "chat", "--replay", file],
+        input="hi\nwhat's in Documents?\n/quit\n",
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "Hello! How can I help?" in proc.stdout
+    assert "Two files in Documents." in proc.stdout
+    assert "[tool] list_folder" in proc.stderr
+    assert "Conversation saved as" in proc.stderr

@@ -211,3 +211,13 @@ def test_smollm2_answers_through_the_whole_loop(tmp_path: Path) -> None:
         assert end.text and "".join(e.text for e in events if isinstance(e, Token))
     else:  # a tiny model may loop on tools; the loop must still end cleanly
         assert end.kind == "step_limit"
+
+
+def test_thinking_mode_opens_a_think_block(tiny: LlamaBackend) -> None:
+    done = None
+    for item in tiny.complete(MESSAGES, TOOLS, enable_thinking=True):
+        if isinstance(item, Completion):
+            done = item
+    assert done is not None and done.started_in_thinking
+    rendered = tiny.renderer.render(MESSAGES, TOOLS, enable_thinking=False)
+    assert rendered.text.endswith("<think>\n\n</think>\n\n") and not rendered.started_in_thinking
