@@ -97,6 +97,7 @@ class LlamaBackend:
         self._candidates = internals.LlamaTokenDataArray(n_vocab=self._n_vocab)
         self._top = _TokenDataArray(min(128, self._n_vocab))
         self._grammars: dict[str, str] = {}
+        self._evaluated_text = ""  # the text whose tokens the context holds (for continuation)
 
     # -- small helpers -------------------------------------------------------------------
     @property
@@ -176,6 +177,20 @@ class LlamaBackend:
         llm.reset()
         return 0, 0
 
+    def _tokenize_continuing(self, prompt: str) -> list[int]:
+        """Tokens of ``prompt``, keeping the evaluated tokens when the prompt extends their text.
+
+        Generated tokens (especially under a grammar) are often not how the tokenizer would split
+        the same text; re-tokenizing the whole conversation would then differ from the state and
+        force a full re-evaluation. Appending only the new text's tokens keeps the state usable.
+        """
+        done = self._evaluated_text
+        n = int(self._llama.n_tokens)
+        if done and n > 0 and len(prompt) > len(done) and prompt.startswith(done):
+            head = self._llama.input_ids[:n].tolist()
+            return [int(t) for t in head] + self.tokenize(prompt[len(done) :])
+        return self.tokenize(prompt)
+
     def _eval(self, tokens: list[int], cancel: threading.Event) -> bool:
         step = max(int(self._llama.n_batch), 1)
         for i in range(0, len(tokens), step):
@@ -227,7 +242,7 @@ class LlamaBackend:
                     "A forced tool call needs the tool-call grammar and no open thinking block."
                 )
             prompt += TOOL_CALL_OPEN
-        tokens = self.tokenize(prompt)
+        tokens = self._tokenize_continuing(prompt)
         stats.prompt_tokens = len(tokens)
         room = self.n_ctx - len(tokens)
         if room < 1:
@@ -240,6 +255,7 @@ class LlamaBackend:
         reused, start = self._prepare(tokens)
         stats.reused_tokens = reused
         stats.evaluated_tokens = len(tokens) - start
+        self._evaluated_text = ""
         if not self._eval(tokens[start:], cancel):
             self._llama.reset()
             stats.prefill_s = time.perf_counter() - t_start
@@ -248,9 +264,11 @@ class LlamaBackend:
         stats.prefill_s = time.perf_counter() - t_start
 
         sampler = self._sampler()
+        evaluated_bytes: list[bytes] = []
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         text = ""
         in_call = False
+        calls_end: int | None = None  # where the last complete tool call ended in ``text``
         think_open = started_in_thinking
         matcher: GrammarMatcher | None = None
         if force_tool_call and grammar is not None:
@@ -286,6 +304,16 @@ class LlamaBackend:
                                 text = text[: -len(s)]
                         finish = "stop"
                         break
+                    if calls_end is not None and not in_call:
+                        # after tool calls only another call may follow ("NO suffix")
+                        tail = text[calls_end:].lstrip()
+                        if tail and not (
+                            tail.startswith(TOOL_CALL_OPEN) or TOOL_CALL_OPEN.startswith(tail)
+                        ):
+                            text = text[:calls_end]
+                            stats.completion_tokens -= 1
+                            finish = "stop"
+                            break
                     yield TextPiece(piece, started_in_thinking)
                 # follow the structure: thinking, then free text and tool calls
                 if think_open and "</think>" in text[-len(piece) - 9 :]:
@@ -298,17 +326,23 @@ class LlamaBackend:
                         matcher.close()
                         matcher = None
                         in_call = False
+                        calls_end = len(text)
                 elif not think_open and text.endswith(TOOL_CALL_OPEN):
                     in_call = True
                     if grammar is not None:
                         matcher = GrammarMatcher(self._vocab, grammar)
                 elif in_call and text.endswith(TOOL_CALL_CLOSE):
                     in_call = False
+                    calls_end = len(text)
                 self._llama.eval([token])
+                evaluated_bytes.append(self._piece(token))
         finally:
             if matcher is not None:
                 matcher.close()
             sampler.close()
+        if finish != "cancelled":
+            generated = b"".join(evaluated_bytes).decode("utf-8", errors="replace")
+            self._evaluated_text = prompt + generated
         tail = decoder.decode(b"", final=True)
         if tail:
             text += tail

@@ -157,21 +157,39 @@ def test_a_forced_tool_call_is_constrained_to_the_schemas(tiny: LlamaBackend) ->
     assert done.stats.constrained_tokens > 0
 
 
-def test_a_follow_up_turn_reuses_the_evaluated_prefix(tiny: LlamaBackend) -> None:
-    """Within a request the next prompt extends the state: only the new tokens are evaluated."""
-    _, first = run(tiny)
+def test_the_next_turn_of_a_request_evaluates_only_the_new_tokens(tiny: LlamaBackend) -> None:
+    """After a tool call, the prompt with the tool result extends the state: no re-evaluation."""
+    grammar = tiny._grammar_for(TOOLS)
+    first = None
+    for item in tiny.generate(
+        tiny.renderer.render(MESSAGES, TOOLS).text,
+        grammar=grammar,
+        force_tool_call=True,
+        max_tokens=120,
+    ):
+        if isinstance(item, Completion):
+            first = item
+    assert first is not None and first.finish_reason == "stop"
+    assert first.text.endswith("</tool_call>")  # nothing may follow a call but another call
+    call = parse_turn(first.text, TOOLS).tool_calls[0]
     followup = [
         *MESSAGES,
-        {"role": "assistant", "content": first.text},
-        {"role": "user", "content": "Thanks."},
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [
+                {"type": "function", "function": {"name": call.name, "arguments": call.arguments}}
+            ],
+        },
+        {"role": "tool", "content": "ok"},
     ]
-    prompt = tiny.renderer.render(followup, TOOLS).text
     done = None
-    for item in tiny.generate(prompt, max_tokens=4):
+    for item in tiny.generate(tiny.renderer.render(followup, TOOLS).text, max_tokens=2):
         if isinstance(item, Completion):
             done = item
     assert done is not None
-    # hybrid memory cannot cut back; whatever is reused must be an exact extension
+    assert done.stats.reused_tokens > first.stats.prompt_tokens
+    assert done.stats.evaluated_tokens < 40
     assert done.stats.reused_tokens + done.stats.evaluated_tokens == done.stats.prompt_tokens
 
 
