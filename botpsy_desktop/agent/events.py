@@ -46,8 +46,15 @@ class ApprovalRequest:
         self._decided = threading.Event()
         self._approved = False
         self.decided_by = ""
+        self.edited_arguments: dict[str, Any] | None = None
 
-    def approve(self, by: str = "user") -> None:
+    def approve(self, by: str = "user", arguments: dict[str, Any] | None = None) -> None:
+        """Approve the call, or (with ``arguments``) approve the call as the user edited it.
+
+        Edited arguments are validated again and shown to the model as what was run.
+        """
+        if arguments is not None:
+            self.edited_arguments = dict(arguments)
         self._decide(True, by)
 
     def deny(self, by: str = "user") -> None:

@@ -48,6 +48,7 @@ class _Outcome:
         self.output = output
         self.decision = decision
         self.duration = duration
+        self.arguments: dict[str, Any] | None = None  # set when the user edited them
 
 
 class AgentSession:
@@ -173,6 +174,8 @@ class AgentSession:
                         name, args = call.name, {}
                     outcome = yield from self._execute(call_id, call)
                 output = _clip(outcome.output, self.settings.max_observation_chars)
+                if outcome.arguments is not None:
+                    args = outcome.arguments
                 self.store.append(
                     self.conversation_id,
                     {
@@ -231,6 +234,13 @@ class AgentSession:
                 sorted(e.value for e in tool.effects),
             )
             yield ApprovalNeeded(request)
+            if request.approved and request.edited_arguments is not None:
+                try:
+                    args_model = tool.validate(request.edited_arguments)
+                except ToolArgumentsError as exc:
+                    return _Outcome(
+                        False, f"The user's edited arguments were invalid: {exc}", "denied"
+                    )
             if not request.approved:
                 return _Outcome(
                     False,
@@ -239,9 +249,14 @@ class AgentSession:
                     "denied",
                 )
             verdict = "approved"
-        return _run_with_timeout(
+        outcome = _run_with_timeout(
             lambda: tool.call(args_model), self.settings.tool_timeout_s, tool.name, verdict
         )
+        if decision is Decision.ASK and request.edited_arguments is not None:
+            outcome.arguments = request.edited_arguments
+            shown = json.dumps(request.edited_arguments, ensure_ascii=False)
+            outcome.output = f"(The user changed the arguments to {shown}.)\n{outcome.output}"
+        return outcome
 
 
 def _run_with_timeout(fn: Any, timeout: float, name: str, verdict: GateDecision) -> _Outcome:

@@ -323,3 +323,36 @@ def test_a_prompt_that_opens_thinking_streams_thinking_first(
     assert "".join(e.text for e in of(Thinking, events)).strip() == "Check the time."
     assert "".join(e.text for e in of(Token, events)) == "It is noon."
     assert of(Answer, events)[0].thinking == "Check the time."
+
+
+def test_an_approval_with_edited_arguments_runs_the_edited_call(
+    registry: ToolRegistry, home: Path, tmp_path: Path
+) -> None:
+    session, backend = session_for(
+        [xml_call("write_note", name="todo.txt", text="buy milk"), "Done."], registry, tmp_path
+    )
+    events = []
+    for event in session.run("note: buy milk"):
+        if isinstance(event, ApprovalNeeded):
+            event.request.approve(arguments={"name": "todo.txt", "text": "buy oat milk"})
+        events.append(event)
+    result = of(ToolResult, events)[0]
+    assert result.ok and result.arguments == {"name": "todo.txt", "text": "buy oat milk"}
+    assert (home / "notes" / "todo.txt").read_text(encoding="utf-8") == "buy oat milk"
+    assert "changed the arguments" in backend.prompts[1][-1]["content"]
+
+
+def test_invalid_edited_arguments_do_not_run(
+    registry: ToolRegistry, home: Path, tmp_path: Path
+) -> None:
+    session, _ = session_for(
+        [xml_call("write_note", name="a.txt", text="x"), "ok"], registry, tmp_path
+    )
+    events = []
+    for event in session.run("write"):
+        if isinstance(event, ApprovalNeeded):
+            event.request.approve(arguments={"name": "a.txt"})
+        events.append(event)
+    result = of(ToolResult, events)[0]
+    assert not result.ok and "edited arguments were invalid" in result.output
+    assert not (home / "notes" / "a.txt").exists()
