@@ -90,6 +90,8 @@ class AgentSession:
     ) -> Iterator[Event]:
         """Handle one user request, yielding events until an Answer or an Error."""
         cancel = cancel or threading.Event()
+        if not self.store.messages(self.conversation_id):
+            self.store.rename(self.conversation_id, text[:60])
         self.store.append(self.conversation_id, {"role": "user", "content": text})
         tools = self.registry.schemas()
         for step in range(1, self.settings.max_steps + 1):

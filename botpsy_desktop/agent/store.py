@@ -109,6 +109,33 @@ class ConversationStore:
         )
         return conv_id
 
+    def rename(self, conversation_id: str, title: str) -> None:
+        title = " ".join(title.split())[:200] or "New conversation"
+        self._write("UPDATE conversations SET title = ? WHERE id = ?", (title, conversation_id))
+
+    def delete(self, conversation_id: str) -> None:
+        """Delete a conversation with its messages and tool-call records."""
+        self._write("DELETE FROM conversations WHERE id = ?", (conversation_id,))
+
+    def title(self, conversation_id: str) -> str | None:
+        with self._lock:
+            row = self._db.execute(
+                "SELECT title FROM conversations WHERE id = ?", (conversation_id,)
+            ).fetchone()
+        return None if row is None else str(row[0])
+
+    def search(self, text: str) -> list[str]:
+        """Ids of conversations whose title or messages contain ``text`` (case-insensitive)."""
+        like = f"%{text.lower()}%"
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT DISTINCT c.id FROM conversations c LEFT JOIN messages m "
+                "ON m.conversation_id = c.id WHERE lower(c.title) LIKE ? "
+                "OR (m.role IN ('user', 'assistant') AND lower(m.payload) LIKE ?)",
+                (like, like),
+            ).fetchall()
+        return [str(r[0]) for r in rows]
+
     def exists(self, conversation_id: str) -> bool:
         with self._lock:
             row = self._db.execute(

@@ -60,11 +60,13 @@ class LlamaBackend:
             )
         self.settings = settings
         self.info: GGUFInfo = read_gguf_info(model_path)
-        self.memory_estimate = check_fits(self.info, settings.n_ctx)
+        # never ask for more context than the model was trained for
+        n_ctx = min(settings.n_ctx, self.info.context_length or settings.n_ctx)
+        self.memory_estimate = check_fits(self.info, n_ctx)
         try:
             self._llama = llama_cpp.Llama(
                 model_path=str(self.info.path),
-                n_ctx=settings.n_ctx,
+                n_ctx=n_ctx,
                 n_batch=settings.n_batch,
                 n_ubatch=settings.n_batch,
                 n_threads=settings.n_threads,

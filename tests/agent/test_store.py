@@ -68,3 +68,20 @@ def test_a_damaged_file_is_reported(tmp_path: Path) -> None:
     db.write_bytes(b"this is not a database" * 100)
     with pytest.raises(StoreError, match="Cannot open"):
         ConversationStore(db)
+
+
+def test_rename_search_and_delete(tmp_path: Path) -> None:
+    store = ConversationStore(tmp_path / "c.sqlite3")
+    a = store.create("Trip planning")
+    b = store.create()
+    store.append(b, {"role": "user", "content": "Where are my TAX papers?"})
+    store.record_tool_call(b, call_id="c", name="x", arguments={}, decision="allowed", ok=True,
+                           result="r")
+    assert store.search("tax") == [b]
+    assert store.search("trip") == [a]
+    store.rename(a, "  Holiday   plans ")
+    assert store.title(a) == "Holiday plans"
+    store.delete(b)
+    assert not store.exists(b)
+    assert store.messages(b) == [] and store.tool_calls(b) == []
+    store.close()

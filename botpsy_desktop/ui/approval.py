@@ -1,0 +1,130 @@
+"""The approval dialog: what will happen, the exact arguments, and Approve / Edit / Deny."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QKeySequence, QShortcut
+from PySide6.QtWidgets import (
+    QDialog,
+    QDialogButtonBox,
+    QHBoxLayout,
+    QLabel,
+    QPlainTextEdit,
+    QPushButton,
+    QVBoxLayout,
+)
+
+from botpsy_desktop.agent.events import ApprovalRequest
+
+EFFECT_WORDS = {
+    "local-write": "changes something on this computer",
+    "outbound": "sends something off this computer",
+    "money": "involves money",
+    "personal-data": "uses your personal data",
+    "destructive": "deletes or overwrites something",
+    "read": "only reads",
+}
+
+
+class ApprovalDialog(QDialog):
+    """Shows the gate's receipt. Deny is the default; Edit lets the user change the arguments.
+
+    The decision goes straight to the request (approve/deny); closing the dialog denies.
+    """
+
+    def __init__(self, request: ApprovalRequest, parent: Any = None) -> None:
+        super().__init__(parent)
+        self.request = request
+        self.setObjectName("approvalDialog")
+        self.setWindowTitle("Approve this action?")
+        self.setModal(True)
+        self.setMinimumWidth(520)
+        layout = QVBoxLayout(self)
+
+        title = QLabel(f"The assistant wants to run <b>{request.tool}</b>")
+        title.setObjectName("approvalTitle")
+        layout.addWidget(title)
+        effects = "; ".join(EFFECT_WORDS.get(e, e) for e in request.effects)
+        what = QLabel(f"This {effects}.")
+        what.setWordWrap(True)
+        layout.addWidget(what)
+        receipt = QLabel(request.receipt)
+        receipt.setObjectName("approvalReceipt")
+        receipt.setWordWrap(True)
+        receipt.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        layout.addWidget(receipt)
+
+        layout.addWidget(QLabel("Exactly these arguments:"))
+        self.arguments = QPlainTextEdit()
+        self.arguments.setObjectName("approvalArguments")
+        self.arguments.setPlainText(json.dumps(request.arguments, ensure_ascii=False, indent=2))
+        self.arguments.setReadOnly(True)
+        self.arguments.setMinimumHeight(140)
+        layout.addWidget(self.arguments)
+        self.error = QLabel("")
+        self.error.setObjectName("approvalError")
+        self.error.setWordWrap(True)
+        self.error.setVisible(False)
+        layout.addWidget(self.error)
+
+        buttons = QDialogButtonBox()
+        self.deny_button = QPushButton("&Deny")
+        self.edit_button = QPushButton("&Edit")
+        self.approve_button = QPushButton("&Approve")
+        self.approve_button.setObjectName("approveButton")
+        buttons.addButton(self.deny_button, QDialogButtonBox.ButtonRole.RejectRole)
+        buttons.addButton(self.edit_button, QDialogButtonBox.ButtonRole.ActionRole)
+        buttons.addButton(self.approve_button, QDialogButtonBox.ButtonRole.AcceptRole)
+        self.deny_button.setDefault(True)
+        self.deny_button.setAutoDefault(True)
+        self.approve_button.setAutoDefault(False)
+        self.deny_button.clicked.connect(self.deny)
+        self.edit_button.clicked.connect(self.start_edit)
+        self.approve_button.clicked.connect(self.approve)
+        row = QHBoxLayout()
+        row.addWidget(buttons)
+        layout.addLayout(row)
+        self._approve_shortcut = QShortcut(QKeySequence("Ctrl+Return"), self, self.approve)
+        self.deny_button.setFocus()
+
+    def start_edit(self) -> None:
+        self.arguments.setReadOnly(False)
+        self.arguments.setFocus()
+        self.edit_button.setEnabled(False)
+        self.approve_button.setText("&Approve edited")
+
+    def approve(self) -> None:
+        if self.request.decided:
+            self.accept()
+            return
+        if self.arguments.isReadOnly():
+            self.request.approve(by="user")
+            self.accept()
+            return
+        try:
+            edited = json.loads(self.arguments.toPlainText())
+        except json.JSONDecodeError as exc:
+            self._show_error(f"The arguments are not valid JSON ({exc.msg}, line {exc.lineno}).")
+            return
+        if not isinstance(edited, dict):
+            self._show_error('The arguments must be a JSON object: {"name": value, ...}.')
+            return
+        self.request.approve(by="user (edited)", arguments=edited)
+        self.accept()
+
+    def deny(self) -> None:
+        if not self.request.decided:
+            self.request.deny(by="user")
+        self.reject()
+
+    def reject(self) -> None:  # Esc or closing the window denies
+        if not self.request.decided:
+            self.request.deny(by="user")
+        super().reject()
+
+    def _show_error(self, text: str) -> None:
+        self.error.setText(text)
+        self.error.setVisible(True)

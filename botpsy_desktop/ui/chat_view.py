@@ -1,0 +1,309 @@
+"""The conversation view: message bubbles, collapsible thinking and expandable tool-call cards."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from PySide6.QtCore import Qt, QTimer
+from PySide6.QtWidgets import (
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QPlainTextEdit,
+    QScrollArea,
+    QSizePolicy,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+
+def _label(text: str, *, markdown: bool = False, name: str = "") -> QLabel:
+    label = QLabel()
+    label.setWordWrap(True)
+    label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+    label.setTextFormat(Qt.TextFormat.MarkdownText if markdown else Qt.TextFormat.PlainText)
+    label.setText(text)
+    label.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Minimum)
+    if name:
+        label.setObjectName(name)
+    return label
+
+
+class MessageBubble(QFrame):
+    """One user or assistant message. Assistant text is Markdown, appended as it streams."""
+
+    def __init__(self, role: str, text: str = "") -> None:
+        super().__init__()
+        self.role = role
+        self.setObjectName("userBubble" if role == "user" else "assistantBubble")
+        self._text = text
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(12, 8, 12, 8)
+        self.body = _label(text, markdown=role != "user", name="bubbleText")
+        layout.addWidget(self.body)
+
+    @property
+    def text(self) -> str:
+        return self._text
+
+    def append(self, piece: str) -> None:
+        self._text += piece
+        self.body.setText(self._text)
+
+    def set_text(self, text: str) -> None:
+        self._text = text
+        self.body.setText(text)
+
+
+class Collapsible(QFrame):
+    """A header button that shows or hides a read-only text body."""
+
+    def __init__(self, title: str, body: str = "", *, name: str = "collapsible") -> None:
+        super().__init__()
+        self.setObjectName(name)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(8, 4, 8, 4)
+        layout.setSpacing(2)
+        self.toggle = QToolButton()
+        self.toggle.setObjectName("collapsibleToggle")
+        self.toggle.setCheckable(True)
+        self.toggle.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
+        self.toggle.setArrowType(Qt.ArrowType.RightArrow)
+        self.toggle.setText(title)
+        self.toggle.toggled.connect(self._on_toggled)
+        self.body = QPlainTextEdit()
+        self.body.setReadOnly(True)
+        self.body.setPlainText(body)
+        self.body.setVisible(False)
+        self.body.setMaximumHeight(220)
+        layout.addWidget(self.toggle)
+        layout.addWidget(self.body)
+
+    def _on_toggled(self, on: bool) -> None:
+        self.toggle.setArrowType(Qt.ArrowType.DownArrow if on else Qt.ArrowType.RightArrow)
+        self.body.setVisible(on)
+
+    @property
+    def expanded(self) -> bool:
+        return self.toggle.isChecked()
+
+    def append(self, text: str) -> None:
+        self.body.moveCursor(self.body.textCursor().MoveOperation.End)
+        self.body.insertPlainText(text)
+
+
+class ToolCard(Collapsible):
+    """A tool call: name and arguments in the header; status, duration and result inside."""
+
+    STATUS = {
+        "running": "running…",
+        "ok": "done",
+        "failed": "failed",
+        "denied": "not approved",
+        "waiting": "waiting for your approval",
+    }
+
+    def __init__(self, call_id: str, name: str, arguments: dict[str, Any]) -> None:
+        self.call_id = call_id
+        self.name = name
+        self.arguments = arguments
+        self.status = "running"
+        self.result = ""
+        self.duration_s = 0.0
+        super().__init__(self._title(), self._details(), name="toolCard")
+
+    def _title(self) -> str:
+        args = ", ".join(
+            f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in self.arguments.items()
+        )
+        if len(args) > 80:
+            args = args[:77] + "…"
+        timing = f" · {self.duration_s:.2f} s" if self.duration_s else ""
+        return f"🔧 {self.name}({args}) — {self.STATUS.get(self.status, self.status)}{timing}"
+
+    def _details(self) -> str:
+        args = json.dumps(self.arguments, ensure_ascii=False, indent=2)
+        out = f"Arguments:\n{args}"
+        if self.result:
+            out += f"\n\nResult:\n{_pretty(self.result)}"
+        return out
+
+    def set_status(
+        self,
+        status: str,
+        result: str = "",
+        duration_s: float = 0.0,
+        arguments: dict[str, Any] | None = None,
+    ) -> None:
+        self.status = status
+        self.result = result
+        self.duration_s = duration_s
+        if arguments is not None:
+            self.arguments = arguments
+        self.toggle.setText(self._title())
+        self.body.setPlainText(self._details())
+        self.setProperty("status", status)
+        self.style().unpolish(self)
+        self.style().polish(self)
+
+
+def _pretty(text: str) -> str:
+    try:
+        return json.dumps(json.loads(text), ensure_ascii=False, indent=2)
+    except (ValueError, TypeError):
+        return text
+
+
+class ChatView(QScrollArea):
+    """A vertical list of bubbles and cards that follows the newest content."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.setObjectName("chatView")
+        self.setWidgetResizable(True)
+        self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        inner = QWidget()
+        inner.setObjectName("chatInner")
+        self._layout = QVBoxLayout(inner)
+        self._layout.setContentsMargins(16, 16, 16, 16)
+        self._layout.setSpacing(10)
+        self._layout.addStretch(1)
+        self.setWidget(inner)
+        self.current: MessageBubble | None = None
+        self.current_thinking: Collapsible | None = None
+        self.cards: dict[str, ToolCard] = {}
+        self._follow = True
+        self.verticalScrollBar().rangeChanged.connect(self._on_range)
+        self.verticalScrollBar().valueChanged.connect(self._on_scroll)
+
+    # -- building ---------------------------------------------------------------------------
+    def _add(self, widget: QWidget, role: str = "assistant") -> None:
+        row = QHBoxLayout()
+        row.setContentsMargins(0, 0, 0, 0)
+        if role == "user":
+            row.addStretch(1)
+            row.addWidget(widget, 4)
+        else:
+            row.addWidget(widget, 5)
+            row.addStretch(1)
+        holder = QWidget()
+        holder.setLayout(row)
+        self._layout.insertWidget(self._layout.count() - 1, holder)
+
+    def clear(self) -> None:
+        while self._layout.count() > 1:
+            item = self._layout.takeAt(0)
+            widget = item.widget() if item is not None else None
+            if widget is not None:
+                widget.setParent(None)  # gone from the view now, freed by Qt later
+                widget.deleteLater()
+        self.current = None
+        self.current_thinking = None
+        self.cards.clear()
+
+    def add_user(self, text: str) -> MessageBubble:
+        bubble = MessageBubble("user", text)
+        self._add(bubble, "user")
+        self.current = None
+        self.current_thinking = None
+        self._follow = True
+        return bubble
+
+    def add_assistant(self, text: str = "") -> MessageBubble:
+        bubble = MessageBubble("assistant", text)
+        self._add(bubble)
+        return bubble
+
+    def add_note(self, text: str, kind: str = "error") -> QLabel:
+        label = _label(text, name="errorNote" if kind == "error" else "infoNote")
+        self._add(label)
+        return label
+
+    # -- streaming ------------------------------------------------------------------------
+    def stream_thinking(self, text: str) -> None:
+        if self.current_thinking is None:
+            self.current_thinking = Collapsible("Thinking", name="thinking")
+            self._add(self.current_thinking)
+        self.current_thinking.append(text)
+
+    def stream_token(self, text: str) -> None:
+        if self.current is None:
+            self.current = self.add_assistant()
+        self.current.append(text)
+
+    def tool_started(self, call_id: str, name: str, arguments: dict[str, Any]) -> ToolCard:
+        card = ToolCard(call_id, name, arguments)
+        self.cards[call_id] = card
+        self._add(card)
+        self.current = None  # text after a tool call starts a new bubble
+        self.current_thinking = None
+        return card
+
+    def tool_finished(
+        self,
+        call_id: str,
+        name: str | None,
+        arguments: dict[str, Any],
+        ok: bool,
+        output: str,
+        decision: str,
+        duration_s: float,
+    ) -> ToolCard:
+        card = self.cards.get(call_id)
+        if card is None:  # a call that never started (malformed, unknown): show it anyway
+            card = self.tool_started(call_id, name or "(unreadable call)", arguments)
+        status = "ok" if ok else ("denied" if decision == "denied" else "failed")
+        card.set_status(status, output, duration_s, arguments)
+        return card
+
+    def finish_answer(self, text: str) -> None:
+        if self.current is not None:
+            self.current.set_text(text)
+        elif text:
+            self.add_assistant(text)
+        self.current = None
+        self.current_thinking = None
+
+    # -- history ----------------------------------------------------------------------------
+    def show_history(self, messages: list[dict[str, Any]]) -> None:
+        self.clear()
+        results = {m.get("tool_call_id"): m for m in messages if m.get("role") == "tool"}
+        for m in messages:
+            role = m.get("role")
+            if role == "user":
+                self.add_user(str(m.get("content", "")))
+            elif role == "assistant":
+                if m.get("reasoning_content"):
+                    thinking = Collapsible("Thinking", str(m["reasoning_content"]), name="thinking")
+                    self._add(thinking)
+                if m.get("content"):
+                    bubble = self.add_assistant(str(m["content"]))
+                    if m.get("interrupted"):
+                        bubble.append("\n\n*(interrupted)*")
+                for call in m.get("tool_calls") or []:
+                    fn = call.get("function", {})
+                    card = self.tool_started(
+                        call.get("id", ""), fn.get("name", "?"), dict(fn.get("arguments") or {})
+                    )
+                    result = results.get(call.get("id"))
+                    if result is not None:
+                        card.set_status("ok", str(result.get("content", "")))
+        self.current = None
+        self.current_thinking = None
+
+    # -- following the newest content ------------------------------------------------------
+    def _on_range(self, _min: int, maximum: int) -> None:
+        if self._follow:
+            QTimer.singleShot(
+                0, lambda: self.verticalScrollBar().setValue(self.verticalScrollBar().maximum())
+            )
+
+    def _on_scroll(self, value: int) -> None:
+        # follow new content only while the user is at the bottom
+        self._follow = value >= self.verticalScrollBar().maximum() - 40
+
+    def bubbles(self) -> list[MessageBubble]:
+        inner = self.widget()
+        return [] if inner is None else inner.findChildren(MessageBubble)

@@ -1,0 +1,372 @@
+"""The main window: conversations on the left, the streaming chat, the input box, a status bar."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+from PySide6.QtCore import QEvent, QObject, Qt, QTimer, Signal, Slot
+from PySide6.QtGui import QAction, QKeyEvent, QKeySequence
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QFileDialog,
+    QHBoxLayout,
+    QInputDialog,
+    QLabel,
+    QLineEdit,
+    QListWidget,
+    QListWidgetItem,
+    QMainWindow,
+    QMenu,
+    QMessageBox,
+    QPlainTextEdit,
+    QPushButton,
+    QSplitter,
+    QVBoxLayout,
+    QWidget,
+)
+
+from botpsy_desktop.agent.events import Answer, ApprovalRequest, ToolResult, TurnFinished
+from botpsy_desktop.app import App
+from botpsy_desktop.ui.approval import ApprovalDialog
+from botpsy_desktop.ui.bridge import EngineThread
+from botpsy_desktop.ui.chat_view import ChatView
+
+
+def rss_bytes() -> int | None:
+    """Resident memory of this process (model included), or None where unknown."""
+    if sys.platform.startswith("linux"):
+        try:
+            with open("/proc/self/statm", encoding="ascii") as f:
+                return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+        except (OSError, ValueError, IndexError):
+            return None
+    try:
+        import resource
+
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        return int(peak) if sys.platform == "darwin" else int(peak) * 1024
+    except (ImportError, OSError):
+        return None
+
+
+class _EnterSends(QObject):
+    """Enter sends, Shift+Enter inserts a new line."""
+
+    def __init__(self, send: Any) -> None:
+        super().__init__()
+        self._send = send
+
+    def eventFilter(self, obj: QObject, event: QEvent) -> bool:
+        if event.type() == QEvent.Type.KeyPress and isinstance(event, QKeyEvent):
+            enter = event.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter)
+            if enter and not event.modifiers() & Qt.KeyboardModifier.ShiftModifier:
+                self._send()
+                return True
+        return False
+
+
+class MainWindow(QMainWindow):
+    """The assistant's window. All model work happens on the engine thread."""
+
+    runRequest = Signal(str, str, bool)  # conversation id, text, think
+    loadModel = Signal(str, str)  # model path, replay file
+
+    def __init__(self, app: App, *, model: str | None = None, replay: str | None = None) -> None:
+        super().__init__()
+        self.app = app
+        self.setWindowTitle("BotPsy")
+        self.resize(1100, 760)
+        self.conversation_id = ""
+        self.busy = False
+        self.model_details: dict[str, Any] = {}
+        self.last_stats: TurnFinished | None = None
+        self.open_dialogs: list[ApprovalDialog] = []
+
+        self.engine = EngineThread(app)
+        w = self.engine.worker
+        self.runRequest.connect(w.run)
+        self.loadModel.connect(w.load)
+        w.modelLoaded.connect(self._on_model_loaded)
+        w.modelFailed.connect(self._on_model_failed)
+        w.requestStarted.connect(self._on_request_started)
+        # bound methods of this GUI-thread object, so every signal is queued to the GUI thread
+        w.thinking.connect(self._on_thinking)
+        w.token.connect(self._on_token)
+        w.toolStarted.connect(self._on_tool_started)
+        w.toolResult.connect(self._on_tool_result)
+        w.approvalNeeded.connect(self._on_approval)
+        w.turnFinished.connect(self._on_turn_finished)
+        w.answer.connect(self._on_answer)
+        w.failed.connect(self._on_failed)
+        w.requestFinished.connect(self._on_request_finished)
+
+        self._build()
+        self.refresh_conversations()
+        self.loadModel.emit(model or app.config.model.path or "", replay or "")
+        self.memory_timer = QTimer(self)
+        self.memory_timer.timeout.connect(self._update_memory)
+        self.memory_timer.start(2000)
+        self._update_memory()
+
+    # -- layout -------------------------------------------------------------------------------
+    def _build(self) -> None:
+        left = QWidget()
+        left.setObjectName("sidebar")
+        lv = QVBoxLayout(left)
+        self.new_button = QPushButton("+  New chat")
+        self.new_button.setObjectName("newChat")
+        self.new_button.clicked.connect(self.new_conversation)
+        self.search = QLineEdit()
+        self.search.setPlaceholderText("Search conversations")
+        self.search.setClearButtonEnabled(True)
+        self.search.textChanged.connect(self.refresh_conversations)
+        self.conversations = QListWidget()
+        self.conversations.setObjectName("conversations")
+        self.conversations.itemClicked.connect(self._on_pick)
+        self.conversations.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
+        self.conversations.customContextMenuRequested.connect(self._conversation_menu)
+        lv.addWidget(self.new_button)
+        lv.addWidget(self.search)
+        lv.addWidget(self.conversations, 1)
+
+        right = QWidget()
+        rv = QVBoxLayout(right)
+        rv.setContentsMargins(0, 0, 0, 0)
+        self.chat = ChatView()
+        rv.addWidget(self.chat, 1)
+        composer = QWidget()
+        composer.setObjectName("composer")
+        cv = QHBoxLayout(composer)
+        self.input = QPlainTextEdit()
+        self.input.setObjectName("input")
+        self.input.setPlaceholderText("Ask BotPsy… (Enter sends, Shift+Enter for a new line)")
+        self.input.setFixedHeight(72)
+        self._enter = _EnterSends(self.send)
+        self.input.installEventFilter(self._enter)
+        side = QVBoxLayout()
+        self.think = QCheckBox("Think")
+        self.think.setToolTip("Let the model think before answering (slower, sometimes better)")
+        self.think.setChecked(self.app.config.model.think)
+        self.send_button = QPushButton("Send")
+        self.send_button.setObjectName("sendButton")
+        self.send_button.clicked.connect(self.send)
+        self.stop_button = QPushButton("Stop")
+        self.stop_button.setObjectName("stopButton")
+        self.stop_button.clicked.connect(self.stop)
+        self.stop_button.setVisible(False)
+        side.addWidget(self.think)
+        side.addWidget(self.send_button)
+        side.addWidget(self.stop_button)
+        cv.addWidget(self.input, 1)
+        cv.addLayout(side)
+        rv.addWidget(composer)
+
+        split = QSplitter()
+        split.addWidget(left)
+        split.addWidget(right)
+        split.setStretchFactor(1, 1)
+        split.setSizes([260, 840])
+        self.setCentralWidget(split)
+
+        self.model_label = QLabel("Loading model…")
+        self.context_label = QLabel("")
+        self.speed_label = QLabel("")
+        self.memory_label = QLabel("")
+        for label in (self.model_label, self.context_label, self.speed_label, self.memory_label):
+            self.statusBar().addPermanentWidget(label)
+
+        menu = self.menuBar().addMenu("&File")
+        new = QAction("&New chat", self, shortcut=QKeySequence(QKeySequence.StandardKey.New))
+        new.triggered.connect(self.new_conversation)
+        open_model = QAction("&Open model…", self, shortcut=QKeySequence("Ctrl+O"))
+        open_model.triggered.connect(self.choose_model)
+        quit_action = QAction("&Quit", self, shortcut=QKeySequence(QKeySequence.StandardKey.Quit))
+        quit_action.triggered.connect(self.close)
+        for action in (new, open_model, quit_action):
+            menu.addAction(action)
+
+    # -- conversations ------------------------------------------------------------------
+    def refresh_conversations(self) -> None:
+        query = self.search.text().strip()
+        allowed = set(self.app.store.search(query)) if query else None
+        self.conversations.clear()
+        for info in self.app.store.conversations():
+            if allowed is not None and info.id not in allowed:
+                continue
+            item = QListWidgetItem(info.title)
+            item.setData(Qt.ItemDataRole.UserRole, info.id)
+            item.setToolTip(f"{info.message_count} messages")
+            self.conversations.addItem(item)
+            if info.id == self.conversation_id:
+                item.setSelected(True)
+
+    def new_conversation(self) -> None:
+        if self.busy:
+            return
+        self.conversation_id = ""
+        self.chat.clear()
+        self.conversations.clearSelection()
+        self.input.setFocus()
+
+    def open_conversation(self, conversation_id: str) -> None:
+        if self.busy:
+            return
+        self.conversation_id = conversation_id
+        self.chat.show_history(self.app.store.messages(conversation_id))
+
+    def _on_pick(self, item: QListWidgetItem) -> None:
+        self.open_conversation(str(item.data(Qt.ItemDataRole.UserRole)))
+
+    def _conversation_menu(self, pos: Any) -> None:
+        item = self.conversations.itemAt(pos)
+        if item is None:
+            return
+        conv = str(item.data(Qt.ItemDataRole.UserRole))
+        menu = QMenu(self)
+        rename = menu.addAction("Rename…")
+        delete = menu.addAction("Delete")
+        chosen = menu.exec(self.conversations.mapToGlobal(pos))
+        if chosen is rename:
+            title, ok = QInputDialog.getText(
+                self, "Rename conversation", "Title:", text=item.text()
+            )
+            if ok:
+                self.app.store.rename(conv, title)
+        elif chosen is delete and not (self.busy and conv == self.conversation_id):
+            answer = QMessageBox.question(
+                self, "Delete conversation", f"Delete “{item.text()}” and all its messages?"
+            )
+            if answer == QMessageBox.StandardButton.Yes:
+                self.app.store.delete(conv)
+                if conv == self.conversation_id:
+                    self.new_conversation()
+        self.refresh_conversations()
+
+    # -- requests -------------------------------------------------------------------------
+    def send(self) -> None:
+        text = self.input.toPlainText().strip()
+        if not text or self.busy:
+            return
+        self.input.clear()
+        self.chat.add_user(text)
+        self._set_busy(True)
+        self.runRequest.emit(self.conversation_id, text, self.think.isChecked())
+
+    def stop(self) -> None:
+        self.engine.stop_request()
+        for dialog in list(self.open_dialogs):
+            dialog.deny()
+
+    def _set_busy(self, busy: bool) -> None:
+        self.busy = busy
+        self.send_button.setVisible(not busy)
+        self.stop_button.setVisible(busy)
+        self.new_button.setEnabled(not busy)
+
+    def _on_request_started(self, conversation_id: str) -> None:
+        if not self.conversation_id:
+            self.conversation_id = conversation_id
+            self.refresh_conversations()
+
+    @Slot(str)
+    def _on_thinking(self, text: str) -> None:
+        self.chat.stream_thinking(text)
+
+    @Slot(str)
+    def _on_token(self, text: str) -> None:
+        self.chat.stream_token(text)
+
+    @Slot(str, str, dict)
+    def _on_tool_started(self, call_id: str, name: str, arguments: dict[str, Any]) -> None:
+        self.chat.tool_started(call_id, name, arguments)
+
+    def _on_tool_result(self, result: ToolResult) -> None:
+        self.chat.tool_finished(
+            result.call_id,
+            result.name,
+            result.arguments,
+            result.ok,
+            result.output,
+            result.decision,
+            result.duration_s,
+        )
+
+    def _on_approval(self, request: ApprovalRequest) -> None:
+        card = self.chat.cards.get(request.call_id)
+        if card is not None:
+            card.set_status("waiting")
+        dialog = ApprovalDialog(request, self)
+        self.open_dialogs.append(dialog)
+        dialog.finished.connect(self._forget_dialogs)
+        dialog.open()
+
+    def _forget_dialogs(self) -> None:
+        self.open_dialogs = [d for d in self.open_dialogs if d.isVisible()]
+
+    def _on_turn_finished(self, event: TurnFinished) -> None:
+        self.last_stats = event
+        st = event.stats
+        n_ctx = self.model_details.get("n_ctx")
+        used = st.prompt_tokens + st.completion_tokens
+        if n_ctx:
+            self.context_label.setText(f"context {used:,}/{n_ctx:,}")
+        if st.completion_tokens:
+            self.speed_label.setText(
+                f"first token {st.time_to_first_token_s:.2f} s · {st.decode_tokens_per_s:.1f} tok/s"
+            )
+
+    def _on_answer(self, answer: Answer) -> None:
+        self.chat.finish_answer(answer.text)
+        if not answer.text.strip():
+            self.chat.add_note("The model gave an empty answer.", kind="info")
+        if self.last_stats is not None and self.last_stats.finish_reason == "length":
+            self.chat.add_note(
+                "The answer was cut off at the token limit (model.max_tokens in the settings).",
+                kind="info",
+            )
+
+    def _on_failed(self, kind: str, message: str) -> None:
+        self.chat.current = None
+        if kind == "cancelled":
+            self.chat.add_note("Stopped.", kind="info")
+        else:
+            self.chat.add_note(message)
+
+    def _on_request_finished(self, conversation_id: str) -> None:
+        self._set_busy(False)
+        self.refresh_conversations()
+        self.input.setFocus()
+
+    # -- model ----------------------------------------------------------------------------
+    def choose_model(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, "Open a GGUF model", "", "GGUF models (*.gguf)")
+        if path:
+            self.model_label.setText("Loading model…")
+            self.loadModel.emit(path, "")
+
+    def _on_model_loaded(self, name: str, details: dict[str, Any]) -> None:
+        self.model_details = details
+        if "quantization" in details:
+            text = f"{details.get('model', name)} · {details['quantization']}"
+        else:
+            text = name
+        self.model_label.setText(text)
+        if details.get("n_ctx"):
+            self.context_label.setText(f"context 0/{details['n_ctx']:,}")
+
+    def _on_model_failed(self, message: str) -> None:
+        self.model_label.setText("No model")
+        self.chat.add_note(f"{message}\nUse File ▸ Open model… to choose a GGUF file.")
+
+    def _update_memory(self) -> None:
+        rss = rss_bytes()
+        if rss is not None:
+            self.memory_label.setText(f"memory {rss / 2**20:,.0f} MiB")
+
+    def closeEvent(self, event: Any) -> None:
+        self.memory_timer.stop()
+        self.stop()
+        self.engine.close()
+        super().closeEvent(event)

@@ -1,0 +1,31 @@
+"""The window's style sheet: calm colours, readable bubbles, status colours for tool cards."""
+
+STYLE = """
+QWidget#sidebar { background: #f3f4f6; }
+QPushButton#newChat { padding: 8px; font-weight: 600; }
+QListWidget#conversations { border: none; background: transparent; }
+QListWidget#conversations::item { padding: 6px 4px; border-radius: 6px; }
+QListWidget#conversations::item:selected { background: #dbeafe; color: #111827; }
+QWidget#chatInner { background: #ffffff; }
+QFrame#userBubble { background: #2563eb; border-radius: 12px; }
+QFrame#userBubble QLabel { color: #ffffff; }
+QFrame#assistantBubble { background: #f3f4f6; border-radius: 12px; }
+QFrame#toolCard { background: #fffbeb; border: 1px solid #fde68a; border-radius: 8px; }
+QFrame#toolCard[status="ok"] { background: #ecfdf5; border-color: #a7f3d0; }
+QFrame#toolCard[status="failed"] { background: #fef2f2; border-color: #fecaca; }
+QFrame#toolCard[status="denied"] { background: #f5f5f5; border-color: #d4d4d4; }
+QFrame#thinking { background: #f9fafb; border: 1px dashed #d1d5db; border-radius: 8px; }
+QToolButton#collapsibleToggle { border: none; font-family: monospace; }
+QLabel#errorNote { color: #b91c1c; padding: 4px 8px; }
+QLabel#infoNote { color: #6b7280; padding: 4px 8px; }
+QWidget#composer { border-top: 1px solid #e5e7eb; }
+QPlainTextEdit#input { border: 1px solid #d1d5db; border-radius: 8px; padding: 4px; }
+QPushButton#sendButton { background: #2563eb; color: white; padding: 6px 16px;
+                         border-radius: 6px; }
+QPushButton#stopButton { background: #dc2626; color: white; padding: 6px 16px;
+                         border-radius: 6px; }
+QLabel#approvalTitle { font-size: 15px; }
+QLabel#approvalReceipt { font-family: monospace; background: #f3f4f6; padding: 8px;
+                         border-radius: 6px; }
+QLabel#approvalError { color: #b91c1c; }
+"""
