@@ -97,7 +97,7 @@ class Collapsible(QFrame):
 class ToolCard(Collapsible):
     """A tool call: name and arguments in the header; status, duration and result inside."""
 
-    STATUS = {
+    STATUS: ClassVar[dict[str, str]] = {
         "running": "running…",
         "ok": "done",
         "failed": "failed",
