@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, ClassVar
 
 from PySide6.QtCore import Qt, QTimer
 from PySide6.QtWidgets import (
