@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+import uuid
 from typing import Any
 
 from PySide6.QtCore import QObject, QThread, Signal, Slot
@@ -34,22 +35,41 @@ class EngineWorker(QObject):
 
     modelLoaded = Signal(str, dict)  # backend name, details (quantization, context, ...)
     modelFailed = Signal(str)
-    requestStarted = Signal(str)  # conversation id
-    thinking = Signal(str)
-    token = Signal(str)
-    toolStarted = Signal(str, str, dict)  # call id, tool, arguments
-    toolResult = Signal(object)  # ToolResult
-    approvalNeeded = Signal(object)  # ApprovalRequest
-    turnFinished = Signal(object)  # TurnFinished
-    answer = Signal(object)  # Answer
-    failed = Signal(str, str)  # kind, message
-    requestFinished = Signal(str)  # conversation id
+    # every request signal starts with the request id, so several callers (the window, the
+    # quick-command box) can share one engine and each take only its own events
+    requestStarted = Signal(str, str)  # request id, conversation id
+    thinking = Signal(str, str)  # request id, text
+    token = Signal(str, str)  # request id, text
+    toolStarted = Signal(str, str, str, dict)  # request id, call id, tool, arguments
+    toolResult = Signal(str, object)  # request id, ToolResult
+    approvalNeeded = Signal(str, object)  # request id, ApprovalRequest
+    turnFinished = Signal(str, object)  # request id, TurnFinished
+    answer = Signal(str, object)  # request id, Answer
+    failed = Signal(str, str, str)  # request id, kind, message
+    requestFinished = Signal(str, str)  # request id, conversation id
 
     def __init__(self, app: App) -> None:
         super().__init__()
         self.app = app
         self.backend: Backend | None = None
-        self.cancel = threading.Event()
+        self._cancels: dict[str, threading.Event] = {}
+        self._lock = threading.Lock()
+
+    def cancel_event(self, request_id: str) -> threading.Event:
+        """The Stop switch of one request (created on first use, from any thread)."""
+        with self._lock:
+            return self._cancels.setdefault(request_id, threading.Event())
+
+    def cancel(self, request_id: str) -> None:
+        with self._lock:
+            event = self._cancels.get(request_id)
+        if event is not None:
+            event.set()
+
+    def cancel_all(self) -> None:
+        with self._lock:
+            for event in self._cancels.values():
+                event.set()
 
     @Slot(str, str)
     def load(self, model: str, replay: str) -> None:
@@ -65,35 +85,48 @@ class EngineWorker(QObject):
         self.backend = backend
         self.modelLoaded.emit(backend.name, _details(backend))
 
-    @Slot(str, str, bool)
-    def run(self, conversation_id: str, text: str, think: bool) -> None:
-        if self.backend is None:
-            self.failed.emit("model", "No model is loaded yet. Choose one in Settings.")
-            self.requestFinished.emit(conversation_id)
+    @Slot(str, str, str, bool)
+    def run(self, request_id: str, conversation_id: str, text: str, think: bool) -> None:
+        cancel = self.cancel_event(request_id)
+        try:
+            self._run(request_id, conversation_id, text, think, cancel)
+        finally:
+            with self._lock:
+                self._cancels.pop(request_id, None)
+
+    def _run(
+        self, rid: str, conversation_id: str, text: str, think: bool, cancel: threading.Event
+    ) -> None:
+        if cancel.is_set():
+            self.failed.emit(rid, "cancelled", "Stopped.")
+            self.requestFinished.emit(rid, conversation_id)
             return
-        self.cancel.clear()
+        if self.backend is None:
+            self.failed.emit(rid, "model", "No model is loaded yet. Use File ▸ Open model….")
+            self.requestFinished.emit(rid, conversation_id)
+            return
         try:
             session = self.app.session(self.backend, conversation_id or None)
         except BotpsyError as exc:
-            self.failed.emit("internal", str(exc))
-            self.requestFinished.emit(conversation_id)
+            self.failed.emit(rid, "internal", str(exc))
+            self.requestFinished.emit(rid, conversation_id)
             return
-        self.requestStarted.emit(session.conversation_id)
+        self.requestStarted.emit(rid, session.conversation_id)
         pending: dict[str, list[str]] = {"thinking": [], "token": []}
         last_flush = time.monotonic()
 
         def flush() -> None:
             nonlocal last_flush
             if pending["thinking"]:
-                self.thinking.emit("".join(pending["thinking"]))
+                self.thinking.emit(rid, "".join(pending["thinking"]))
                 pending["thinking"].clear()
             if pending["token"]:
-                self.token.emit("".join(pending["token"]))
+                self.token.emit(rid, "".join(pending["token"]))
                 pending["token"].clear()
             last_flush = time.monotonic()
 
         try:
-            for event in session.run(text, cancel=self.cancel, think=think):
+            for event in session.run(text, cancel=cancel, think=think):
                 if isinstance(event, Thinking | Token):
                     pending["thinking" if isinstance(event, Thinking) else "token"].append(
                         event.text
@@ -103,29 +136,29 @@ class EngineWorker(QObject):
                     continue
                 flush()
                 if isinstance(event, ApprovalNeeded):
-                    self.approvalNeeded.emit(event.request)
+                    self.approvalNeeded.emit(rid, event.request)
                     while not event.request.decided:
-                        if self.cancel.is_set():
+                        if cancel.is_set():
                             event.request.deny(by="stopped")
                             break
                         event.request.wait(0.05)
                 elif isinstance(event, ToolStarted):
-                    self.toolStarted.emit(event.call_id, event.name, event.arguments)
+                    self.toolStarted.emit(rid, event.call_id, event.name, event.arguments)
                 elif isinstance(event, ToolResult):
-                    self.toolResult.emit(event)
+                    self.toolResult.emit(rid, event)
                 elif isinstance(event, TurnFinished):
-                    self.turnFinished.emit(event)
+                    self.turnFinished.emit(rid, event)
                 elif isinstance(event, Answer):
-                    self.answer.emit(event)
+                    self.answer.emit(rid, event)
                 elif isinstance(event, Error):
-                    self.failed.emit(event.kind, event.message)
+                    self.failed.emit(rid, event.kind, event.message)
         except BotpsyError as exc:
             flush()
-            self.failed.emit("internal", str(exc))
+            self.failed.emit(rid, "internal", str(exc))
         except Exception as exc:  # a bug must not kill the worker thread silently
             flush()
-            self.failed.emit("internal", f"{type(exc).__name__}: {exc}")
-        self.requestFinished.emit(session.conversation_id)
+            self.failed.emit(rid, "internal", f"{type(exc).__name__}: {exc}")
+        self.requestFinished.emit(rid, session.conversation_id)
 
     @Slot()
     def shutdown(self) -> None:
@@ -150,27 +183,44 @@ def _details(backend: Backend) -> dict[str, Any]:
     return details
 
 
-class EngineThread:
-    """Starts the worker on its own QThread; ``stop`` sets the cancel event directly."""
+class EngineThread(QObject):
+    """Starts the worker on its own QThread. ``submit`` queues a request (requests run one at a
+    time, in order); ``stop`` sets that request's cancel event directly, from the GUI thread.
+    """
+
+    _run = Signal(str, str, str, bool)
+    _load = Signal(str, str)
 
     def __init__(self, app: App) -> None:
-        self.thread = QThread()
-        self.thread.setObjectName("botpsy-engine")
+        super().__init__()
+        self.qthread = QThread()
+        self.qthread.setObjectName("botpsy-engine")
         self.worker = EngineWorker(app)
-        self.worker.moveToThread(self.thread)
-        self.thread.start()
+        self.worker.moveToThread(self.qthread)
+        self._run.connect(self.worker.run)
+        self._load.connect(self.worker.load)
+        self.qthread.start()
 
-    def stop_request(self) -> None:
-        self.worker.cancel.set()
+    def submit(self, conversation_id: str, text: str, think: bool) -> str:
+        request_id = uuid.uuid4().hex
+        self.worker.cancel_event(request_id)
+        self._run.emit(request_id, conversation_id, text, think)
+        return request_id
+
+    def load(self, model: str, replay: str) -> None:
+        self._load.emit(model, replay)
+
+    def stop(self, request_id: str) -> None:
+        self.worker.cancel(request_id)
 
     def close(self, timeout_ms: int = 5000) -> None:
-        self.worker.cancel.set()
-        if self.thread.isRunning():
+        self.worker.cancel_all()
+        if self.qthread.isRunning():
             # run shutdown on the worker thread, then end its event loop
             from PySide6.QtCore import QMetaObject, Qt
 
             QMetaObject.invokeMethod(
                 self.worker, "shutdown", Qt.ConnectionType.BlockingQueuedConnection
             )
-            self.thread.quit()
-            self.thread.wait(timeout_ms)
+            self.qthread.quit()
+            self.qthread.wait(timeout_ms)

@@ -121,7 +121,7 @@ class ToolCard(Collapsible):
         if len(args) > 80:
             args = args[:77] + "…"
         timing = f" · {self.duration_s:.2f} s" if self.duration_s else ""
-        return f"🔧 {self.name}({args}) — {self.STATUS.get(self.status, self.status)}{timing}"
+        return f"⚙ {self.name}({args}) — {self.STATUS.get(self.status, self.status)}{timing}"
 
     def _details(self) -> str:
         args = json.dumps(self.arguments, ensure_ascii=False, indent=2)

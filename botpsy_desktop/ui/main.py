@@ -1,17 +1,41 @@
-"""`botpsy-desktop`: start the window over the same core as the `botpsy` command."""
+"""`botpsy-desktop`: the window, tray and quick-command box over the same core as `botpsy`."""
 
 from __future__ import annotations
 
 import argparse
+import getpass
+import hashlib
 import sys
 from collections.abc import Sequence
 
+from PySide6.QtCore import QByteArray
+from PySide6.QtNetwork import QLocalServer, QLocalSocket
 from PySide6.QtWidgets import QApplication, QMessageBox
 
 from botpsy_desktop import __version__
 from botpsy_desktop.app import build_app
 from botpsy_desktop.core.errors import BotpsyError
+from botpsy_desktop.core.paths import Paths
+from botpsy_desktop.ui.icons import app_icon
 from botpsy_desktop.ui.style import STYLE
+
+
+def instance_name(paths: Paths) -> str:
+    """One running app per user and profile; a second start hands its request over."""
+    key = f"{getpass.getuser()}:{paths.data_dir}".encode()
+    return f"botpsy-desktop-{hashlib.sha256(key).hexdigest()[:16]}"
+
+
+def hand_over(name: str, message: str) -> bool:
+    """Send ``message`` ("show" or "quick") to a running instance; False if none answers."""
+    socket = QLocalSocket()
+    socket.connectToServer(name)
+    if not socket.waitForConnected(300):
+        return False
+    socket.write(QByteArray(message.encode()))
+    socket.waitForBytesWritten(300)
+    socket.disconnectFromServer()
+    return True
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -24,24 +48,65 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--model", metavar="PATH", help="GGUF model to load")
     parser.add_argument("--replay", metavar="FILE", help="replay raw model output instead")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="open the quick-command box (of the running app, if there is one); "
+        "bind this to a keyboard shortcut in your desktop's settings",
+    )
     args = parser.parse_args(argv)
 
     qt = QApplication.instance() or QApplication(sys.argv[:1])
     assert isinstance(qt, QApplication)
     qt.setApplicationName("BotPsy")
+    qt.setWindowIcon(app_icon())
     qt.setStyleSheet(STYLE)
+
+    name = instance_name(Paths.resolve(args.home))
+    if hand_over(name, "quick" if args.quick else "show"):
+        return 0
     try:
         app = build_app(args.home)
     except BotpsyError as exc:
         QMessageBox.critical(None, "BotPsy cannot start", str(exc))
         return 1
     from botpsy_desktop.ui.main_window import MainWindow
+    from botpsy_desktop.ui.quick import QuickCommandBox
+    from botpsy_desktop.ui.tray import Tray
 
     window = MainWindow(app, model=args.model, replay=args.replay)
-    window.show()
+    quick = QuickCommandBox(window.engine)
+    tray = Tray(window, quick)
+    window.hide_on_close = tray.available and app.config.ui.close_to_tray
+    qt.setQuitOnLastWindowClosed(not window.hide_on_close)
+
+    server = QLocalServer()
+    QLocalServer.removeServer(name)  # a stale socket left by a crash
+
+    def on_connection() -> None:
+        conn = server.nextPendingConnection()
+        if conn is None:
+            return
+        conn.waitForReadyRead(300)
+        message = bytes(conn.readAll().data()).decode(errors="replace").strip()
+        if message == "quick":
+            quick.popup()
+        else:
+            tray.show_window()
+        conn.disconnectFromServer()
+
+    server.newConnection.connect(on_connection)
+    server.listen(name)
+
+    if args.quick:
+        quick.popup()
+    else:
+        window.show()
     try:
         return int(qt.exec())
     finally:
+        window.shutdown()
+        server.close()
         app.close()
 
 

@@ -6,9 +6,10 @@ import os
 import sys
 from typing import Any
 
-from PySide6.QtCore import QEvent, QObject, Qt, QTimer, Signal, Slot
+from PySide6.QtCore import QEvent, QObject, Qt, QTimer, Slot
 from PySide6.QtGui import QAction, QKeyEvent, QKeySequence
 from PySide6.QtWidgets import (
+    QApplication,
     QCheckBox,
     QFileDialog,
     QHBoxLayout,
@@ -70,9 +71,6 @@ class _EnterSends(QObject):
 class MainWindow(QMainWindow):
     """The assistant's window. All model work happens on the engine thread."""
 
-    runRequest = Signal(str, str, bool)  # conversation id, text, think
-    loadModel = Signal(str, str)  # model path, replay file
-
     def __init__(self, app: App, *, model: str | None = None, replay: str | None = None) -> None:
         super().__init__()
         self.app = app
@@ -83,11 +81,13 @@ class MainWindow(QMainWindow):
         self.model_details: dict[str, Any] = {}
         self.last_stats: TurnFinished | None = None
         self.open_dialogs: list[ApprovalDialog] = []
+        self.hide_on_close = False  # set when a tray icon keeps the app running
+        self.quitting = False
+        self.engine_closed = False
 
+        self.request_id = ""
         self.engine = EngineThread(app)
         w = self.engine.worker
-        self.runRequest.connect(w.run)
-        self.loadModel.connect(w.load)
         w.modelLoaded.connect(self._on_model_loaded)
         w.modelFailed.connect(self._on_model_failed)
         w.requestStarted.connect(self._on_request_started)
@@ -104,7 +104,7 @@ class MainWindow(QMainWindow):
 
         self._build()
         self.refresh_conversations()
-        self.loadModel.emit(model or app.config.model.path or "", replay or "")
+        self.engine.load(model or app.config.model.path or "", replay or "")
         self.memory_timer = QTimer(self)
         self.memory_timer.timeout.connect(self._update_memory)
         self.memory_timer.start(2000)
@@ -183,7 +183,7 @@ class MainWindow(QMainWindow):
         open_model = QAction("&Open model…", self, shortcut=QKeySequence("Ctrl+O"))
         open_model.triggered.connect(self.choose_model)
         quit_action = QAction("&Quit", self, shortcut=QKeySequence(QKeySequence.StandardKey.Quit))
-        quit_action.triggered.connect(self.close)
+        quit_action.triggered.connect(self.quit)
         for action in (new, open_model, quit_action):
             menu.addAction(action)
 
@@ -252,10 +252,11 @@ class MainWindow(QMainWindow):
         self.input.clear()
         self.chat.add_user(text)
         self._set_busy(True)
-        self.runRequest.emit(self.conversation_id, text, self.think.isChecked())
+        self.request_id = self.engine.submit(self.conversation_id, text, self.think.isChecked())
 
     def stop(self) -> None:
-        self.engine.stop_request()
+        if self.request_id:
+            self.engine.stop(self.request_id)
         for dialog in list(self.open_dialogs):
             dialog.deny()
 
@@ -265,24 +266,36 @@ class MainWindow(QMainWindow):
         self.stop_button.setVisible(busy)
         self.new_button.setEnabled(not busy)
 
-    def _on_request_started(self, conversation_id: str) -> None:
+    def _mine(self, request_id: str) -> bool:
+        return bool(request_id) and request_id == self.request_id
+
+    def _on_request_started(self, request_id: str, conversation_id: str) -> None:
+        if not self._mine(request_id):
+            return
         if not self.conversation_id:
             self.conversation_id = conversation_id
             self.refresh_conversations()
 
-    @Slot(str)
-    def _on_thinking(self, text: str) -> None:
-        self.chat.stream_thinking(text)
+    @Slot(str, str)
+    def _on_thinking(self, request_id: str, text: str) -> None:
+        if self._mine(request_id):
+            self.chat.stream_thinking(text)
 
-    @Slot(str)
-    def _on_token(self, text: str) -> None:
-        self.chat.stream_token(text)
+    @Slot(str, str)
+    def _on_token(self, request_id: str, text: str) -> None:
+        if self._mine(request_id):
+            self.chat.stream_token(text)
 
-    @Slot(str, str, dict)
-    def _on_tool_started(self, call_id: str, name: str, arguments: dict[str, Any]) -> None:
-        self.chat.tool_started(call_id, name, arguments)
+    @Slot(str, str, str, dict)
+    def _on_tool_started(
+        self, request_id: str, call_id: str, name: str, arguments: dict[str, Any]
+    ) -> None:
+        if self._mine(request_id):
+            self.chat.tool_started(call_id, name, arguments)
 
-    def _on_tool_result(self, result: ToolResult) -> None:
+    def _on_tool_result(self, request_id: str, result: ToolResult) -> None:
+        if not self._mine(request_id):
+            return
         self.chat.tool_finished(
             result.call_id,
             result.name,
@@ -293,7 +306,9 @@ class MainWindow(QMainWindow):
             result.duration_s,
         )
 
-    def _on_approval(self, request: ApprovalRequest) -> None:
+    def _on_approval(self, request_id: str, request: ApprovalRequest) -> None:
+        if not self._mine(request_id):
+            return
         card = self.chat.cards.get(request.call_id)
         if card is not None:
             card.set_status("waiting")
@@ -305,7 +320,7 @@ class MainWindow(QMainWindow):
     def _forget_dialogs(self) -> None:
         self.open_dialogs = [d for d in self.open_dialogs if d.isVisible()]
 
-    def _on_turn_finished(self, event: TurnFinished) -> None:
+    def _on_turn_finished(self, request_id: str, event: TurnFinished) -> None:
         self.last_stats = event
         st = event.stats
         n_ctx = self.model_details.get("n_ctx")
@@ -317,7 +332,9 @@ class MainWindow(QMainWindow):
                 f"first token {st.time_to_first_token_s:.2f} s · {st.decode_tokens_per_s:.1f} tok/s"
             )
 
-    def _on_answer(self, answer: Answer) -> None:
+    def _on_answer(self, request_id: str, answer: Answer) -> None:
+        if not self._mine(request_id):
+            return
         self.chat.finish_answer(answer.text)
         if not answer.text.strip():
             self.chat.add_note("The model gave an empty answer.", kind="info")
@@ -327,14 +344,20 @@ class MainWindow(QMainWindow):
                 kind="info",
             )
 
-    def _on_failed(self, kind: str, message: str) -> None:
+    def _on_failed(self, request_id: str, kind: str, message: str) -> None:
+        if not self._mine(request_id):
+            return
         self.chat.current = None
         if kind == "cancelled":
             self.chat.add_note("Stopped.", kind="info")
         else:
             self.chat.add_note(message)
 
-    def _on_request_finished(self, conversation_id: str) -> None:
+    def _on_request_finished(self, request_id: str, conversation_id: str) -> None:
+        if not self._mine(request_id):
+            self.refresh_conversations()
+            return
+        self.request_id = ""
         self._set_busy(False)
         self.refresh_conversations()
         self.input.setFocus()
@@ -344,7 +367,7 @@ class MainWindow(QMainWindow):
         path, _ = QFileDialog.getOpenFileName(self, "Open a GGUF model", "", "GGUF models (*.gguf)")
         if path:
             self.model_label.setText("Loading model…")
-            self.loadModel.emit(path, "")
+            self.engine.load(path, "")
 
     def _on_model_loaded(self, name: str, details: dict[str, Any]) -> None:
         self.model_details = details
@@ -366,7 +389,26 @@ class MainWindow(QMainWindow):
             self.memory_label.setText(f"memory {rss / 2**20:,.0f} MiB")
 
     def closeEvent(self, event: Any) -> None:
+        if self.hide_on_close and not self.quitting:
+            # the app lives on in the tray; Quit from the tray menu ends it
+            event.ignore()
+            self.hide()
+            return
+        self.shutdown()
+        super().closeEvent(event)
+
+    def quit(self) -> None:
+        self.quitting = True
+        self.close()
+        app = QApplication.instance()
+        if app is not None:
+            app.quit()
+
+    def shutdown(self) -> None:
+        """Stop the running request and the engine thread (idempotent)."""
+        if self.engine_closed:
+            return
+        self.engine_closed = True
         self.memory_timer.stop()
         self.stop()
         self.engine.close()
-        super().closeEvent(event)

@@ -1,0 +1,150 @@
+"""The quick-command box: a small frameless popup that answers in place."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QGuiApplication, QKeyEvent
+from PySide6.QtWidgets import QFrame, QLabel, QLineEdit, QVBoxLayout, QWidget
+
+from botpsy_desktop.agent.events import Answer, ApprovalRequest, ToolResult
+from botpsy_desktop.ui.approval import ApprovalDialog
+from botpsy_desktop.ui.bridge import EngineThread
+
+PLACEHOLDER = "Quick command — “timer 10 minutes”, “weather tomorrow”, “play some jazz”"
+
+
+class QuickCommandBox(QFrame):
+    """One line in, the answer underneath. Enter runs, Esc hides (and stops a running request).
+
+    Each command is its own conversation, so it shows up in the window's list afterwards.
+    """
+
+    def __init__(self, engine: EngineThread, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.engine = engine
+        self.setObjectName("quickBox")
+        self.setWindowFlags(
+            Qt.WindowType.Tool
+            | Qt.WindowType.FramelessWindowHint
+            | Qt.WindowType.WindowStaysOnTopHint
+        )
+        self.setMinimumWidth(560)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(14, 12, 14, 12)
+        self.line = QLineEdit()
+        self.line.setObjectName("quickLine")
+        self.line.setPlaceholderText(PLACEHOLDER)
+        self.line.returnPressed.connect(self.run)
+        self.status = QLabel("")
+        self.status.setObjectName("quickStatus")
+        self.answer = QLabel("")
+        self.answer.setObjectName("quickAnswer")
+        self.answer.setWordWrap(True)
+        self.answer.setTextFormat(Qt.TextFormat.MarkdownText)
+        self.answer.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.answer.setVisible(False)
+        layout.addWidget(self.line)
+        layout.addWidget(self.status)
+        layout.addWidget(self.answer)
+        self.request_id = ""
+        self.dialogs: list[ApprovalDialog] = []
+        self._text = ""
+        w = engine.worker
+        w.token.connect(self._on_token)
+        w.toolStarted.connect(self._on_tool_started)
+        w.toolResult.connect(self._on_tool_result)
+        w.approvalNeeded.connect(self._on_approval)
+        w.answer.connect(self._on_answer)
+        w.failed.connect(self._on_failed)
+        w.requestFinished.connect(self._on_finished)
+
+    # -- showing -------------------------------------------------------------------------------
+    def popup(self) -> None:
+        screen = QGuiApplication.primaryScreen()
+        if screen is not None:
+            geo = screen.availableGeometry()
+            self.adjustSize()
+            self.move(geo.center().x() - self.width() // 2, geo.top() + geo.height() // 4)
+        self.show()
+        self.raise_()
+        self.activateWindow()
+        self.line.setFocus()
+        self.line.selectAll()
+
+    def keyPressEvent(self, event: QKeyEvent) -> None:
+        if event.key() == Qt.Key.Key_Escape:
+            if self.request_id:
+                self.engine.stop(self.request_id)
+            self.hide()
+            return
+        super().keyPressEvent(event)
+
+    # -- running ---------------------------------------------------------------------------
+    def run(self) -> None:
+        text = self.line.text().strip()
+        if not text or self.request_id:
+            return
+        self._text = ""
+        self.answer.setText("")
+        self.answer.setVisible(False)
+        self.status.setText("Working…")
+        self.request_id = self.engine.submit("", text, False)
+
+    def _mine(self, request_id: str) -> bool:
+        return bool(request_id) and request_id == self.request_id
+
+    def _on_token(self, request_id: str, text: str) -> None:
+        if self._mine(request_id):
+            self._text += text
+            self.answer.setText(self._text)
+            self.answer.setVisible(True)
+            self.adjustSize()
+
+    def _on_tool_started(
+        self, request_id: str, _call: str, name: str, _args: dict[str, Any]
+    ) -> None:
+        if self._mine(request_id):
+            self.status.setText(f"⚙ {name}…")
+
+    def _on_tool_result(self, request_id: str, result: ToolResult) -> None:
+        if self._mine(request_id):
+            state = (
+                "done"
+                if result.ok
+                else result.decision
+                if result.decision == "denied"
+                else "failed"
+            )
+            self.status.setText(f"⚙ {result.name}: {state}")
+
+    def _on_approval(self, request_id: str, request: ApprovalRequest) -> None:
+        if not self._mine(request_id):
+            return
+        self.status.setText(f"Waiting for your approval of {request.tool}…")
+        dialog = ApprovalDialog(request, self)
+        self.dialogs.append(dialog)
+        dialog.open()
+
+    def _on_answer(self, request_id: str, answer: Answer) -> None:
+        if self._mine(request_id):
+            self._text = answer.text
+            self.answer.setText(answer.text or "(no answer)")
+            self.answer.setVisible(True)
+            self.adjustSize()
+
+    def _on_failed(self, request_id: str, kind: str, message: str) -> None:
+        if self._mine(request_id):
+            self.answer.setText(message)
+            self.answer.setVisible(True)
+            self.adjustSize()
+
+    def _on_finished(self, request_id: str, _conversation: str) -> None:
+        if self._mine(request_id):
+            self.request_id = ""
+            self.status.setText("")
+            for dialog in self.dialogs:
+                if not dialog.request.decided:
+                    dialog.deny()
+            self.dialogs.clear()

@@ -1,0 +1,82 @@
+"""The system-tray icon and its menu; the app copes with desktops that have no tray."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QObject
+from PySide6.QtGui import QAction
+from PySide6.QtWidgets import QApplication, QMenu, QSystemTrayIcon
+
+from botpsy_desktop.ui.icons import app_icon
+from botpsy_desktop.ui.main_window import MainWindow
+from botpsy_desktop.ui.quick import QuickCommandBox
+
+
+class Tray(QObject):
+    """Open, quick command, pending approvals, quit. ``available`` is False without a tray."""
+
+    def __init__(self, window: MainWindow, quick: QuickCommandBox) -> None:
+        super().__init__()
+        self.window = window
+        self.quick = quick
+        self.available = QSystemTrayIcon.isSystemTrayAvailable()
+        self.icon: QSystemTrayIcon | None = None
+        self.menu = QMenu()
+        self.open_action = QAction("Open BotPsy", self.menu)
+        self.open_action.triggered.connect(self.show_window)
+        self.quick_action = QAction("Quick command…", self.menu)
+        self.quick_action.triggered.connect(quick.popup)
+        self.pending_action = QAction("No approvals waiting", self.menu)
+        self.pending_action.triggered.connect(self.show_pending)
+        self.quit_action = QAction("Quit BotPsy", self.menu)
+        self.quit_action.triggered.connect(self.quit)
+        for action in (self.open_action, self.quick_action, self.pending_action):
+            self.menu.addAction(action)
+        self.menu.addSeparator()
+        self.menu.addAction(self.quit_action)
+        self.menu.aboutToShow.connect(self.refresh)
+        if self.available:
+            self.icon = QSystemTrayIcon(app_icon(), self)
+            self.icon.setToolTip("BotPsy")
+            self.icon.setContextMenu(self.menu)
+            self.icon.activated.connect(self._activated)
+            self.icon.show()
+        self.refresh()
+
+    def pending(self) -> int:
+        dialogs = [*self.window.open_dialogs, *self.quick.dialogs]
+        return sum(1 for d in dialogs if not d.request.decided)
+
+    def refresh(self) -> None:
+        n = self.pending()
+        self.pending_action.setText(
+            f"{n} approval{'s' if n != 1 else ''} waiting" if n else "No approvals waiting"
+        )
+        self.pending_action.setEnabled(n > 0)
+        if self.icon is not None:
+            self.icon.setIcon(app_icon(badge=n))
+
+    def _activated(self, reason: QSystemTrayIcon.ActivationReason) -> None:
+        if reason == QSystemTrayIcon.ActivationReason.Trigger:
+            if self.window.isVisible() and self.window.isActiveWindow():
+                self.window.hide()
+            else:
+                self.show_window()
+
+    def show_window(self) -> None:
+        self.window.show()
+        self.window.raise_()
+        self.window.activateWindow()
+
+    def show_pending(self) -> None:
+        for dialog in [*self.window.open_dialogs, *self.quick.dialogs]:
+            if not dialog.request.decided:
+                dialog.show()
+                dialog.raise_()
+                dialog.activateWindow()
+                return
+
+    def quit(self) -> None:
+        self.window.quitting = True
+        self.window.close()
+        self.quick.close()
+        QApplication.quit()
