@@ -111,7 +111,7 @@ def test_jail_refuses_outside_and_names_allowed_folders(tree: Path, outside: Pat
     with pytest.raises(ToolError) as info:
         jail.resolve(str(outside / "secret.txt"))
     message = str(info.value)
-    assert "is outside the folders you may read (~)" in message
+    assert "is outside the folders you may use (~)" in message
     assert "Settings" in message
     # a missing file outside is "outside", not "missing": nothing is revealed about it
     with pytest.raises(ToolError, match="outside the folders"):
@@ -205,7 +205,7 @@ def test_list_folder_refuses_files_outside_and_dotdot(tree: Path, outside: Path)
     tool = tools_by_name(tree)["list_folder"]
     with pytest.raises(ToolError, match="is a file, not a folder"):
         call(tool, path="~/readme.md")
-    with pytest.raises(ToolError, match="outside the folders you may read"):
+    with pytest.raises(ToolError, match="outside the folders you may use"):
         call(tool, path=str(outside))
     with pytest.raises(ToolError, match=r"contains '\.\.'"):
         call(tool, path="~/Documents/..")
@@ -228,7 +228,7 @@ def test_list_folder_shows_escaping_symlinks_as_links_without_following(
         "kind": "link",
         "points_to": str(Path("~/Documents")),
     }
-    with pytest.raises(ToolError, match="outside the folders you may read"):
+    with pytest.raises(ToolError, match="outside the folders you may use"):
         call(tool, path="~/escape-dir")
     dumped = json.dumps(call(tool))
     assert "secret" not in dumped
@@ -246,7 +246,7 @@ def test_list_folder_default_is_first_root_when_home_not_allowed(tree: Path, out
     assert result["folder"] == str(outside)
     assert [e["name"] for e in result["entries"]] == ["secret-report.pdf", "secret.txt"]
     assert call(tool, path="")["folder"] == str(outside)
-    with pytest.raises(ToolError, match=rf"outside the folders you may read \({outside}\)"):
+    with pytest.raises(ToolError, match=rf"outside the folders you may use \({outside}\)"):
         call(tool, path="~")
 
 
@@ -317,11 +317,12 @@ def test_find_refuses_bad_patterns_and_folders(tree: Path, outside: Path) -> Non
     find = tools_by_name(tree)["find_files"]
     with pytest.raises(ToolError, match="patterns match names only"):
         call(find, pattern="Documents/*.pdf")
-    with pytest.raises(ToolError, match="pattern is empty"):
-        call(find, pattern="   ")
+    # no pattern (or a blank one) matches every name
+    assert call(find, pattern="   ", max_depth=1)["count"] == 3
+    assert call(find, max_depth=1)["count"] == 3
     with pytest.raises(ToolArgumentsError):
-        find.validate({})
-    with pytest.raises(ToolError, match="outside the folders you may read"):
+        find.validate({"limit": 0})
+    with pytest.raises(ToolError, match="outside the folders you may use"):
         call(find, pattern="secret", folder=str(outside))
     with pytest.raises(ToolError, match="is a file, not a folder"):
         call(find, pattern="x", folder="readme.md")
@@ -409,7 +410,7 @@ def test_read_refuses_folders_missing_dotdot_and_outside(tree: Path, outside: Pa
         call(read, path="~/Documents/missing.txt")
     with pytest.raises(ToolError, match=r"contains '\.\.'"):
         call(read, path="~/Documents/../readme.md")
-    with pytest.raises(ToolError, match=r"outside the folders you may read \(~\)"):
+    with pytest.raises(ToolError, match=r"outside the folders you may use \(~\)"):
         call(read, path=str(outside / "secret.txt"))
 
 
@@ -418,9 +419,9 @@ def test_read_refuses_symlink_escapes(tree: Path, outside: Path) -> None:
     symlink(tree / "escape-dir", outside)
     symlink(tree / "inner.txt", tree / "readme.md")
     read = tools_by_name(tree)["read_text_file"]
-    with pytest.raises(ToolError, match="outside the folders you may read"):
+    with pytest.raises(ToolError, match="outside the folders you may use"):
         call(read, path="escape.txt")
-    with pytest.raises(ToolError, match="outside the folders you may read"):
+    with pytest.raises(ToolError, match="outside the folders you may use"):
         call(read, path="~/escape-dir/secret.txt")
     result = call(read, path="inner.txt")
     assert result["text"] == "# Hello\n"
@@ -430,33 +431,77 @@ def test_read_refuses_symlink_escapes(tree: Path, outside: Path) -> None:
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs named pipes")
 def test_read_refuses_special_files_without_blocking(home: Path) -> None:
     os.mkfifo(home / "pipe")
-    with pytest.raises(ToolError, match="not a regular file"):
+    with pytest.raises(ToolError, match=r"is a named pipe \(FIFO\); the assistant never opens"):
         call(tools_by_name(home)["read_text_file"], path="pipe")
 
 
 # --- declarations --------------------------------------------------------------------------
 
 
-def test_tools_are_read_only(home: Path) -> None:
+def test_without_a_data_folder_only_read_tools(home: Path) -> None:
     tools = files_tools([home])
-    assert [t.name for t in tools] == ["list_folder", "find_files", "read_text_file"]
+    assert [t.name for t in tools] == [
+        "list_folder",
+        "find_files",
+        "read_text_file",
+        "search_text",
+        "file_info",
+    ]
     for tool in tools:
         assert tool.effects == frozenset({Effect.READ})
         assert tool.read_only
 
 
-def test_tool_schemas_are_described_and_typed(home: Path) -> None:
+def test_change_tools_and_their_effects(home: Path, tmp_path: Path) -> None:
+    tools = {t.name: t for t in files_tools([home], data_dir=tmp_path / "data")}
+    effects = {name: sorted(e.value for e in t.effects) for name, t in tools.items()}
+    assert effects == {
+        "list_folder": ["read"],
+        "find_files": ["read"],
+        "read_text_file": ["read"],
+        "search_text": ["read"],
+        "file_info": ["read"],
+        "create_folder": ["local-write"],
+        "write_text_note": ["local-write"],
+        "rename_or_move": ["local-write"],
+        "move_to_trash": ["destructive"],
+        "undo_last_file_change": ["local-write"],
+    }
+
+
+def test_tool_schemas_are_described_and_typed(home: Path, tmp_path: Path) -> None:
     expected = {
         "list_folder": {"path": "string", "show_hidden": "boolean", "limit": "integer"},
         "find_files": {
             "pattern": "string",
             "folder": "string",
+            "kind": "string",
+            "extensions": "string",
+            "min_size": "string",
+            "max_size": "string",
+            "modified_after": "string",
+            "modified_before": "string",
             "limit": "integer",
             "max_depth": "integer",
         },
         "read_text_file": {"path": "string", "max_chars": "integer"},
+        "search_text": {
+            "phrase": "string",
+            "folder": "string",
+            "pattern": "string",
+            "limit": "integer",
+            "max_depth": "integer",
+        },
+        "file_info": {"path": "string"},
+        "create_folder": {"path": "string"},
+        "write_text_note": {"path": "string", "text": "string"},
+        "rename_or_move": {"source": "string", "destination": "string"},
+        "move_to_trash": {"path": "string"},
+        "undo_last_file_change": {},
     }
-    for tool in files_tools([home]):
+    tools = {t.name: t for t in files_tools([home], data_dir=tmp_path / "data")}
+    assert set(tools) == set(expected)
+    for tool in tools.values():
         schema = tool.schema()
         json.dumps(schema)
         function = schema["function"]
@@ -468,11 +513,26 @@ def test_tool_schemas_are_described_and_typed(home: Path) -> None:
         assert {k: v["type"] for k, v in props.items()} == expected[tool.name]
         for prop in props.values():
             assert "e.g." in prop["description"]
-    read = files_tools([home])[2].parameters_schema()
-    assert read["required"] == ["path"]
-    find = files_tools([home])[1].parameters_schema()
-    assert find["required"] == ["pattern"]
+    assert tools["read_text_file"].parameters_schema()["required"] == ["path"]
+    find = tools["find_files"].parameters_schema()
+    assert "required" not in find or find["required"] == []
     assert find["properties"]["folder"]["default"] == "~"
+    assert find["properties"]["pattern"]["default"] == "*"
+    assert "image" in find["properties"]["kind"]["enum"]
+    assert tools["search_text"].parameters_schema()["required"] == ["phrase"]
+    assert tools["rename_or_move"].parameters_schema()["required"] == ["source", "destination"]
+
+
+def test_default_folder_follows_the_first_root_for_every_tool(
+    outside: Path, tmp_path: Path
+) -> None:
+    tools = {t.name: t for t in files_tools([outside], data_dir=tmp_path / "data")}
+    for name, field in (
+        ("list_folder", "path"),
+        ("find_files", "folder"),
+        ("search_text", "folder"),
+    ):
+        assert tools[name].parameters_schema()["properties"][field]["default"] == str(outside)
 
 
 def test_files_tools_needs_a_root() -> None:

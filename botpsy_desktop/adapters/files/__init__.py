@@ -1,6 +1,15 @@
-"""Read-only access to the user's files, confined to the folders chosen in Settings."""
+"""Access to the user's files, confined to the folders chosen in Settings; changes can be undone."""
 
 from botpsy_desktop.adapters.files.jail import FolderJail
-from botpsy_desktop.adapters.files.tools import files_tools
+from botpsy_desktop.adapters.files.tools import ACTION_LOG_NAME, files_tools
+from botpsy_desktop.adapters.files.trash import FreedesktopTrash, PlatformTrash, Trash, system_trash
 
-__all__ = ["FolderJail", "files_tools"]
+__all__ = [
+    "ACTION_LOG_NAME",
+    "FolderJail",
+    "FreedesktopTrash",
+    "PlatformTrash",
+    "Trash",
+    "files_tools",
+    "system_trash",
+]

@@ -52,8 +52,8 @@ class FolderJail:
             return "~"
         return self.display(self._roots[0])
 
-    def resolve(self, user_path: str) -> Path:
-        """Turn a path from the model into a real path inside the jail, or raise ToolError."""
+    def _candidate(self, user_path: str) -> tuple[str, Path]:
+        """Check a path from the model and make it absolute (relative to the first folder)."""
         text = user_path.strip()
         if not text:
             raise ToolError(
@@ -67,22 +67,86 @@ class FolderJail:
                 f"'{text}' contains '..'; paths may not step up out of a folder.",
                 "Give the full path instead, for example ~/Documents/notes.txt.",
             )
-        candidate = expanded if expanded.is_absolute() else self._roots[0] / expanded
+        return text, expanded if expanded.is_absolute() else self._roots[0] / expanded
+
+    def _inside(self, text: str, path: str | os.PathLike[str]) -> Path:
+        """``path`` with every symlink resolved, or ToolError when that leaves the folders."""
         try:
-            resolved = Path(os.path.realpath(candidate))
+            resolved = Path(os.path.realpath(path))
         except (OSError, ValueError) as exc:
             raise ToolError(f"The path '{text}' cannot be used: {exc}.") from exc
         if not self.contains(resolved):
             raise ToolError(
-                f"'{text}' is outside the folders you may read ({self.allowed()}).",
+                f"'{text}' is outside the folders you may use ({self.allowed()}).",
                 _SETTINGS_HINT,
             )
+        return resolved
+
+    def resolve(self, user_path: str) -> Path:
+        """Turn a path from the model into a real path inside the jail, or raise ToolError."""
+        text, candidate = self._candidate(user_path)
+        resolved = self._inside(text, candidate)
         if not resolved.exists():
             raise ToolError(
                 f"No such file or folder: '{text}'.",
                 "Check the name with list_folder or find_files.",
             )
         return resolved
+
+    def resolve_entry(self, user_path: str, *, must_exist: bool = True) -> Path:
+        """The entry a change acts on: its folder resolved, its own name taken as written.
+
+        A symlink named by ``user_path`` is the link itself, never its target, so a change can
+        never reach through a link; the folder holding it must be inside the jail. With
+        ``must_exist`` false the entry may be missing (a new name), but its folder must exist.
+        """
+        text, candidate = self._candidate(user_path)
+        name = candidate.name
+        if not name or candidate == Path(candidate.anchor):
+            return self.resolve(text)
+        real = Path(os.path.realpath(candidate))
+        if real in self._roots:  # an allowed folder itself (callers refuse to move those)
+            return real
+        parent = self._inside(text, candidate.parent)
+        entry = parent / name
+        if not self.contains(entry):
+            raise ToolError(
+                f"'{text}' is outside the folders you may use ({self.allowed()}).",
+                _SETTINGS_HINT,
+            )
+        if not parent.is_dir():
+            raise ToolError(
+                f"The folder {self.display(parent)} does not exist.",
+                "Create it first with create_folder, or check the name with list_folder.",
+            )
+        if must_exist and not os.path.lexists(entry):
+            raise ToolError(
+                f"No such file or folder: '{text}'.",
+                "Check the name with list_folder or find_files.",
+            )
+        return entry
+
+    def resolve_new(self, user_path: str) -> Path:
+        """Where a new entry named by ``user_path`` goes: its nearest existing folder resolved
+        (it must be inside the jail), the missing names after it kept as written. An entry that
+        exists already is resolved like ``resolve`` does."""
+        text, candidate = self._candidate(user_path)
+        missing: list[str] = []
+        base = candidate
+        while not os.path.lexists(base) and base.parent != base:
+            missing.append(base.name)
+            base = base.parent
+        target = self._inside(text, base).joinpath(*reversed(missing))
+        if not self.contains(target):
+            raise ToolError(
+                f"'{text}' is outside the folders you may use ({self.allowed()}).",
+                _SETTINGS_HINT,
+            )
+        return target
+
+    def is_root_or_above(self, path: Path) -> bool:
+        """Whether ``path`` is one of the allowed folders or a folder holding one."""
+        return any(root == path or root.is_relative_to(path) for root in self._roots)
 
     def display(self, path: Path) -> str:
         """A path the user recognises: ``~/...`` under the home folder, else the full path."""

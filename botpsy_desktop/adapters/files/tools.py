@@ -1,12 +1,10 @@
-"""Read-only file tools: list a folder, find files by name, read a text file, all inside a jail."""
+"""The file tools, confined to the configured folders: list, find, read, search, inspect, change."""
 
 from __future__ import annotations
 
-import codecs
 import fnmatch
 import os
 import stat
-from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import datetime
@@ -15,22 +13,58 @@ from typing import Any, TypeVar, cast
 
 from pydantic import BaseModel, Field, create_model
 
+from botpsy_desktop.adapters.files.actionlog import ActionLog
+from botpsy_desktop.adapters.files.changes import (
+    CreateFolderArgs,
+    FileChanges,
+    MoveToTrashArgs,
+    RenameOrMoveArgs,
+    UndoArgs,
+    WriteTextNoteArgs,
+)
+from botpsy_desktop.adapters.files.common import (
+    WalkStats,
+    describe_entry,
+    is_hidden,
+    is_real_dir,
+    open_regular,
+    reason,
+    resolve_folder,
+    walk,
+)
+from botpsy_desktop.adapters.files.examine import (
+    FileInfoArgs,
+    SearchTextArgs,
+    file_info,
+    search_text,
+)
+from botpsy_desktop.adapters.files.filters import format_size, parse_size, parse_when
 from botpsy_desktop.adapters.files.jail import FolderJail
+from botpsy_desktop.adapters.files.kinds import (
+    KINDS,
+    Kind,
+    decode_text,
+    extension_of,
+    kind_by_extension,
+)
+from botpsy_desktop.adapters.files.trash import Trash, system_trash
 from botpsy_desktop.core.errors import ToolError
 from botpsy_desktop.core.tools import Effect, Tool, make_tool
 
 MAX_VISITED = 50_000
-"""find_files stops after looking at this many entries."""
+"""find_files and search_text stop after looking at this many entries."""
 
-BINARY_SNIFF_BYTES = 8192
-"""NUL bytes in this many leading bytes mark a file as binary."""
+MAX_SEARCH_BYTES = 2_000_000
+"""search_text skips text files larger than this."""
 
-MAX_REPLACED_RATIO = 0.01
-"""Text that is not valid UTF-8 is still shown if at most this share of characters is replaced."""
+ACTION_LOG_NAME = "files-actions.jsonl"
+"""The action log's file name in the data folder."""
 
 _GLOB_CHARS = frozenset("*?[")
 
 _M = TypeVar("_M", bound=BaseModel)
+
+Clock = Callable[[], datetime]
 
 
 class ListFolderArgs(BaseModel):
@@ -50,18 +84,36 @@ class ListFolderArgs(BaseModel):
 
 
 class FindFilesArgs(BaseModel):
-    """Find files and folders by name inside a folder and its subfolders.
+    """Find files and folders inside a folder and its subfolders by name, kind, size or date.
 
-    Example: {"pattern": "*.pdf", "folder": "~/Documents"} or {"pattern": "invoice"}.
-    Hidden files and folders are skipped unless the pattern starts with '.'.
+    Example: {"pattern": "*.pdf", "folder": "~/Documents"}, {"pattern": "invoice"} or
+    {"kind": "image", "min_size": "5 MB", "modified_after": "last week"}. Every filter given must
+    match. Hidden files and folders are skipped unless the pattern starts with '.'.
     """
 
     pattern: str = Field(
-        description='Part of the name (any case), e.g. "invoice", or a glob, e.g. "*.pdf".',
-        min_length=1,
+        "*",
+        description='Part of the name (any case), e.g. "invoice", or a glob, e.g. "*.pdf". '
+        '"*" matches every name.',
     )
     folder: str = Field(
         "~", description='Folder to search in, with its subfolders, e.g. "~/Documents".'
+    )
+    kind: Kind | None = Field(
+        None,
+        description='Only this kind, e.g. "image", "document", "folder"; "file" means any file.',
+    )
+    extensions: str | None = Field(
+        None, description='Only these file extensions, comma-separated, e.g. "pdf" or "jpg, png".'
+    )
+    min_size: str | None = Field(None, description='Only files at least this big, e.g. "10 MB".')
+    max_size: str | None = Field(None, description='Only files at most this big, e.g. "500 KB".')
+    modified_after: str | None = Field(
+        None,
+        description='Only entries changed on or after this date, e.g. "last week", "2025-01-01".',
+    )
+    modified_before: str | None = Field(
+        None, description='Only entries changed before this date, e.g. "yesterday", "2024-12-31".'
     )
     limit: int = Field(50, ge=1, le=1000, description="Most matches to return, e.g. 50.")
     max_depth: int = Field(
@@ -85,35 +137,86 @@ class ReadTextFileArgs(BaseModel):
 
 
 def files_tools(
-    roots: Sequence[Path], max_read_bytes: int = 200_000, *, max_visited: int = MAX_VISITED
+    roots: Sequence[Path],
+    max_read_bytes: int = 200_000,
+    *,
+    max_visited: int = MAX_VISITED,
+    max_search_bytes: int = MAX_SEARCH_BYTES,
+    data_dir: Path | None = None,
+    trash: Trash | None = None,
+    now: Clock | None = None,
 ) -> list[Tool]:
-    """The read-only file tools, confined to ``roots``.
+    """The file tools, confined to ``roots``.
 
-    ``read_text_file`` reads at most ``max_read_bytes`` of a file; ``find_files`` looks at no
-    more than ``max_visited`` entries.
+    Read-only tools always: list_folder, find_files, read_text_file, search_text, file_info.
+    With ``data_dir`` (where the action log lives) also the tools that change files:
+    create_folder, write_text_note, rename_or_move, move_to_trash (into ``trash``, by default the
+    system trash) and undo_last_file_change. ``read_text_file`` reads at most ``max_read_bytes``
+    of a file, ``search_text`` skips files over ``max_search_bytes``; walks look at no more than
+    ``max_visited`` entries. ``now`` (local, aware) resolves dates like "last week".
     """
-    if max_read_bytes < 1 or max_visited < 1:
-        raise ValueError("max_read_bytes and max_visited must be positive")
+    if max_read_bytes < 1 or max_visited < 1 or max_search_bytes < 1:
+        raise ValueError("max_read_bytes, max_visited and max_search_bytes must be positive")
     jail = FolderJail(roots)
     start = jail.default_folder()
+    clock: Clock = now or (lambda: datetime.now().astimezone())
 
     def list_folder(args: ListFolderArgs) -> dict[str, Any]:
         return _list_folder(jail, args)
 
     def find_files(args: FindFilesArgs) -> dict[str, Any]:
-        return _find_files(jail, args, max_visited)
+        return _find_files(jail, args, max_visited, clock)
 
     def read_text_file(args: ReadTextFileArgs) -> dict[str, Any]:
         return _read_text_file(jail, args, max_read_bytes)
+
+    def search_text_(args: SearchTextArgs) -> dict[str, Any]:
+        return search_text(jail, args, max_visited=max_visited, max_file_bytes=max_search_bytes)
+
+    def file_info_(args: FileInfoArgs) -> dict[str, Any]:
+        return file_info(jail, args)
 
     tools = [
         make_tool(list_folder, effects={Effect.READ}),
         make_tool(find_files, effects={Effect.READ}),
         make_tool(read_text_file, effects={Effect.READ}),
+        make_tool(search_text_, effects={Effect.READ}, name="search_text"),
+        make_tool(file_info_, effects={Effect.READ}, name="file_info"),
     ]
+    if data_dir is not None:
+        changes = FileChanges(
+            jail, ActionLog(data_dir / ACTION_LOG_NAME, clock), trash or system_trash()
+        )
+
+        def create_folder(args: CreateFolderArgs) -> dict[str, Any]:
+            return changes.create_folder(args)
+
+        def write_text_note(args: WriteTextNoteArgs) -> dict[str, Any]:
+            return changes.write_text_note(args)
+
+        def rename_or_move(args: RenameOrMoveArgs) -> dict[str, Any]:
+            return changes.rename_or_move(args)
+
+        def move_to_trash(args: MoveToTrashArgs) -> dict[str, Any]:
+            return changes.move_to_trash(args)
+
+        def undo_last_file_change(args: UndoArgs) -> dict[str, Any]:
+            return changes.undo_last_file_change(args)
+
+        tools += [
+            make_tool(create_folder, effects={Effect.LOCAL_WRITE}),
+            make_tool(write_text_note, effects={Effect.LOCAL_WRITE}),
+            make_tool(rename_or_move, effects={Effect.LOCAL_WRITE}),
+            make_tool(move_to_trash, effects={Effect.DESTRUCTIVE}),
+            make_tool(undo_last_file_change, effects={Effect.LOCAL_WRITE}),
+        ]
     if start != "~":
-        tools[0] = replace(tools[0], args_model=_with_default(ListFolderArgs, "path", start))
-        tools[1] = replace(tools[1], args_model=_with_default(FindFilesArgs, "folder", start))
+        for i, tool in enumerate(tools):
+            for field in ("path", "folder"):
+                info = tool.args_model.model_fields.get(field)
+                if info is not None and info.default == "~":
+                    model = _with_default(tool.args_model, field, start)
+                    tools[i] = replace(tool, args_model=model)
     return tools
 
 
@@ -129,25 +232,25 @@ def _with_default(model: type[_M], field: str, value: str) -> type[_M]:
 
 
 def _list_folder(jail: FolderJail, args: ListFolderArgs) -> dict[str, Any]:
-    folder = _resolve_folder(jail, args.path)
+    folder = resolve_folder(jail, args.path)
     shown_folder = jail.display(folder)
     try:
         with os.scandir(folder) as it:
             entries = list(it)
     except OSError as exc:
-        raise ToolError(f"Cannot open the folder {shown_folder}: {_reason(exc)}.") from exc
+        raise ToolError(f"Cannot open the folder {shown_folder}: {reason(exc)}.") from exc
     hidden = 0
     visible: list[os.DirEntry[str]] = []
     for entry in entries:
-        if not args.show_hidden and _is_hidden(entry):
+        if not args.show_hidden and is_hidden(entry):
             hidden += 1
         else:
             visible.append(entry)
-    visible.sort(key=lambda e: (not _is_real_dir(e), e.name.casefold(), e.name))
+    visible.sort(key=lambda e: (not is_real_dir(e), e.name.casefold(), e.name))
     shown = visible[: args.limit]
     result: dict[str, Any] = {
         "folder": shown_folder,
-        "entries": [_describe_entry(jail, e) for e in shown],
+        "entries": [describe_entry(jail, e) for e in shown],
         "total": len(visible),
         "truncated": len(visible) > len(shown),
     }
@@ -161,98 +264,152 @@ def _list_folder(jail: FolderJail, args: ListFolderArgs) -> dict[str, Any]:
     return result
 
 
-def _describe_entry(jail: FolderJail, entry: os.DirEntry[str]) -> dict[str, Any]:
-    """Name, kind, size and modified time of an entry; symlinks are described, never followed."""
-    info: dict[str, Any] = {"name": entry.name}
-    try:
-        st = entry.stat(follow_symlinks=False)
-    except OSError:
-        info["kind"] = "unknown"
-        return info
-    if stat.S_ISLNK(st.st_mode):
-        info["kind"] = "link"
-        info["points_to"] = _link_target(jail, Path(entry.path))
-    elif stat.S_ISDIR(st.st_mode):
-        info["kind"] = "folder"
-    else:
-        info["kind"] = "file"
-        info["size"] = st.st_size
-    info["modified"] = _iso(st.st_mtime)
-    return info
-
-
-def _link_target(jail: FolderJail, link: Path) -> str:
-    """Where a symlink leads, shown only when the target is inside the jail."""
-    target = Path(os.path.realpath(link))
-    if not jail.contains(target):
-        return "somewhere outside the folders you may read"
-    if not target.exists():
-        return "nothing (broken link)"
-    return jail.display(target)
-
-
 # --- find_files ----------------------------------------------------------------------------
 
 
-def _find_files(jail: FolderJail, args: FindFilesArgs, max_visited: int) -> dict[str, Any]:
-    pattern = args.pattern.strip()
-    if not pattern:
-        raise ToolError("The pattern is empty.", 'Give part of a name, e.g. "invoice", or "*.pdf".')
+class _Filters:
+    """find_files' optional filters, checked and resolved once per call."""
+
+    def __init__(self, args: FindFilesArgs, now: datetime) -> None:
+        self.kind = args.kind
+        self.extensions = _parse_extensions(args.extensions)
+        self.min_size = parse_size(args.min_size, "min_size") if args.min_size else None
+        self.max_size = parse_size(args.max_size, "max_size") if args.max_size else None
+        after = (
+            parse_when(args.modified_after, now, "modified_after") if args.modified_after else None
+        )
+        before = (
+            parse_when(args.modified_before, now, "modified_before")
+            if args.modified_before
+            else None
+        )
+        low, high = self.min_size, self.max_size
+        if low is not None and high is not None and low > high:
+            raise ToolError(
+                f"min_size ({format_size(low)}) is larger than max_size "
+                f"({format_size(high)}); nothing can match.",
+                "Swap them or drop one.",
+            )
+        if after is not None and before is not None and after >= before:
+            raise ToolError(
+                f"modified_after ({after.isoformat(timespec='minutes')}) is not before "
+                f"modified_before ({before.isoformat(timespec='minutes')}); nothing can match.",
+                "Swap them or drop one.",
+            )
+        self.after = after.timestamp() if after else None
+        self.before = before.timestamp() if before else None
+        self.files_only = bool(
+            self.extensions
+            or self.min_size is not None
+            or self.max_size is not None
+            or (self.kind not in (None, "folder"))
+        )
+        self.shown: dict[str, Any] = {}
+        if self.kind:
+            self.shown["kind"] = self.kind
+        if self.extensions:
+            self.shown["extensions"] = sorted(self.extensions)
+        if self.min_size is not None:
+            self.shown["min_size"] = f"{format_size(self.min_size)} ({self.min_size:,} bytes)"
+        if self.max_size is not None:
+            self.shown["max_size"] = f"{format_size(self.max_size)} ({self.max_size:,} bytes)"
+        if after is not None:
+            self.shown["modified_after"] = after.isoformat(timespec="seconds")
+        if before is not None:
+            self.shown["modified_before"] = before.isoformat(timespec="seconds")
+
+    def accept(self, entry: os.DirEntry[str]) -> bool:
+        try:
+            st = entry.stat(follow_symlinks=False)
+        except OSError:
+            return False
+        is_dir = stat.S_ISDIR(st.st_mode)
+        is_file = stat.S_ISREG(st.st_mode)
+        if self.kind == "folder" and not is_dir:
+            return False
+        if self.files_only and not is_file:
+            return False
+        if (
+            self.kind not in (None, "file", "folder")
+            and kind_by_extension(entry.name)[0] != self.kind
+        ):
+            return False
+        if self.extensions and extension_of(entry.name) not in self.extensions:
+            return False
+        if self.min_size is not None and st.st_size < self.min_size:
+            return False
+        if self.max_size is not None and st.st_size > self.max_size:
+            return False
+        if self.after is not None and st.st_mtime < self.after:
+            return False
+        return not (self.before is not None and st.st_mtime >= self.before)
+
+
+def _parse_extensions(text: str | None) -> frozenset[str]:
+    if not text:
+        return frozenset()
+    parts = [
+        p.strip().lstrip("*").lstrip(".").casefold() for p in text.replace(";", ",").split(",")
+    ]
+    parts = [q for p in parts for q in p.split()]
+    bad = [p for p in parts if not p or "/" in p or os.sep in p or "." in p.strip(".")]
+    if bad or not parts:
+        raise ToolError(
+            f"extensions {text!r} is not a list of file extensions.",
+            'Write them without dots, comma-separated, e.g. "pdf" or "jpg, png".',
+        )
+    return frozenset(parts)
+
+
+def _find_files(
+    jail: FolderJail, args: FindFilesArgs, max_visited: int, clock: Clock
+) -> dict[str, Any]:
+    pattern = args.pattern.strip() or "*"
     if "/" in pattern or os.sep in pattern:
         raise ToolError(
             f"The pattern {pattern!r} contains a folder separator; patterns match names only.",
             'Put the folder in "folder" and only the name in "pattern", e.g. "*.pdf".',
         )
-    folder = _resolve_folder(jail, args.folder)
+    if args.kind is not None and args.kind not in KINDS:  # pragma: no cover - pydantic checks
+        raise ToolError(f"kind {args.kind!r} is unknown.", f"Use one of {', '.join(KINDS)}.")
+    filters = _Filters(args, clock())
+    folder = resolve_folder(jail, args.folder)
     matches_name = _name_matcher(pattern)
-    include_hidden = pattern.startswith(".")
 
     matches: list[dict[str, Any]] = []
-    visited = 0
-    unreadable = 0
-    stopped = False
-    queue: deque[tuple[Path, int]] = deque([(folder, 1)])
-    while queue and not stopped:
-        current, depth = queue.popleft()
-        try:
-            with os.scandir(current) as it:
-                entries = sorted(it, key=lambda e: e.name)
-        except OSError:
-            unreadable += 1
-            continue
-        for entry in entries:
-            if visited >= max_visited:
-                stopped = True
+    stats = WalkStats()
+    entries = walk(
+        folder,
+        max_depth=args.max_depth,
+        max_visited=max_visited,
+        include_hidden=pattern.startswith("."),
+        stats=stats,
+    )
+    for entry, _depth in entries:
+        if matches_name(entry.name) and filters.accept(entry):
+            found = describe_entry(jail, entry)
+            found.pop("name")
+            matches.append({"path": jail.display(Path(entry.path)), **found})
+            if len(matches) >= args.limit:
+                stats.stopped = True
                 break
-            visited += 1
-            if not include_hidden and _is_hidden(entry):
-                continue
-            if matches_name(entry.name):
-                found = _describe_entry(jail, entry)
-                found.pop("name")
-                matches.append({"path": jail.display(Path(entry.path)), **found})
-                if len(matches) >= args.limit:
-                    stopped = True
-                    break
-            if depth < args.max_depth and _is_real_dir(entry):
-                queue.append((Path(entry.path), depth + 1))
 
     result: dict[str, Any] = {
         "folder": jail.display(folder),
         "pattern": pattern,
-        "matches": matches,
-        "count": len(matches),
-        "truncated": stopped,
     }
+    if filters.shown:
+        result["filters"] = filters.shown
+    result.update(matches=matches, count=len(matches), truncated=stats.stopped)
     if len(matches) >= args.limit:
         result["note"] = f"Stopped after {args.limit} matches; there may be more."
-    elif stopped:
+    elif stats.stopped:
         result["note"] = (
             f"Stopped after looking at {max_visited:,} entries without finishing; "
             "search a smaller folder or use a more precise pattern."
         )
-    if unreadable:
-        result["unreadable_folders"] = unreadable
+    if stats.unreadable:
+        result["unreadable_folders"] = stats.unreadable
     return result
 
 
@@ -284,27 +441,20 @@ def _read_text_file(
         raise ToolError(
             f"{shown} is a folder, not a file.", "Use list_folder to see what is inside it."
         )
-    flags = (
-        os.O_RDONLY
-        | getattr(os, "O_BINARY", 0)
-        | getattr(os, "O_NOFOLLOW", 0)
-        | getattr(os, "O_NONBLOCK", 0)
-    )
-    try:
-        fd = os.open(path, flags)
-    except OSError as exc:
-        raise ToolError(f"Cannot open {shown}: {_reason(exc)}.") from exc
-    with os.fdopen(fd, "rb") as fh:
-        st = os.fstat(fh.fileno())
-        if not stat.S_ISREG(st.st_mode):
-            raise ToolError(f"{shown} is not a regular file; only ordinary files can be read.")
+    with open_regular(jail, path) as fh:
+        size = os.fstat(fh.fileno()).st_size
         try:
             data = fh.read(max_read_bytes)
         except OSError as exc:
-            raise ToolError(f"Cannot read {shown}: {_reason(exc)}.") from exc
-    size = st.st_size
+            raise ToolError(f"Cannot read {shown}: {reason(exc)}.") from exc
     cut_bytes = size > len(data)
-    text, replaced = _decode(data, final=not cut_bytes, shown=shown, size=size)
+    decoded = decode_text(data, final=not cut_bytes)
+    if decoded is None:
+        raise ToolError(
+            f"This looks like a binary file ({shown}, {size:,} bytes); it cannot be read as text.",
+            "Use file_info to see what it is.",
+        )
+    text = decoded.text
     cut_chars = len(text) > args.max_chars
     if cut_chars:
         text = text[: args.max_chars]
@@ -319,79 +469,6 @@ def _read_text_file(
             f"Only the first {len(text):,} characters are shown; the file is longer "
             f"({size:,} bytes)."
         )
-    if replaced:
-        result["replaced_characters"] = replaced
+    if decoded.replaced:
+        result["replaced_characters"] = decoded.replaced
     return result
-
-
-def _decode(data: bytes, *, final: bool, shown: str, size: int) -> tuple[str, int]:
-    """Decode file bytes as text; return the text and how many characters were replaced."""
-    binary = ToolError(
-        f"This looks like a binary file ({shown}, {size:,} bytes); it cannot be read as text."
-    )
-    for bom, encoding in ((codecs.BOM_UTF16_LE, "utf-16-le"), (codecs.BOM_UTF16_BE, "utf-16-be")):
-        if data.startswith(bom):
-            body = data[len(bom) :]
-            if len(body) % 2:
-                body = body[:-1]
-            try:
-                return body.decode(encoding), 0
-            except UnicodeDecodeError:
-                raise binary from None
-    if b"\x00" in data[:BINARY_SNIFF_BYTES]:
-        raise binary
-    if data.startswith(codecs.BOM_UTF8):
-        data = data[len(codecs.BOM_UTF8) :]
-    try:
-        return codecs.getincrementaldecoder("utf-8")("strict").decode(data, final=final), 0
-    except UnicodeDecodeError:
-        pass
-    text = codecs.getincrementaldecoder("utf-8")("replace").decode(data, final=final)
-    replaced = text.count("\ufffd")
-    if replaced > MAX_REPLACED_RATIO * max(len(text), 1):
-        raise binary
-    return text, replaced
-
-
-# --- shared --------------------------------------------------------------------------------
-
-
-def _resolve_folder(jail: FolderJail, user_path: str) -> Path:
-    """Resolve a folder argument; an empty one means the default folder."""
-    folder = jail.resolve(user_path.strip() or jail.default_folder())
-    if not folder.is_dir():
-        raise ToolError(
-            f"{jail.display(folder)} is a file, not a folder.", "Use read_text_file to read it."
-        )
-    return folder
-
-
-def _is_real_dir(entry: os.DirEntry[str]) -> bool:
-    """A folder that is not a symlink (symlinked folders are never entered)."""
-    try:
-        return entry.is_dir(follow_symlinks=False)
-    except OSError:
-        return False
-
-
-def _is_hidden(entry: os.DirEntry[str]) -> bool:
-    if entry.name.startswith("."):
-        return True
-    attributes = getattr(stat, "FILE_ATTRIBUTE_HIDDEN", 0)
-    if not attributes:
-        return False
-    try:
-        return bool(
-            getattr(entry.stat(follow_symlinks=False), "st_file_attributes", 0) & attributes
-        )
-    except OSError:
-        return False
-
-
-def _iso(timestamp: float) -> str:
-    """A modification time as local ISO-8601 with the UTC offset, to the second."""
-    return datetime.fromtimestamp(timestamp).astimezone().isoformat(timespec="seconds")
-
-
-def _reason(exc: OSError) -> str:
-    return (exc.strerror or str(exc)).lower()
