@@ -1,0 +1,21 @@
+"""Alarms, timers and reminders: a scheduler-backed service and the model's tools over it."""
+
+from botpsy_desktop.adapters.alarms.service import (
+    Alarm,
+    AlarmFired,
+    AlarmKind,
+    AlarmService,
+    MissedAlarm,
+    time_zone,
+)
+from botpsy_desktop.adapters.alarms.tools import alarms_tools
+
+__all__ = [
+    "Alarm",
+    "AlarmFired",
+    "AlarmKind",
+    "AlarmService",
+    "MissedAlarm",
+    "alarms_tools",
+    "time_zone",
+]

@@ -1,0 +1,358 @@
+"""Alarm, timer and reminder tools for the model; times are resolved here, never by the model."""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from botpsy_desktop.adapters.alarms.service import Alarm, AlarmKind, AlarmService
+from botpsy_desktop.adapters.alarms.when import (
+    duration_text,
+    format_time,
+    format_when,
+    parse_duration,
+    parse_repeat,
+    parse_when,
+    repeat_text,
+    shift,
+)
+from botpsy_desktop.core.errors import ToolError
+from botpsy_desktop.core.tools import Effect, Tool, make_tool
+
+_TIME_FIELD = (
+    'When, in the user\'s words, e.g. "7:30", "7:30 pm", "tomorrow at 9", "monday 8am", '
+    '"in 20 minutes" or "2026-12-01T07:30". Do not convert it yourself.'
+)
+_REPEAT_FIELD = (
+    '"never" (rings once), "daily", "weekdays", "weekends", or days such as "monday" or '
+    '"monday,wednesday,friday".'
+)
+_WHICH = (
+    'its number from list_alarms (e.g. "3"), its label (e.g. "Wake up") or its time (e.g. "7:30")'
+)
+
+
+class SetAlarmArgs(BaseModel):
+    """Set an alarm that rings at a time, once or repeating.
+
+    Examples: {"time": "7:30"}, {"time": "tomorrow at 6:45", "label": "Flight"},
+    {"time": "8:00", "repeat": "weekdays"}. The result shows the exact day and time it will ring.
+    """
+
+    time: str = Field(description=_TIME_FIELD, min_length=1, max_length=100)
+    label: str = Field("", max_length=100, description='Optional name, e.g. "Wake up".')
+    repeat: str = Field("never", max_length=100, description=_REPEAT_FIELD)
+
+
+class SetTimerArgs(BaseModel):
+    """Start a countdown timer that rings when the time is up.
+
+    Examples: {"duration": "10 minutes"}, {"duration": "1h30m", "label": "Oven"}.
+    """
+
+    duration: str = Field(
+        description='How long, e.g. "10 minutes", "1h30m", "90 seconds" or "half an hour".',
+        min_length=1,
+        max_length=100,
+    )
+    label: str = Field("", max_length=100, description='Optional name, e.g. "Pasta".')
+
+
+class SetReminderArgs(BaseModel):
+    """Remind the user of something at a time: it pops up with the text.
+
+    Examples: {"time": "tomorrow at 9", "text": "Call the dentist"},
+    {"time": "in 2 hours", "text": "Take the laundry out"}.
+    """
+
+    time: str = Field(description=_TIME_FIELD, min_length=1, max_length=100)
+    text: str = Field(
+        description='What to remind, e.g. "Call the dentist".', min_length=1, max_length=300
+    )
+    repeat: str = Field("never", max_length=100, description=_REPEAT_FIELD)
+
+
+class ListAlarmsArgs(BaseModel):
+    """List the alarms, timers and reminders that are set, ringing or were missed.
+
+    Example: {}. Each has a number to use with cancel_alarm, snooze_alarm or dismiss_alarm.
+    """
+
+
+class CancelAlarmArgs(BaseModel):
+    """Cancel an alarm, timer or reminder so it never rings (all repeats of a repeating one).
+
+    Examples: {"alarm": "3"}, {"alarm": "Wake up"}, {"alarm": "7:30"}, {"alarm": "all"}.
+    """
+
+    alarm: str = Field(description=f'Which one: {_WHICH}, or "all".', min_length=1, max_length=100)
+
+
+class SnoozeAlarmArgs(BaseModel):
+    """Snooze the ringing alarm: it goes quiet and rings again a few minutes later.
+
+    Examples: {} (the one ringing now), {"minutes": 5}, {"alarm": "2", "minutes": 10}.
+    """
+
+    alarm: str = Field(
+        "", max_length=100, description=f"Which one: {_WHICH}; leave empty for the ringing one."
+    )
+    minutes: int | None = Field(
+        None, ge=1, le=120, description="Minutes until it rings again, e.g. 9 (default)."
+    )
+
+
+class DismissAlarmArgs(BaseModel):
+    """Stop the ringing alarm (or a snoozed or missed one). A repeating alarm still rings next time.
+
+    Examples: {} (whatever is ringing now), {"alarm": "2"}.
+    """
+
+    alarm: str = Field(
+        "", max_length=100, description=f"Which one: {_WHICH}; leave empty for the ringing ones."
+    )
+
+
+def alarms_tools(service: AlarmService) -> list[Tool]:
+    """The alarm tools over ``service``: setting, cancelling, snoozing and dismissing are gated
+    as local changes; listing is read-only."""
+
+    def set_alarm(args: SetAlarmArgs) -> dict[str, Any]:
+        return _set(service, AlarmKind.ALARM, args.time, args.label, args.repeat)
+
+    def set_timer(args: SetTimerArgs) -> dict[str, Any]:
+        length = parse_duration(args.duration)
+        now = service.now()
+        alarm = service.add(AlarmKind.TIMER, shift(now, length), label=args.label, duration=length)
+        return _confirmation(service, alarm, f"Timer set for {duration_text(length)}")
+
+    def set_reminder(args: SetReminderArgs) -> dict[str, Any]:
+        text = args.text.strip()
+        if not text:
+            raise ToolError("The reminder text is empty.", 'Say what to remind, e.g. "Call Ann".')
+        return _set(service, AlarmKind.REMINDER, args.time, text, args.repeat)
+
+    def list_alarms(args: ListAlarmsArgs) -> dict[str, Any]:
+        now = service.now()
+        items = service.alarms()
+        result: dict[str, Any] = {
+            "now": format_time(now, now),
+            "time_zone": service.time_zone_name,
+            "count": len(items),
+            "alarms": [_describe(a, service) for a in items],
+        }
+        if not items:
+            result["note"] = "No alarms, timers or reminders are set."
+        return result
+
+    def cancel_alarm(args: CancelAlarmArgs) -> dict[str, Any]:
+        chosen = _choose(service, args.alarm, purpose="cancel")
+        done = [_describe(a, service) for a in service.cancel_many([a.id for a in chosen])]
+        names = "; ".join(_title(a) for a in chosen)
+        return {"summary": f"Cancelled {names}.", "cancelled": done}
+
+    def snooze_alarm(args: SnoozeAlarmArgs) -> dict[str, Any]:
+        chosen = _choose(service, args.alarm, purpose="snooze")
+        length = timedelta(minutes=args.minutes) if args.minutes else None
+        results = service.snooze_many([a.id for a in chosen], length)
+        now = service.now()
+        return {
+            "summary": "; ".join(
+                f"Snoozed {_title(a)} until {format_when(a.snoozed_until, now)}"
+                for a in results
+                if a.snoozed_until is not None
+            )
+            + ".",
+            "snoozed": [_describe(a, service) for a in results],
+        }
+
+    def dismiss_alarm(args: DismissAlarmArgs) -> dict[str, Any]:
+        chosen = _choose(service, args.alarm, purpose="dismiss")
+        now = service.now()
+        lines, after = [], []
+        for alarm, left in zip(chosen, service.dismiss_many([a.id for a in chosen]), strict=True):
+            line = f"Dismissed {_title(alarm)}"
+            if left is not None and left.next_ring is not None:
+                line += f"; it rings next {format_when(left.next_ring, now)}"
+                after.append(_describe(left, service))
+            lines.append(line)
+        result: dict[str, Any] = {"summary": ". ".join(lines) + "."}
+        if after:
+            result["still_set"] = after
+        return result
+
+    return [
+        make_tool(set_alarm, effects={Effect.LOCAL_WRITE}),
+        make_tool(set_timer, effects={Effect.LOCAL_WRITE}),
+        make_tool(set_reminder, effects={Effect.LOCAL_WRITE}),
+        make_tool(list_alarms, effects={Effect.READ}),
+        make_tool(cancel_alarm, effects={Effect.LOCAL_WRITE}),
+        make_tool(snooze_alarm, effects={Effect.LOCAL_WRITE}),
+        make_tool(dismiss_alarm, effects={Effect.LOCAL_WRITE}),
+    ]
+
+
+def _set(
+    service: AlarmService, kind: AlarmKind, when: str, label: str, repeat: str
+) -> dict[str, Any]:
+    days = parse_repeat(repeat)
+    now = service.now()
+    resolved = parse_when(when, now, service.tz)
+    if not days and resolved.days:
+        days = resolved.days
+    alarm = service.add(kind, resolved.at, label=label, days=days)
+    noun = "Reminder" if kind is AlarmKind.REMINDER else "Alarm"
+    result = _confirmation(service, alarm, f"{noun} set")
+    if resolved.note and not days:
+        result["note"] = resolved.note
+    return result
+
+
+def _confirmation(service: AlarmService, alarm: Alarm, what: str) -> dict[str, Any]:
+    now = service.now()
+    assert alarm.next_ring is not None
+    rings = format_when(alarm.next_ring, now)
+    label = f" ({alarm.label})" if alarm.label else ""
+    summary = f"{what}{label}: rings {rings}"
+    if alarm.repeats:
+        summary += f", then {repeat_text(alarm.days)}"
+    result: dict[str, Any] = {"summary": summary + ".", **_describe(alarm, service)}
+    if not service.running:
+        result["running_note"] = (
+            "It rings while BotPsy runs (the window or `botpsy daemon`); if neither runs then, "
+            "it is reported as missed at the next start."
+        )
+    return result
+
+
+def _describe(alarm: Alarm, service: AlarmService) -> dict[str, Any]:
+    now = service.now()
+    item: dict[str, Any] = {"id": alarm.id, "kind": alarm.kind.value}
+    if alarm.label:
+        item["text" if alarm.kind is AlarmKind.REMINDER else "label"] = alarm.label
+    item["status"] = alarm.status
+    if alarm.ringing_since is not None:
+        item["ringing_since"] = format_time(alarm.ringing_since, now)
+    if alarm.next_ring is not None:
+        item["rings"] = format_when(alarm.next_ring, now)
+        item["at"] = alarm.next_ring.isoformat()
+    item["repeat"] = repeat_text(alarm.days)
+    if alarm.duration is not None:
+        item["duration"] = duration_text(alarm.duration)
+    if alarm.missed_due is not None:
+        times = f" ({alarm.missed_count} times)" if alarm.missed_count > 1 else ""
+        item["missed"] = f"{format_time(alarm.missed_due, now)}{times}"
+    return item
+
+
+def _title(alarm: Alarm) -> str:
+    label = f" {alarm.label!r}" if alarm.label else ""
+    return f"{alarm.kind.value} {alarm.id}{label}"
+
+
+_NOISE = re.compile(r"\b(the|my|a|an|number|alarm|timer|reminder)s?\b|#")
+_KIND_WORDS = {
+    "alarm": AlarmKind.ALARM,
+    "timer": AlarmKind.TIMER,
+    "reminder": AlarmKind.REMINDER,
+}
+
+
+def _choose(service: AlarmService, ref: str, *, purpose: str) -> list[Alarm]:
+    """The alarms ``ref`` names: a number, "all", a label, a time, or "" for the ringing ones."""
+    items = service.alarms()
+    text = ref.strip().lower().strip(" .!?\"'")
+    if not items:
+        raise ToolError(f"There is nothing to {purpose}: no alarms, timers or reminders are set.")
+    if not text:
+        if purpose == "cancel":
+            raise ToolError("Say which one to cancel.", _which_hint(items, service))
+        ringing = [a for a in items if a.status == "ringing"]
+        if not ringing and purpose == "dismiss":
+            ringing = [a for a in items if a.status in ("snoozed", "missed")]
+        if not ringing:
+            raise ToolError(
+                f"Nothing is ringing now, so there is nothing to {purpose}.",
+                _which_hint(items, service),
+            )
+        return ringing
+    if text in ("all", "everything", "all of them"):
+        if purpose == "cancel":
+            return items
+        states = ("ringing",) if purpose == "snooze" else ("ringing", "snoozed", "missed")
+        active = [a for a in items if a.status in states]
+        if not active:
+            raise ToolError(f"Nothing is ringing now, so there is nothing to {purpose}.")
+        return active
+    number = re.fullmatch(r"#?\s*(\d+)", _NOISE.sub(" ", text).strip())
+    if number:
+        wanted = int(number.group(1))
+        found = [a for a in items if a.id == wanted]
+        if not found:
+            raise ToolError(
+                f"There is no alarm, timer or reminder number {wanted}.",
+                _which_hint(items, service),
+            )
+        return found
+    by_label = [a for a in items if a.label.lower() == text]
+    if not by_label:
+        by_label = [a for a in items if a.label and text in a.label.lower()]
+    if by_label:
+        return _one(by_label, text, purpose, service)
+    kinds = {k for w, k in _KIND_WORDS.items() if re.search(rf"\b{w}s?\b", text)}
+    rest = _NOISE.sub(" ", text).strip()
+    pool = [a for a in items if not kinds or a.kind in kinds]
+    if not rest:
+        if pool:
+            return _one(pool, text, purpose, service)
+    else:
+        matched = _by_time(pool, rest, service)
+        if matched is not None:
+            if not matched:
+                raise ToolError(
+                    f"No alarm, timer or reminder is set for {rest}.",
+                    _which_hint(items, service),
+                )
+            return _one(matched, text, purpose, service)
+    raise ToolError(f"Nothing matches {ref.strip()!r}.", _which_hint(items, service))
+
+
+def _by_time(items: list[Alarm], text: str, service: AlarmService) -> list[Alarm] | None:
+    """Alarms at the time of day ``text`` names ("7:30", "7 pm"); None if it is not a time."""
+    try:
+        at = parse_when(text, service.now(), service.tz).at
+    except ToolError:
+        return None
+    wanted = (at.hour, at.minute)
+    found = []
+    for alarm in items:
+        times = [alarm.next_ring, alarm.due, alarm.ringing_due, alarm.missed_due]
+        if any(t is not None and (t.hour, t.minute) == wanted for t in times):
+            found.append(alarm)
+    return found
+
+
+def _one(found: list[Alarm], text: str, purpose: str, service: AlarmService) -> list[Alarm]:
+    if len(found) == 1:
+        return found
+    raise ToolError(
+        f"{len(found)} match {text!r}: {_listing(found, service)}.",
+        f"Call {purpose}_alarm again with the number of the one you mean.",
+    )
+
+
+def _listing(items: list[Alarm], service: AlarmService) -> str:
+    now = service.now()
+    parts = []
+    for alarm in items[:10]:
+        when = alarm.next_ring or alarm.ringing_due or alarm.missed_due
+        shown = f" {format_time(when, now)}" if when is not None else ""
+        parts.append(f"{alarm.id} = {_title(alarm)}{shown} ({alarm.status})")
+    return "; ".join(parts)
+
+
+def _which_hint(items: list[Alarm], service: AlarmService) -> str:
+    return f"Set now: {_listing(items, service)}. Give the number of the one you mean."
