@@ -25,6 +25,8 @@ from botpsy_desktop.agent.events import (
 )
 from botpsy_desktop.app import App, build_app
 from botpsy_desktop.core.errors import BotpsyError
+from botpsy_desktop.llm.download import format_progress, human_bytes
+from botpsy_desktop.llm.models import ModelEvent, Status
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_CANCELLED = 0, 1, 2, 130
 
@@ -82,6 +84,11 @@ def _parser() -> argparse.ArgumentParser:
     doctor = sub.add_parser("doctor", help="check llama.cpp, the model, keyring and folders")
     doctor.add_argument("--model", metavar="PATH", help="check this GGUF instead of the config's")
     doctor.add_argument("--json", action="store_true", help="print the checks as JSON")
+    _add_model_commands(sub)
+    daemon = sub.add_parser(
+        "daemon", help="ring alarms, timers and reminders in the foreground until Ctrl-C"
+    )
+    daemon.add_argument("--json", action="store_true", help="print one JSON object per event")
     return p
 
 
@@ -182,6 +189,8 @@ def _run_request(
 
 
 def cmd_ask(app: App, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    if not _first_run(app, args, err):
+        return EXIT_ERROR
     backend = app.backend(model=args.model, replay=args.replay)
     try:
         session = app.session(backend, args.conversation)
@@ -198,6 +207,8 @@ def cmd_ask(app: App, args: argparse.Namespace, out: TextIO, err: TextIO) -> int
 
 
 def cmd_chat(app: App, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    if not _first_run(app, args, err):
+        return EXIT_ERROR
     backend = app.backend(model=args.model, replay=args.replay)
     try:
         session = app.session(backend, args.conversation)
@@ -261,7 +272,187 @@ def cmd_doctor(app: App, args: argparse.Namespace, out: TextIO, err: TextIO) -> 
     return EXIT_ERROR if any(c.status == "fail" for c in checks) else EXIT_OK
 
 
+def _add_model_commands(sub: Any) -> None:
+    model = sub.add_parser("model", help="download, import, choose, check and remove models")
+    act = model.add_subparsers(dest="model_command", required=True, metavar="ACTION")
+    act.add_parser("list", help="installed models (* = active) and the catalog").add_argument(
+        "--json", action="store_true", help="print them as JSON"
+    )
+    pull = act.add_parser("pull", help="download a model (default: BotPsy-0.8B Q4_K_M)")
+    pull.add_argument(
+        "ref",
+        nargs="?",
+        metavar="MODEL",
+        help="catalog ID[:QUANT] (botpsy-0.8b, smollm2-135m-demo) or hf://OWNER/REPO[@REV]/FILE",
+    )
+    pull.add_argument("--quant", metavar="QUANT", help="quantization, e.g. Q4_K_M or Q8_0")
+    imp = act.add_parser("import", help="add a GGUF file you have (copied into the models folder)")
+    imp.add_argument("path", metavar="PATH", help="the .gguf file")
+    imp.add_argument("--link", action="store_true", help="use the file where it is, no copy")
+    imp.add_argument("--name", metavar="ID", help="the model's id (default: the file name)")
+    for sp in (pull, imp):
+        sp.add_argument("--use", action="store_true", help="make it active (default: if none is)")
+    act.add_parser("use", help="check a model's SHA-256 and make it active").add_argument("id")
+    act.add_parser("verify", help="re-check installed files' SHA-256").add_argument("id", nargs="?")
+    act.add_parser("remove", help="forget a model and delete its copy").add_argument("id")
+
+
+class _EventPrinter:
+    """Shows model events: a live bar with speed and time left on a terminal, else a few lines."""
+
+    def __init__(self, err: TextIO) -> None:
+        self.err, self.tty, self.live, self.step = err, err.isatty(), False, -1
+
+    def end_line(self) -> None:
+        if self.live:
+            self.err.write("\n")
+            self.live = False
+
+    def __call__(self, event: ModelEvent) -> None:
+        if isinstance(event, Status):
+            self.end_line()
+            print(event.message, file=self.err)
+            return
+        line = format_progress(event)
+        if self.tty:
+            self.err.write(f"\r{line}\x1b[K")
+            self.live = True
+            if event.finished:
+                self.end_line()
+        elif event.finished or int(event.fraction * 4) > self.step:
+            print(line, file=self.err)
+            self.step = -1 if event.finished else int(event.fraction * 4)
+        self.err.flush()
+
+
+def _first_run(app: App, args: argparse.Namespace, err: TextIO) -> bool:
+    """No model yet: one sentence on how to get one; on a terminal, offer the default download."""
+    if args.model or args.replay or app.config.model.path:
+        return True
+    models = app.models()
+    print(models.first_run_message(), file=err)
+    if models.installed() or not (sys.stdin.isatty() and err.isatty()):
+        return False
+    entry = models.catalog.default_entry
+    err.write(f"Download {entry.name} {entry.default_quantization} now? [y/N] ")
+    err.flush()
+    if sys.stdin.readline().strip().lower() not in ("y", "yes"):
+        return False
+    show = _EventPrinter(err)
+    try:
+        models.pull(use=True, on_event=show)
+    finally:
+        show.end_line()
+    return True
+
+
+def cmd_model(app: App, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    models, show, action = app.models(), _EventPrinter(err), args.model_command
+    if action == "list":
+        active = models.active()
+        rows = [(m, m == active, models.path_of(m)) for m in models.installed()]
+        if args.json:
+            data = {
+                "installed": [
+                    {**m.model_dump(), "path": str(p), "active": a, "present": p.is_file()}
+                    for m, a, p in rows
+                ],
+                "catalog": [e.model_dump() for e in models.catalog.models],
+            }
+            json.dump(data, out, ensure_ascii=False, indent=2)
+            out.write("\n")
+            return EXIT_OK
+        for m, a, p in rows:
+            flag = "" if p.is_file() else " MISSING"
+            note = f"  ({m.note})" if m.note else ""
+            print(
+                f"{'*' if a else ' '} {m.id:<24} {human_bytes(m.size):>10}  {p}{flag}{note}",
+                file=out,
+            )
+        if not rows:
+            print(models.first_run_message(), file=out)
+        for e in models.catalog.models:
+            print(f"available: {e.id} ({e.name}: {e.note or e.description})", file=out)
+        print("Get one with `botpsy model pull ID[:QUANT]` or `... pull hf://REPO/FILE`.", file=out)
+        return EXIT_OK
+    try:
+        if action == "pull":
+            models.pull(args.ref, args.quant, use=args.use or None, on_event=show)
+        elif action == "import":
+            models.import_file(
+                args.path, link=args.link, name=args.name, use=args.use or None, on_event=show
+            )
+        elif action == "use":
+            models.use(args.id, on_event=show)
+        elif action == "remove":
+            models.remove(args.id, on_event=show)
+        else:
+            results = models.verify(args.id, on_event=show)
+            for r in results:
+                print(f"[{'ok  ' if r.ok else 'FAIL'}] {r.model.id}: {r.detail}", file=out)
+            if not results:
+                print("No models are installed.", file=out)
+            return EXIT_OK if all(r.ok for r in results) else EXIT_ERROR
+    except KeyboardInterrupt:
+        show.end_line()
+        print("botpsy: stopped; run the same command again to resume a download.", file=err)
+        return EXIT_CANCELLED
+    finally:
+        show.end_line()
+    return EXIT_OK
+
+
+def cmd_daemon(app: App, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """Ring alarms in the foreground: missed ones first, then one line per ring, until stopped."""
+    import signal
+
+    from botpsy_desktop.adapters.alarms import AlarmFired
+
+    alarms = app.alarms
+    if alarms is None:
+        raise BotpsyError("This profile has no alarm service.", "Run `botpsy daemon` again.")
+    stop = threading.Event()
+    printing = threading.Lock()
+
+    def emit(line: str) -> None:
+        with printing:
+            print(line, file=out, flush=True)
+
+    def on_ring(event: AlarmFired) -> None:
+        emit(json.dumps(event.as_dict(), ensure_ascii=False) if args.json else event.line())
+
+    previous: dict[signal.Signals, Any] = {}
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            previous[sig] = signal.signal(sig, lambda *_: stop.set())
+    alarms.add_listener(on_ring)
+    try:
+        now = alarms.now()
+        for missed in alarms.start():
+            emit(
+                json.dumps(missed.as_dict(), ensure_ascii=False) if args.json else missed.line(now)
+            )
+        upcoming = [a for a in alarms.alarms() if a.next_ring is not None]
+        print(
+            f"botpsy daemon: {len(upcoming)} set to ring, time zone {alarms.time_zone_name}, "
+            f"store {alarms.path}. Ctrl-C stops.",
+            file=err,
+            flush=True,
+        )
+        while not stop.wait(0.5):
+            pass
+    finally:
+        alarms.remove_listener(on_ring)
+        alarms.shutdown()
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+    print("botpsy daemon: stopped.", file=err, flush=True)
+    return EXIT_OK
+
+
 COMMANDS = {"ask": cmd_ask, "chat": cmd_chat, "tools": cmd_tools, "doctor": cmd_doctor}
+COMMANDS["model"] = cmd_model
+COMMANDS["daemon"] = cmd_daemon
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -93,11 +93,13 @@ def run_checks(app: App, model: str | None = None) -> list[Check]:
                 "model",
                 "warn",
                 "no model configured",
-                f"Pass --model PATH to a GGUF file or set model.path in {app.paths.config_file}.",
+                "Run `botpsy model pull` (BotPsy-0.8B) or `botpsy model import PATH`, or pass "
+                f"--model PATH, or set model.path in {app.paths.config_file}.",
             )
         )
     else:
         checks.extend(_model_checks(path, app.config.model.n_ctx))
+    checks.append(_installed_models_check(app))
 
     ks = keyring_status()
     checks.append(
@@ -122,6 +124,29 @@ def run_checks(app: App, model: str | None = None) -> list[Check]:
         )
     checks.append(Check("tools", "info", ", ".join(app.registry.names()) or "none"))
     return checks
+
+
+def _installed_models_check(app: App) -> Check:
+    """The models `botpsy model` manages: ids, sizes, which is active, any missing file."""
+    try:
+        service = app.models()
+        models, active = service.installed(), service.active()
+    except BotpsyError as exc:
+        return Check("installed models", "warn", exc.message, exc.hint)
+    if not models:
+        return Check("installed models", "info", "none yet (`botpsy model pull` gets BotPsy-0.8B)")
+    missing = [m.id for m in models if not service.path_of(m).is_file()]
+    detail = ", ".join(
+        f"{m.id}{' (active)' if m == active else ''} {m.size / 1024**2:.0f} MiB" for m in models
+    )
+    if missing:
+        return Check(
+            "installed models",
+            "warn",
+            f"{detail}; file missing for {', '.join(missing)}",
+            "Pull or import those again, or `botpsy model remove ID`.",
+        )
+    return Check("installed models", "ok", f"{detail} in {app.paths.models_dir}")
 
 
 def _model_checks(path: str, n_ctx: int) -> list[Check]:

@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from botpsy_desktop.core.errors import ConfigError
 from botpsy_desktop.core.paths import Paths
@@ -58,6 +58,112 @@ class FilesSettings(_Section):
 
     roots: list[str] = Field(default_factory=lambda: ["~"])
     max_read_bytes: int = Field(200_000, ge=1024)
+    max_search_bytes: int = Field(
+        2_000_000, ge=1024, description="search_text skips text files larger than this."
+    )
+
+
+class WeatherSettings(_Section):
+    """Where the weather tool asks (Open-Meteo, no API key) and how it shows the answer."""
+
+    geocoding_url: str = Field(
+        "https://geocoding-api.open-meteo.com/v1/search",
+        pattern=r"^https?://[^/\s?#]+(/\S*)?$",
+        description="Open-Meteo geocoding endpoint (place names to coordinates).",
+    )
+    forecast_url: str = Field(
+        "https://api.open-meteo.com/v1/forecast",
+        pattern=r"^https?://[^/\s?#]+(/\S*)?$",
+        description="Open-Meteo forecast endpoint.",
+    )
+    units: str = Field(
+        "auto",
+        pattern=r"^(auto|metric|imperial)$",
+        description="auto (from the locale: imperial for en_US), metric or imperial.",
+    )
+    default_location: str | None = Field(
+        None, description='Place used when none is named, e.g. "Lyon, France".'
+    )
+    timeout_s: float = Field(10.0, gt=0, le=120, description="Connect and read timeout.")
+    cache_s: float = Field(600.0, ge=0, le=86400, description="Seconds answers are reused.")
+    forecast_days: int = Field(7, ge=1, le=16, description="Days of daily forecast asked for.")
+
+
+class MusicSettings(_Section):
+    """The music library's folders and the player used outside the window."""
+
+    folders: list[str] = Field(default_factory=lambda: ["~/Music"])
+    player: str = Field(
+        "auto",
+        pattern=r"^(auto|mpv|ffplay|paplay|aplay|none)$",
+        description="Headless player for the CLI: auto (first of mpv, ffplay, paplay, aplay "
+        "found) or one of them, or none.",
+    )
+    player_args: list[str] = Field(
+        default_factory=list,
+        description='Extra arguments for the headless player, e.g. ["--audio-device=pulse"].',
+    )
+    volume: int = Field(80, ge=0, le=100, description="Starting volume in percent.")
+    rescan_s: float = Field(300.0, ge=0, description="Seconds before folders are checked again.")
+
+
+class UiSettings(_Section):
+    """How the desktop window behaves."""
+
+    close_to_tray: bool = Field(
+        True, description="Closing the window keeps BotPsy running in the system tray."
+    )
+
+
+class AlarmSettings(_Section):
+    """Alarms, timers and reminders: the time zone they follow and how they ring."""
+
+    time_zone: str | None = Field(
+        None, description='IANA time zone, e.g. "Europe/Paris"; None: the system zone.'
+    )
+    snooze_minutes: int = Field(9, ge=1, le=120, description="Default snooze length.")
+    ring_minutes: int = Field(
+        10, ge=1, le=240, description="A ringing alarm nobody stops goes quiet after this long."
+    )
+    missed_after_s: float = Field(
+        60.0,
+        ge=0,
+        le=86400,
+        description="At start, an alarm overdue by more than this is reported as missed "
+        "instead of ringing late.",
+    )
+    max_timer_hours: float = Field(24.0, gt=0, le=168, description="Longest timer allowed.")
+    max_alarms: int = Field(100, ge=1, le=10000, description="Most alarms kept at once.")
+
+    @field_validator("time_zone")
+    @classmethod
+    def _known_zone(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+        try:
+            ZoneInfo(value)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ValueError(
+                f'unknown time zone {value!r}; use an IANA name such as "Europe/Paris"'
+            ) from None
+        return value
+
+
+class DownloadSettings(_Section):
+    """Where models are downloaded from and how long a download may wait."""
+
+    hub_endpoint: str | None = Field(
+        None,
+        pattern=r"^https?://[^/\s?#]+(/\S*)?$",
+        description="Hugging Face Hub URL; $HF_ENDPOINT wins; default https://huggingface.co.",
+    )
+    connect_timeout_s: float = Field(15.0, gt=0, le=300, description="Seconds to connect.")
+    stall_timeout_s: float = Field(
+        30.0, gt=0, le=600, description="A download with no data for this long has stalled."
+    )
+    retries: int = Field(2, ge=0, le=10, description="Resumes tried after a broken transfer.")
 
 
 class Config(_Section):
@@ -66,6 +172,11 @@ class Config(_Section):
     model: ModelSettings = Field(default_factory=ModelSettings)
     agent: AgentSettings = Field(default_factory=AgentSettings)
     files: FilesSettings = Field(default_factory=FilesSettings)
+    weather: WeatherSettings = Field(default_factory=WeatherSettings)
+    music: MusicSettings = Field(default_factory=MusicSettings)
+    ui: UiSettings = Field(default_factory=UiSettings)
+    alarms: AlarmSettings = Field(default_factory=AlarmSettings)
+    downloads: DownloadSettings = Field(default_factory=DownloadSettings)
 
     @classmethod
     def load(cls, paths: Paths) -> Config:

@@ -65,12 +65,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     name = instance_name(Paths.resolve(args.home))
     if hand_over(name, "quick" if args.quick else "show"):
         return 0
+    from botpsy_desktop.ui.player import QtPlayer
+
     try:
-        app = build_app(args.home)
+        app = build_app(args.home, player=QtPlayer())
     except BotpsyError as exc:
         QMessageBox.critical(None, "BotPsy cannot start", str(exc))
         return 1
     from botpsy_desktop.ui.main_window import MainWindow
+    from botpsy_desktop.ui.notify import AlarmNotifier
     from botpsy_desktop.ui.quick import QuickCommandBox
     from botpsy_desktop.ui.tray import Tray
 
@@ -79,6 +82,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     tray = Tray(window, quick)
     window.hide_on_close = tray.available and app.config.ui.close_to_tray
     qt.setQuitOnLastWindowClosed(not window.hide_on_close)
+
+    notifier = None
+    if app.alarms is not None:
+        # alarms ring while the app runs, window closed or not; missed ones are listed at start
+        notifier = AlarmNotifier(app.alarms, app.paths.cache_dir / "chime.wav", tray.icon, window)
+        missed = app.alarms.start()
+        if missed:
+            window.chat.add_note(
+                "While BotPsy was closed:\n" + notifier.missed_text(missed), kind="info"
+            )
 
     server = QLocalServer()
     QLocalServer.removeServer(name)  # a stale socket left by a crash
@@ -106,6 +119,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(qt.exec())
     finally:
         window.shutdown()
+        if notifier is not None:
+            notifier.close()
         server.close()
         app.close()
 

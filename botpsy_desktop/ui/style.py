@@ -28,4 +28,10 @@ QLabel#approvalTitle { font-size: 15px; }
 QLabel#approvalReceipt { font-family: monospace; background: #f3f4f6; padding: 8px;
                          border-radius: 6px; }
 QLabel#approvalError { color: #b91c1c; }
+QFrame#quickBox { background: #ffffff; border: 1px solid #cbd5e1; border-radius: 12px; }
+QLineEdit#quickLine { font-size: 16px; padding: 8px; border: 1px solid #d1d5db;
+                      border-radius: 8px; }
+QLabel#quickStatus { color: #6b7280; }
+QLabel#quickAnswer { font-size: 14px; padding: 4px 2px; }
+QLabel#alarmTitle { font-size: 18px; font-weight: 600; }
 """

@@ -75,8 +75,9 @@ def test_rename_search_and_delete(tmp_path: Path) -> None:
     a = store.create("Trip planning")
     b = store.create()
     store.append(b, {"role": "user", "content": "Where are my TAX papers?"})
-    store.record_tool_call(b, call_id="c", name="x", arguments={}, decision="allowed", ok=True,
-                           result="r")
+    store.record_tool_call(
+        b, call_id="c", name="x", arguments={}, decision="allowed", ok=True, result="r"
+    )
     assert store.search("tax") == [b]
     assert store.search("trip") == [a]
     store.rename(a, "  Holiday   plans ")

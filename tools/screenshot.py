@@ -1,0 +1,134 @@
+"""Render the real window, the approval dialog and the quick-command box to PNG files.
+
+    xvfb-run -a -s "-screen 0 1280x900x24" python tools/screenshot.py --out assets/screenshots
+
+Runs on a throw-away profile with a few demo files and replayed model output (no model needed),
+drives the window like a user (type, send, wait), and saves what it shows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from PySide6.QtWidgets import QApplication  # noqa: E402
+
+from botpsy_desktop.app import build_app  # noqa: E402
+from botpsy_desktop.ui.style import STYLE  # noqa: E402
+
+
+def call(function: str, **params: object) -> str:
+    body = "".join(f"<parameter={k}>\n{v}\n</parameter>\n" for k, v in params.items())
+    return f"<tool_call>\n<function={function}>\n{body}</function>\n</tool_call>"
+
+
+def wait(qt: QApplication, condition: object, timeout_s: float = 20.0) -> None:
+    import time
+
+    end = time.monotonic() + timeout_s
+    while not condition() and time.monotonic() < end:  # type: ignore[operator]
+        qt.processEvents()
+        time.sleep(0.01)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--out", type=Path, default=ROOT / "assets" / "screenshots")
+    args = ap.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+
+    work = Path(tempfile.mkdtemp(prefix="botpsy-shot-"))
+    files = work / "home"
+    (files / "Documents").mkdir(parents=True)
+    for name, size in (
+        ("taxes-2025.pdf", 182_331),
+        ("lease.pdf", 96_204),
+        ("notes.md", 1_204),
+        ("holiday-plan.txt", 3_870),
+    ):
+        (files / "Documents" / name).write_bytes(b"x" * size)
+    profile = work / "profile"
+    (profile / "config").mkdir(parents=True)
+    (profile / "config" / "config.json").write_text(
+        json.dumps({"files": {"roots": [str(files)]}}), encoding="utf-8"
+    )
+    thought = "The user wants the PDFs in Documents. I'll search that folder.\n</think>\n\n"
+    replay = work / "replay.json"
+    replay.write_text(
+        json.dumps(
+            [
+                {
+                    "text": thought + call("find_files", pattern="*.pdf", folder="Documents"),
+                    "thinking_open": True,
+                },
+                "You have **2 PDFs** in Documents:\n\n- `taxes-2025.pdf` (178 KB)\n"
+                "- `lease.pdf` (94 KB)\n\nWant me to move them into a *PDFs* folder?",
+                call(
+                    "write_text_note",
+                    path="Documents/todo.md",
+                    text="- file the 2025 taxes\n- renew the lease",
+                ),
+                "Saved your to-do note.",
+                call("list_folder", path="Documents"),
+                "Documents has 4 files: two PDFs, notes.md and holiday-plan.txt.",
+            ]
+        ),
+        encoding="utf-8",
+    )
+
+    qt = QApplication(sys.argv[:1])
+    qt.setStyleSheet(STYLE)
+    app = build_app(profile)
+    from botpsy_desktop.ui.main_window import MainWindow
+    from botpsy_desktop.ui.quick import QuickCommandBox
+
+    window = MainWindow(app, replay=str(replay))
+    window.resize(1100, 720)
+    window.show()
+    wait(qt, lambda: window.model_label.text() != "Loading model…")
+    window.think.setChecked(True)
+    window.input.setPlainText("Which PDFs do I have in Documents?")
+    window.send()
+    wait(qt, lambda: not window.busy)
+    for card in window.chat.cards.values():
+        card.toggle.setChecked(True)
+    wait(qt, lambda: False, 0.5)
+    saved = [args.out / "main-window.png"]
+    window.grab().save(str(saved[-1]))
+
+    window.think.setChecked(False)
+    window.input.setPlainText("Write a to-do note: file the taxes, renew the lease.")
+    window.send()
+    wait(qt, lambda: bool(window.open_dialogs))
+    dialog = window.open_dialogs[0]
+    wait(qt, lambda: False, 0.3)
+    saved.append(args.out / "approval-dialog.png")
+    dialog.grab().save(str(saved[-1]))
+    dialog.deny_button.click()
+    wait(qt, lambda: not window.busy)
+
+    quick = QuickCommandBox(window.engine)
+    quick.popup()
+    quick.line.setText("what's in my Documents?")
+    quick.run()
+    wait(qt, lambda: not quick.request_id)
+    wait(qt, lambda: False, 0.3)
+    saved.append(args.out / "quick-command.png")
+    quick.grab().save(str(saved[-1]))
+    for path in saved:
+        print(path)
+    quick.close()
+    window.quitting = True
+    window.close()
+    app.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
