@@ -33,6 +33,7 @@ from botpsy_desktop.app import App
 from botpsy_desktop.ui.approval import ApprovalDialog
 from botpsy_desktop.ui.bridge import EngineThread
 from botpsy_desktop.ui.chat_view import ChatView
+from botpsy_desktop.ui.download import ModelDialog
 
 
 def rss_bytes() -> int | None:
@@ -81,6 +82,7 @@ class MainWindow(QMainWindow):
         self.model_details: dict[str, Any] = {}
         self.last_stats: TurnFinished | None = None
         self.open_dialogs: list[ApprovalDialog] = []
+        self.model_dialog: ModelDialog | None = None
         self.hide_on_close = False  # set when a tray icon keeps the app running
         self.quitting = False
         self.engine_closed = False
@@ -180,11 +182,13 @@ class MainWindow(QMainWindow):
         menu = self.menuBar().addMenu("&File")
         new = QAction("&New chat", self, shortcut=QKeySequence(QKeySequence.StandardKey.New))
         new.triggered.connect(self.new_conversation)
-        open_model = QAction("&Open model…", self, shortcut=QKeySequence("Ctrl+O"))
+        open_model = QAction("&Open model file…", self, shortcut=QKeySequence("Ctrl+O"))
         open_model.triggered.connect(self.choose_model)
+        get_model = QAction("&Get a model…", self)
+        get_model.triggered.connect(self.get_model)
         quit_action = QAction("&Quit", self, shortcut=QKeySequence(QKeySequence.StandardKey.Quit))
         quit_action.triggered.connect(self.quit)
-        for action in (new, open_model, quit_action):
+        for action in (new, get_model, open_model, quit_action):
             menu.addAction(action)
 
     # -- conversations ------------------------------------------------------------------
@@ -379,9 +383,25 @@ class MainWindow(QMainWindow):
         if details.get("n_ctx"):
             self.context_label.setText(f"context 0/{details['n_ctx']:,}")
 
+    def get_model(self) -> ModelDialog:
+        """Download BotPsy (progress, cancel, resume) or import a GGUF, then load it."""
+        dialog = ModelDialog(self.app, self)
+        dialog.modelReady.connect(self._on_model_ready)
+        self.model_dialog = dialog
+        dialog.open()
+        return dialog
+
+    def _on_model_ready(self, path: str) -> None:
+        self.model_label.setText("Loading model…")
+        self.engine.load(path, "")
+
     def _on_model_failed(self, message: str) -> None:
         self.model_label.setText("No model")
-        self.chat.add_note(f"{message}\nUse File ▸ Open model… to choose a GGUF file.")
+        self.chat.add_note(
+            f"{message}\nUse File ▸ Get a model… to download BotPsy or import a GGUF file."
+        )
+        if not self.app.config.model.path and self.model_dialog is None:
+            self.get_model()  # first run: offer the download right away
 
     def _update_memory(self) -> None:
         rss = rss_bytes()
@@ -409,6 +429,8 @@ class MainWindow(QMainWindow):
         if self.engine_closed:
             return
         self.engine_closed = True
+        if self.model_dialog is not None:
+            self.model_dialog.shutdown()
         self.memory_timer.stop()
         self.stop()
         self.engine.close()

@@ -1,0 +1,203 @@
+"""Getting a model from the window: download (with progress, cancel and resume) or import."""
+
+from __future__ import annotations
+
+import threading
+
+from PySide6.QtCore import QObject, QThread, Signal, Slot
+from PySide6.QtWidgets import (
+    QDialog,
+    QFileDialog,
+    QHBoxLayout,
+    QLabel,
+    QProgressBar,
+    QPushButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from botpsy_desktop.app import App
+from botpsy_desktop.core.errors import BotpsyError
+from botpsy_desktop.llm.download import Progress
+from botpsy_desktop.llm.models import ModelEvent, Status
+
+
+def _mib(n: float) -> str:
+    return f"{n / 2**20:,.1f} MiB"
+
+
+def progress_text(p: Progress) -> str:
+    """ "120.3 MiB of 502.8 MiB · 8.1 MiB/s · about 47 s left" (the check phase says so)."""
+    verb = {"download": "", "check": "Checking: ", "copy": "Copying: "}.get(p.phase, "")
+    text = f"{verb}{_mib(p.done)} of {_mib(p.total)}"
+    if p.bytes_per_s > 0:
+        text += f" · {_mib(p.bytes_per_s)}/s"
+    eta = p.eta_s
+    if eta is not None and not p.finished:
+        text += f" · about {eta:.0f} s left" if eta < 90 else f" · about {eta / 60:.0f} min left"
+    return text
+
+
+class _Worker(QObject):
+    """Runs one pull or import on its own thread and reports through signals."""
+
+    news = Signal(object)  # Status | Progress (never `event`: that is QObject.event)
+    done = Signal(str)  # path of the now active model
+    failed = Signal(str)
+
+    def __init__(self, app: App) -> None:
+        super().__init__()
+        self.app = app
+        self.cancel = threading.Event()
+
+    @Slot(str)
+    def pull(self, source: str) -> None:
+        self._run(
+            lambda: self.app.models().pull(
+                source or None, use=True, on_event=self.news.emit, cancel=self.cancel
+            )
+        )
+
+    @Slot(str)
+    def import_file(self, path: str) -> None:
+        self._run(
+            lambda: self.app.models().import_file(
+                path, use=True, on_event=self.news.emit, cancel=self.cancel
+            )
+        )
+
+    def _run(self, job: object) -> None:
+        try:
+            job()  # type: ignore[operator]
+        except BotpsyError as exc:
+            self.failed.emit(str(exc))
+            return
+        except Exception as exc:  # shown to the user, never lost on a thread
+            self.failed.emit(f"{type(exc).__name__}: {exc}")
+            return
+        self.done.emit(self.app.config.model.path or "")
+
+
+class ModelDialog(QDialog):
+    """Says in one sentence how to get a model and does it: Download, Import a GGUF, or Later.
+
+    A cancelled or failed download keeps its partial file; Download again resumes it.
+    """
+
+    modelReady = Signal(str)
+    _pull = Signal(str)
+    _import = Signal(str)
+
+    def __init__(self, app: App, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.app = app
+        self.setObjectName("modelDialog")
+        self.setWindowTitle("Get a model")
+        self.setMinimumWidth(560)
+        service = app.models()
+        entry = service.catalog.default_entry
+        self.quantization = entry.default_quantization
+        layout = QVBoxLayout(self)
+        self.message = QLabel(service.first_run_message())
+        self.message.setWordWrap(True)
+        layout.addWidget(self.message)
+        self.status = QLabel("")
+        self.status.setObjectName("modelStatus")
+        self.status.setWordWrap(True)
+        self.bar = QProgressBar()
+        self.bar.setRange(0, 1000)
+        self.bar.setVisible(False)
+        layout.addWidget(self.bar)
+        layout.addWidget(self.status)
+        row = QHBoxLayout()
+        self.download_button = QPushButton(f"&Download {entry.name} ({self.quantization})")
+        self.import_button = QPushButton("&Import a GGUF…")
+        self.cancel_button = QPushButton("&Cancel download")
+        self.later_button = QPushButton("&Later")
+        self.cancel_button.setVisible(False)
+        self.download_button.setDefault(True)
+        for b in (self.download_button, self.import_button, self.cancel_button, self.later_button):
+            row.addWidget(b)
+        layout.addLayout(row)
+        self.download_button.clicked.connect(self.download)
+        self.import_button.clicked.connect(self.choose_file)
+        self.cancel_button.clicked.connect(self.cancel)
+        self.later_button.clicked.connect(self.reject)
+
+        self.qthread = QThread(self)
+        self.worker = _Worker(app)
+        self.worker.moveToThread(self.qthread)
+        self._pull.connect(self.worker.pull)
+        self._import.connect(self.worker.import_file)
+        self.worker.news.connect(self._on_event)
+        self.worker.done.connect(self._on_done)
+        self.worker.failed.connect(self._on_failed)
+        self.qthread.start()
+        self.finished.connect(self.shutdown)
+        self.busy = False
+
+    def download(self, source: str = "") -> None:
+        self._start()
+        self._pull.emit(source or "")
+
+    def choose_file(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(
+            self, "Import a GGUF model", "", "GGUF models (*.gguf)"
+        )
+        if path:
+            self.import_path(path)
+
+    def import_path(self, path: str) -> None:
+        self._start()
+        self._import.emit(path)
+
+    def _start(self) -> None:
+        self.busy = True
+        self.worker.cancel.clear()
+        self.bar.setVisible(True)
+        self.bar.setValue(0)
+        self.status.setText("Starting…")
+        self.cancel_button.setVisible(True)
+        for b in (self.download_button, self.import_button, self.later_button):
+            b.setEnabled(False)
+
+    def cancel(self) -> None:
+        self.worker.cancel.set()
+
+    def _idle(self) -> None:
+        self.busy = False
+        self.cancel_button.setVisible(False)
+        for b in (self.download_button, self.import_button, self.later_button):
+            b.setEnabled(True)
+
+    def _on_event(self, event: ModelEvent) -> None:
+        if isinstance(event, Progress):
+            self.bar.setValue(int(event.fraction * 1000))
+            self.status.setText(progress_text(event))
+        elif isinstance(event, Status):
+            self.status.setText(event.message)
+
+    def _on_done(self, path: str) -> None:
+        self._idle()
+        self.bar.setValue(1000)
+        self.status.setText("Ready.")
+        self.modelReady.emit(path)
+        self.accept()
+
+    def _on_failed(self, message: str) -> None:
+        self._idle()
+        self.download_button.setText("&Download again (resumes)")
+        self.status.setText(message)
+
+    def shutdown(self) -> None:
+        """Cancel a running job and end the worker thread (the window calls this on quit)."""
+        self.worker.cancel.set()
+        if self.qthread.isRunning():
+            self.qthread.quit()
+            self.qthread.wait(10000)
+
+    def reject(self) -> None:
+        if self.busy:  # Esc while downloading cancels the download first
+            self.cancel()
+            return
+        super().reject()
