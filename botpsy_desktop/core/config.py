@@ -113,6 +113,9 @@ class UiSettings(_Section):
     close_to_tray: bool = Field(
         True, description="Closing the window keeps BotPsy running in the system tray."
     )
+    theme: str = Field(
+        "system", pattern=r"^(system|light|dark)$", description="light, dark, or follow the system"
+    )
 
 
 class AlarmSettings(_Section):

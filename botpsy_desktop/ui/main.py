@@ -17,7 +17,7 @@ from botpsy_desktop.app import build_app
 from botpsy_desktop.core.errors import BotpsyError
 from botpsy_desktop.core.paths import Paths
 from botpsy_desktop.ui.icons import app_icon
-from botpsy_desktop.ui.style import STYLE
+from botpsy_desktop.ui.style import style_for
 
 
 def instance_name(paths: Paths) -> str:
@@ -60,7 +60,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     assert isinstance(qt, QApplication)
     qt.setApplicationName("BotPsy")
     qt.setWindowIcon(app_icon())
-    qt.setStyleSheet(STYLE)
 
     name = instance_name(Paths.resolve(args.home))
     if hand_over(name, "quick" if args.quick else "show"):
@@ -72,6 +71,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BotpsyError as exc:
         QMessageBox.critical(None, "BotPsy cannot start", str(exc))
         return 1
+    from botpsy_desktop.ui.settings import system_is_dark
+
+    qt.setStyleSheet(style_for(app.config.ui.theme, system_is_dark()))
     from botpsy_desktop.ui.main_window import MainWindow
     from botpsy_desktop.ui.notify import AlarmNotifier
     from botpsy_desktop.ui.quick import QuickCommandBox

@@ -34,6 +34,7 @@ from botpsy_desktop.ui.approval import ApprovalDialog
 from botpsy_desktop.ui.bridge import EngineThread
 from botpsy_desktop.ui.chat_view import ChatView
 from botpsy_desktop.ui.download import ModelDialog
+from botpsy_desktop.ui.settings import SettingsDialog
 
 
 def rss_bytes() -> int | None:
@@ -186,9 +187,11 @@ class MainWindow(QMainWindow):
         open_model.triggered.connect(self.choose_model)
         get_model = QAction("&Get a model…", self)
         get_model.triggered.connect(self.get_model)
+        settings = QAction("&Settings…", self, shortcut=QKeySequence("Ctrl+,"))
+        settings.triggered.connect(self.open_settings)
         quit_action = QAction("&Quit", self, shortcut=QKeySequence(QKeySequence.StandardKey.Quit))
         quit_action.triggered.connect(self.quit)
-        for action in (new, get_model, open_model, quit_action):
+        for action in (new, get_model, open_model, settings, quit_action):
             menu.addAction(action)
 
     # -- conversations ------------------------------------------------------------------
@@ -390,6 +393,18 @@ class MainWindow(QMainWindow):
         self.model_dialog = dialog
         dialog.open()
         return dialog
+
+    def open_settings(self) -> SettingsDialog:
+        dialog = SettingsDialog(self.app, self)
+        dialog.modelSettingsChanged.connect(self._reload_model)
+        dialog.open()
+        return dialog
+
+    def _reload_model(self) -> None:
+        path = self.app.config.model.path
+        if path and not self.busy:
+            self.model_label.setText("Loading model…")
+            self.engine.load(path, "")
 
     def _on_model_ready(self, path: str) -> None:
         self.model_label.setText("Loading model…")

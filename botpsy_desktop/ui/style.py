@@ -35,3 +35,28 @@ QLabel#quickStatus { color: #6b7280; }
 QLabel#quickAnswer { font-size: 14px; padding: 4px 2px; }
 QLabel#alarmTitle { font-size: 18px; font-weight: 600; }
 """
+
+
+DARK = """
+QWidget { background: #111827; color: #e5e7eb; }
+QWidget#sidebar { background: #0b1220; }
+QListWidget#conversations::item:selected { background: #1e3a8a; color: #f9fafb; }
+QWidget#chatInner { background: #111827; }
+QFrame#userBubble { background: #2563eb; border-radius: 12px; }
+QFrame#assistantBubble { background: #1f2937; border-radius: 12px; }
+QFrame#assistantBubble QLabel { color: #e5e7eb; }
+QFrame#toolCard { background: #292524; border: 1px solid #78350f; border-radius: 8px; }
+QFrame#toolCard[status="ok"] { background: #052e2b; border-color: #065f46; }
+QFrame#toolCard[status="failed"] { background: #3b0d0d; border-color: #7f1d1d; }
+QFrame#toolCard[status="denied"] { background: #262626; border-color: #404040; }
+QFrame#thinking { background: #0f172a; border: 1px dashed #374151; border-radius: 8px; }
+QPlainTextEdit, QLineEdit { background: #0f172a; color: #e5e7eb; border: 1px solid #374151; }
+QLabel#approvalReceipt { background: #1f2937; }
+QFrame#quickBox { background: #111827; border: 1px solid #374151; }
+"""
+
+
+def style_for(theme: str, system_is_dark: bool) -> str:
+    """The style sheet for ``theme`` (system, light or dark)."""
+    dark = theme == "dark" or (theme == "system" and system_is_dark)
+    return STYLE + DARK if dark else STYLE

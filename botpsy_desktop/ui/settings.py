@@ -1,0 +1,233 @@
+"""The settings dialog: model and threads, folders, weather and music, appearance."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from pydantic import ValidationError
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QGuiApplication
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QComboBox,
+    QDialog,
+    QDialogButtonBox,
+    QDoubleSpinBox,
+    QFileDialog,
+    QFormLayout,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QListWidget,
+    QPushButton,
+    QSpinBox,
+    QTabWidget,
+    QVBoxLayout,
+    QWidget,
+)
+
+from botpsy_desktop.app import App
+from botpsy_desktop.core.config import Config
+from botpsy_desktop.ui.style import style_for
+
+
+def system_is_dark() -> bool:
+    hints = QGuiApplication.styleHints()
+    return bool(hints.colorScheme() == Qt.ColorScheme.Dark)
+
+
+class FolderList(QWidget):
+    """A list of folders with Add… and Remove."""
+
+    def __init__(self, folders: list[str], title: str) -> None:
+        super().__init__()
+        self.title = title
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        self.list = QListWidget()
+        self.list.addItems(folders)
+        row = QHBoxLayout()
+        add = QPushButton("Add…")
+        remove = QPushButton("Remove")
+        add.clicked.connect(self._add)
+        remove.clicked.connect(self._remove)
+        row.addWidget(add)
+        row.addWidget(remove)
+        row.addStretch(1)
+        layout.addWidget(self.list)
+        layout.addLayout(row)
+
+    def _add(self) -> None:
+        folder = QFileDialog.getExistingDirectory(self, self.title, os.path.expanduser("~"))
+        if folder:
+            self.add(folder)
+
+    def add(self, folder: str) -> None:
+        if folder not in self.folders():
+            self.list.addItem(folder)
+
+    def _remove(self) -> None:
+        for item in self.list.selectedItems():
+            self.list.takeItem(self.list.row(item))
+
+    def folders(self) -> list[str]:
+        return [self.list.item(i).text() for i in range(self.list.count())]
+
+
+class SettingsDialog(QDialog):
+    """Edits a copy of the config; Save validates it, writes config.json and says what applies.
+
+    Model settings reload the model at once (``modelSettingsChanged``); folders, weather and
+    music take effect at the next start, as the dialog says.
+    """
+
+    modelSettingsChanged = Signal()
+
+    def __init__(self, app: App, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.app = app
+        self.setObjectName("settingsDialog")
+        self.setWindowTitle("Settings")
+        self.setMinimumWidth(560)
+        c = app.config
+        tabs = QTabWidget()
+
+        model = QWidget()
+        mf = QFormLayout(model)
+        self.model_path = QLabel(c.model.path or "none yet (File ▸ Get a model…)")
+        self.model_path.setWordWrap(True)
+        self.model_path.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.n_ctx = QSpinBox()
+        self.n_ctx.setRange(256, 262144)
+        self.n_ctx.setSingleStep(1024)
+        self.n_ctx.setValue(c.model.n_ctx)
+        cores = os.cpu_count() or 1
+        self.n_threads = QSpinBox()
+        self.n_threads.setRange(0, cores)
+        self.n_threads.setSpecialValueText("automatic")
+        self.n_threads.setValue(c.model.n_threads or 0)
+        self.n_threads_batch = QSpinBox()
+        self.n_threads_batch.setRange(0, cores)
+        self.n_threads_batch.setSpecialValueText("automatic")
+        self.n_threads_batch.setValue(c.model.n_threads_batch or 0)
+        self.n_gpu_layers = QSpinBox()
+        self.n_gpu_layers.setRange(-1, 999)
+        self.n_gpu_layers.setSpecialValueText("all")
+        self.n_gpu_layers.setValue(c.model.n_gpu_layers)
+        self.temperature = QDoubleSpinBox()
+        self.temperature.setRange(0.0, 2.0)
+        self.temperature.setSingleStep(0.1)
+        self.temperature.setValue(c.model.temperature)
+        self.think = QCheckBox("Let the model think before answering by default")
+        self.think.setChecked(c.model.think)
+        mf.addRow("Model file:", self.model_path)
+        mf.addRow("Context (tokens):", self.n_ctx)
+        mf.addRow("Decode threads:", self.n_threads)
+        mf.addRow("Prompt threads:", self.n_threads_batch)
+        mf.addRow("GPU layers:", self.n_gpu_layers)
+        mf.addRow("Temperature:", self.temperature)
+        mf.addRow("", self.think)
+        tabs.addTab(model, "Model")
+
+        folders = QWidget()
+        fl = QVBoxLayout(folders)
+        fl.addWidget(
+            QLabel("Folders the assistant may use (nothing outside them is read or changed):")
+        )
+        self.roots = FolderList(list(c.files.roots), "Add a folder the assistant may use")
+        fl.addWidget(self.roots)
+        tabs.addTab(folders, "Folders")
+
+        more = QWidget()
+        wf = QFormLayout(more)
+        self.location = QLineEdit(c.weather.default_location or "")
+        self.location.setPlaceholderText("e.g. Lyon, France")
+        self.units = QComboBox()
+        self.units.addItems(["auto", "metric", "imperial"])
+        self.units.setCurrentText(c.weather.units)
+        self.music = FolderList(list(c.music.folders), "Add a music folder")
+        wf.addRow("Weather location:", self.location)
+        wf.addRow("Units:", self.units)
+        wf.addRow("Music folders:", self.music)
+        tabs.addTab(more, "Weather && music")
+
+        look = QWidget()
+        lf = QFormLayout(look)
+        self.theme = QComboBox()
+        self.theme.addItems(["system", "light", "dark"])
+        self.theme.setCurrentText(c.ui.theme)
+        self.close_to_tray = QCheckBox("Closing the window keeps BotPsy in the tray")
+        self.close_to_tray.setChecked(c.ui.close_to_tray)
+        lf.addRow("Appearance:", self.theme)
+        lf.addRow("", self.close_to_tray)
+        tabs.addTab(look, "Appearance")
+
+        self.error = QLabel("")
+        self.error.setObjectName("settingsError")
+        self.error.setWordWrap(True)
+        self.note = QLabel("")
+        self.note.setWordWrap(True)
+        buttons = QDialogButtonBox(
+            QDialogButtonBox.StandardButton.Save | QDialogButtonBox.StandardButton.Cancel
+        )
+        buttons.accepted.connect(self.save)
+        buttons.rejected.connect(self.reject)
+        self.save_button = buttons.button(QDialogButtonBox.StandardButton.Save)
+        layout = QVBoxLayout(self)
+        layout.addWidget(tabs)
+        layout.addWidget(self.error)
+        layout.addWidget(self.note)
+        layout.addWidget(buttons)
+
+    def edited(self) -> dict[str, Any]:
+        data = self.app.config.model_dump()
+        m = data["model"]
+        m.update(
+            n_ctx=self.n_ctx.value(),
+            n_threads=self.n_threads.value() or None,
+            n_threads_batch=self.n_threads_batch.value() or None,
+            n_gpu_layers=self.n_gpu_layers.value(),
+            temperature=round(self.temperature.value(), 2),
+            think=self.think.isChecked(),
+        )
+        data["files"]["roots"] = self.roots.folders()
+        data["weather"].update(
+            default_location=self.location.text().strip() or None, units=self.units.currentText()
+        )
+        data["music"]["folders"] = self.music.folders()
+        data["ui"].update(
+            theme=self.theme.currentText(), close_to_tray=self.close_to_tray.isChecked()
+        )
+        return data
+
+    def save(self) -> None:
+        data = self.edited()
+        if not data["files"]["roots"]:
+            self.error.setText("Keep at least one folder, or the files tools cannot work.")
+            return
+        try:
+            new = Config.model_validate(data)
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()
+            )
+            self.error.setText(f"Not saved: {problems}.")
+            return
+        old = self.app.config
+        model_changed = new.model != old.model
+        later = new.files != old.files or new.weather != old.weather or new.music != old.music
+        for section in ("model", "files", "weather", "music", "ui"):
+            setattr(old, section, getattr(new, section))
+        old.save(self.app.paths)
+        app = QGuiApplication.instance()
+        if isinstance(app, QGuiApplication) and hasattr(app, "setStyleSheet"):
+            app.setStyleSheet(style_for(new.ui.theme, system_is_dark()))
+        if model_changed:
+            self.modelSettingsChanged.emit()
+        self.note.setText(
+            "Saved. Folders, weather and music settings apply at the next start."
+            if later
+            else "Saved."
+        )
+        self.accept()

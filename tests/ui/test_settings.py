@@ -1,0 +1,43 @@
+"""The settings dialog edits the real config file and reloads the model when its settings change."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from pytestqt.qtbot import QtBot
+
+from botpsy_desktop.app import build_app
+from botpsy_desktop.ui.settings import SettingsDialog
+
+
+def test_saving_writes_the_config_and_asks_for_a_model_reload(qtbot: QtBot, tmp_path: Path) -> None:
+    app = build_app(tmp_path / "profile")
+    dialog = SettingsDialog(app)
+    qtbot.addWidget(dialog)
+    dialog.n_threads.setValue(1)
+    dialog.n_ctx.setValue(4096)
+    dialog.roots.add(str(tmp_path))
+    dialog.theme.setCurrentText("dark")
+    dialog.location.setText("Lyon, France")
+    with qtbot.waitSignal(dialog.modelSettingsChanged, timeout=2000):
+        dialog.save_button.click()
+    saved = json.loads((tmp_path / "profile" / "config" / "config.json").read_text("utf-8"))
+    assert saved["model"]["n_threads"] == 1 and saved["model"]["n_ctx"] == 4096
+    assert str(tmp_path) in saved["files"]["roots"]
+    assert saved["ui"]["theme"] == "dark"
+    assert saved["weather"]["default_location"] == "Lyon, France"
+    assert app.config.model.n_ctx == 4096
+    app.close()
+
+
+def test_invalid_settings_are_not_saved(qtbot: QtBot, tmp_path: Path) -> None:
+    app = build_app(tmp_path / "profile")
+    dialog = SettingsDialog(app)
+    qtbot.addWidget(dialog)
+    dialog.show()
+    dialog.roots.list.clear()
+    dialog.save_button.click()
+    assert dialog.isVisible() and "at least one folder" in dialog.error.text()
+    assert not (tmp_path / "profile" / "config" / "config.json").exists()
+    app.close()
