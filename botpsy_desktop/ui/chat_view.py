@@ -6,6 +6,7 @@ import json
 from typing import Any, ClassVar
 
 from PySide6.QtCore import Qt, QTimer
+from PySide6.QtGui import QResizeEvent, QTextCursor
 from PySide6.QtWidgets import (
     QFrame,
     QHBoxLayout,
@@ -13,6 +14,7 @@ from PySide6.QtWidgets import (
     QPlainTextEdit,
     QScrollArea,
     QSizePolicy,
+    QTextBrowser,
     QToolButton,
     QVBoxLayout,
     QWidget,
@@ -31,18 +33,54 @@ def _label(text: str, *, markdown: bool = False, name: str = "") -> QLabel:
     return label
 
 
+class _GrowingText(QTextBrowser):
+    """Read-only rich text that is as tall as its content (no inner scroll bar).
+
+    Streaming appends at the end of the document, so Qt lays out only the last block: the cost
+    of a new piece does not grow with the length of the answer.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.setObjectName("bubbleText")
+        self.setFrameShape(QFrame.Shape.NoFrame)
+        self.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.setOpenExternalLinks(True)
+        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
+        self.document().setDocumentMargin(2)
+        layout = self.document().documentLayout()
+        if layout is not None:
+            layout.documentSizeChanged.connect(self._fit)
+        self._fit()
+
+    def _fit(self, *_: object) -> None:
+        self.setFixedHeight(int(self.document().size().height()) + 4)
+
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        super().resizeEvent(event)
+        self.document().setTextWidth(self.viewport().width())
+        self._fit()
+
+    def append_plain(self, piece: str) -> None:
+        cursor = self.textCursor()
+        cursor.movePosition(QTextCursor.MoveOperation.End)
+        cursor.insertText(piece)
+
+
 class MessageBubble(QFrame):
-    """One user or assistant message. Assistant text is Markdown, appended as it streams."""
+    """One user or assistant message. Streams as plain text; shown as Markdown when complete."""
 
     def __init__(self, role: str, text: str = "") -> None:
         super().__init__()
         self.role = role
         self.setObjectName("userBubble" if role == "user" else "assistantBubble")
-        self._text = text
+        self._text = ""
         layout = QVBoxLayout(self)
-        layout.setContentsMargins(12, 8, 12, 8)
-        self.body = _label(text, markdown=role != "user", name="bubbleText")
+        layout.setContentsMargins(10, 6, 10, 6)
+        self.body = _GrowingText()
         layout.addWidget(self.body)
+        self.set_text(text)
 
     @property
     def text(self) -> str:
@@ -50,11 +88,14 @@ class MessageBubble(QFrame):
 
     def append(self, piece: str) -> None:
         self._text += piece
-        self.body.setText(self._text)
+        self.body.append_plain(piece)
 
     def set_text(self, text: str) -> None:
         self._text = text
-        self.body.setText(text)
+        if self.role == "user":
+            self.body.setPlainText(text)
+        else:
+            self.body.setMarkdown(text)
 
 
 class Collapsible(QFrame):

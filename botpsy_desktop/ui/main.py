@@ -49,6 +49,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--model", metavar="PATH", help="GGUF model to load")
     parser.add_argument("--replay", metavar="FILE", help="replay raw model output instead")
     parser.add_argument(
+        "--minimized",
+        action="store_true",
+        help="start in the tray without showing the window (used at login)",
+    )
+    parser.add_argument(
         "--quick",
         action="store_true",
         help="open the quick-command box (of the running app, if there is one); "
@@ -115,7 +120,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     if args.quick:
         quick.popup()
-    else:
+    elif not (args.minimized and tray.available):
         window.show()
     try:
         return int(qt.exec())

@@ -28,7 +28,9 @@ from PySide6.QtWidgets import (
 )
 
 from botpsy_desktop.app import App
+from botpsy_desktop.core import autostart
 from botpsy_desktop.core.config import Config
+from botpsy_desktop.core.errors import BotpsyError
 from botpsy_desktop.ui.style import style_for
 
 
@@ -159,8 +161,11 @@ class SettingsDialog(QDialog):
         self.theme.setCurrentText(c.ui.theme)
         self.close_to_tray = QCheckBox("Closing the window keeps BotPsy in the tray")
         self.close_to_tray.setChecked(c.ui.close_to_tray)
+        self.autostart = QCheckBox("Start BotPsy (in the tray) when I log in")
+        self.autostart.setChecked(autostart.is_enabled())
         lf.addRow("Appearance:", self.theme)
         lf.addRow("", self.close_to_tray)
+        lf.addRow("", self.autostart)
         tabs.addTab(look, "Appearance")
 
         self.error = QLabel("")
@@ -220,6 +225,11 @@ class SettingsDialog(QDialog):
         for section in ("model", "files", "weather", "music", "ui"):
             setattr(old, section, getattr(new, section))
         old.save(self.app.paths)
+        if self.autostart.isChecked() != autostart.is_enabled():
+            try:
+                autostart.set_enabled(self.autostart.isChecked())
+            except BotpsyError as exc:
+                self.error.setText(str(exc))
         app = QGuiApplication.instance()
         if isinstance(app, QGuiApplication) and hasattr(app, "setStyleSheet"):
             app.setStyleSheet(style_for(new.ui.theme, system_is_dark()))

@@ -8,7 +8,8 @@ QListWidget#conversations::item { padding: 6px 4px; border-radius: 6px; }
 QListWidget#conversations::item:selected { background: #dbeafe; color: #111827; }
 QWidget#chatInner { background: #ffffff; }
 QFrame#userBubble { background: #2563eb; border-radius: 12px; }
-QFrame#userBubble QLabel { color: #ffffff; }
+QFrame#userBubble QTextBrowser { color: #ffffff; background: transparent; }
+QFrame#assistantBubble QTextBrowser { background: transparent; }
 QFrame#assistantBubble { background: #f3f4f6; border-radius: 12px; }
 QFrame#toolCard { background: #fffbeb; border: 1px solid #fde68a; border-radius: 8px; }
 QFrame#toolCard[status="ok"] { background: #ecfdf5; border-color: #a7f3d0; }
@@ -44,7 +45,7 @@ QListWidget#conversations::item:selected { background: #1e3a8a; color: #f9fafb; 
 QWidget#chatInner { background: #111827; }
 QFrame#userBubble { background: #2563eb; border-radius: 12px; }
 QFrame#assistantBubble { background: #1f2937; border-radius: 12px; }
-QFrame#assistantBubble QLabel { color: #e5e7eb; }
+QFrame#assistantBubble QTextBrowser { color: #e5e7eb; background: transparent; }
 QFrame#toolCard { background: #292524; border: 1px solid #78350f; border-radius: 8px; }
 QFrame#toolCard[status="ok"] { background: #052e2b; border-color: #065f46; }
 QFrame#toolCard[status="failed"] { background: #3b0d0d; border-color: #7f1d1d; }

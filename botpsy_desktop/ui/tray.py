@@ -27,10 +27,12 @@ class Tray(QObject):
         self.quick_action.triggered.connect(quick.popup)
         self.pending_action = QAction("No approvals waiting", self.menu)
         self.pending_action.triggered.connect(self.show_pending)
+        self.alarms_menu = QMenu("Alarms")
         self.quit_action = QAction("Quit BotPsy", self.menu)
         self.quit_action.triggered.connect(self.quit)
         for action in (self.open_action, self.quick_action, self.pending_action):
             self.menu.addAction(action)
+        self.menu.addMenu(self.alarms_menu)
         self.menu.addSeparator()
         self.menu.addAction(self.quit_action)
         self.menu.aboutToShow.connect(self.refresh)
@@ -54,6 +56,32 @@ class Tray(QObject):
         self.pending_action.setEnabled(n > 0)
         if self.icon is not None:
             self.icon.setIcon(app_icon(badge=n))
+        self._refresh_alarms()
+
+    def _refresh_alarms(self) -> None:
+        """Upcoming and ringing alarms; a ringing one can be snoozed or dismissed from here."""
+        self.alarms_menu.clear()
+        service = self.window.app.alarms
+        if service is None:
+            self.alarms_menu.setEnabled(False)
+            return
+        from botpsy_desktop.adapters.alarms.when import format_time
+
+        now = service.now()
+        alarms = [a for a in service.alarms() if a.next_ring is not None or a.status == "ringing"]
+        if not alarms:
+            self.alarms_menu.addAction("No alarms").setEnabled(False)
+        for alarm in alarms[:8]:
+            name = alarm.label or alarm.kind.value
+            if alarm.status == "ringing":
+                snooze = self.alarms_menu.addAction(f"⏰ {name}: snooze")
+                snooze.triggered.connect(lambda _c=False, i=alarm.id: service.snooze(i))
+                dismiss = self.alarms_menu.addAction(f"⏰ {name}: dismiss")
+                dismiss.triggered.connect(lambda _c=False, i=alarm.id: service.dismiss(i))
+            elif alarm.next_ring is not None:
+                self.alarms_menu.addAction(
+                    f"{name} — {format_time(alarm.next_ring, now)}"
+                ).setEnabled(False)
 
     def _activated(self, reason: QSystemTrayIcon.ActivationReason) -> None:
         if reason == QSystemTrayIcon.ActivationReason.Trigger:

@@ -108,3 +108,22 @@ def test_a_second_start_hands_over_to_the_running_one(qtbot: QtBot, tmp_path: Pa
     qtbot.waitUntil(lambda: bool(got), timeout=3000)
     assert got == [b"quick"]
     server.close()
+
+
+def test_the_tray_menu_lists_upcoming_alarms(qtbot: QtBot, tmp_path: Path) -> None:
+    from datetime import timedelta
+
+    from botpsy_desktop.adapters.alarms import AlarmKind
+
+    app = make_app(tmp_path)
+    assert app.alarms is not None
+    app.alarms.add(AlarmKind.ALARM, app.alarms.now() + timedelta(hours=2), label="Stretch")
+    window = MainWindow(app)
+    qtbot.addWidget(window)
+    quick = QuickCommandBox(window.engine)
+    qtbot.addWidget(quick)
+    tray = Tray(window, quick)
+    texts = [a.text() for a in tray.alarms_menu.actions()]
+    assert any(t.startswith("Stretch — ") for t in texts)
+    window.shutdown()
+    app.close()

@@ -5,13 +5,17 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from pytestqt.qtbot import QtBot
 
 from botpsy_desktop.app import build_app
 from botpsy_desktop.ui.settings import SettingsDialog
 
 
-def test_saving_writes_the_config_and_asks_for_a_model_reload(qtbot: QtBot, tmp_path: Path) -> None:
+def test_saving_writes_the_config_and_asks_for_a_model_reload(
+    qtbot: QtBot, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))  # where login items live
     app = build_app(tmp_path / "profile")
     dialog = SettingsDialog(app)
     qtbot.addWidget(dialog)
@@ -20,6 +24,7 @@ def test_saving_writes_the_config_and_asks_for_a_model_reload(qtbot: QtBot, tmp_
     dialog.roots.add(str(tmp_path))
     dialog.theme.setCurrentText("dark")
     dialog.location.setText("Lyon, France")
+    dialog.autostart.setChecked(True)
     with qtbot.waitSignal(dialog.modelSettingsChanged, timeout=2000):
         dialog.save_button.click()
     saved = json.loads((tmp_path / "profile" / "config" / "config.json").read_text("utf-8"))
@@ -28,6 +33,9 @@ def test_saving_writes_the_config_and_asks_for_a_model_reload(qtbot: QtBot, tmp_
     assert saved["ui"]["theme"] == "dark"
     assert saved["weather"]["default_location"] == "Lyon, France"
     assert app.config.model.n_ctx == 4096
+    assert (tmp_path / "xdg" / "autostart" / "botpsy-desktop.desktop").is_file(), (
+        dialog.error.text()
+    )
     app.close()
 
 
