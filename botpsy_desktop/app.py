@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -10,7 +11,9 @@ from typing import TYPE_CHECKING
 import httpx
 
 from botpsy_desktop import __version__
-from botpsy_desktop.adapters.alarms import AlarmService, alarms_tools
+from botpsy_desktop.adapters.alarms import AlarmService, alarms_tools, time_zone
+from botpsy_desktop.adapters.calendar import calendar_service, calendar_tools
+from botpsy_desktop.adapters.email import email_tools, mail_service
 from botpsy_desktop.adapters.files import files_tools
 from botpsy_desktop.adapters.music import (
     MusicController,
@@ -24,9 +27,11 @@ from botpsy_desktop.agent.gate import Gate
 from botpsy_desktop.agent.loop import AgentSession, LoopSettings
 from botpsy_desktop.agent.store import ConversationStore
 from botpsy_desktop.agent.tools import Tool, ToolRegistry
+from botpsy_desktop.core.accounts import AccountBook, MailAccount
 from botpsy_desktop.core.config import Config
-from botpsy_desktop.core.errors import ModelError
+from botpsy_desktop.core.errors import ConfigError, ModelError
 from botpsy_desktop.core.paths import Paths
+from botpsy_desktop.core.secrets import SecretStore
 from botpsy_desktop.llm.backend import Backend
 
 if TYPE_CHECKING:
@@ -40,12 +45,14 @@ def build_registry(
     *,
     player: Player | None = None,
     alarms: AlarmService | None = None,
+    secrets: SecretStore | None = None,
 ) -> ToolRegistry:
     """Every tool the assistant can use, built from the configuration.
 
     Clients the tools hold (HTTP, the music player and index) are closed by ``resources``;
     ``player`` replaces the headless music player (the window passes its Qt one); the alarm
-    tools are there when an ``alarms`` service is given.
+    tools are there when an ``alarms`` service is given; calendar and mail accounts come from
+    the accounts file (with ``paths``), their passwords from ``secrets`` when a tool runs.
     """
     resources = resources if resources is not None else ExitStack()
     registry = ToolRegistry()
@@ -60,7 +67,24 @@ def build_registry(
         registry.register(tool)
     for tool in alarms_tools(alarms) if alarms is not None else []:
         registry.register(tool)
+    for tool in _account_tools(config, paths, secrets or SecretStore()) if paths else []:
+        registry.register(tool)
     return registry
+
+
+def _account_tools(config: Config, paths: Paths, secrets: SecretStore) -> list[Tool]:
+    """Calendar and mail tools; a broken accounts file or keyring errs when used, not at start."""
+    try:
+        accounts, problem = AccountBook.for_paths(paths).load(), None
+    except ConfigError as exc:
+        accounts, problem = [], str(exc)
+    tz = time_zone(config.calendar.time_zone or config.alarms.time_zone)
+    folder = paths.data_dir / "calendar"
+    calendar = calendar_service(config.calendar, tz, folder, accounts, secrets, problem)
+    tools = calendar_tools(calendar) if calendar.sources or problem else []
+    if problem or any(isinstance(a, MailAccount) for a in accounts):
+        tools += email_tools(mail_service(config.email, tz, accounts, secrets, problem))
+    return tools
 
 
 def _weather_tools(config: Config, resources: ExitStack) -> list[Tool]:
@@ -107,6 +131,8 @@ class App:
     resources: ExitStack = field(default_factory=ExitStack)
     alarms: AlarmService | None = None
     """Alarms, timers and reminders; started only by long-running faces (window, daemon)."""
+    secrets: SecretStore = field(default_factory=SecretStore)
+    """Account passwords (OS keyring, or this session only when the user chooses that)."""
 
     def backend(self, *, model: str | None = None, replay: str | None = None) -> Backend:
         """A replay backend if ``replay`` is given, else llama.cpp on ``model`` or the config's."""
@@ -140,10 +166,44 @@ class App:
             max_observation_chars=a.max_observation_chars,
         )
 
-    def session(self, backend: Backend, conversation_id: str | None = None) -> AgentSession:
+    def session(
+        self, backend: Backend, conversation_id: str | None = None, *, background: bool = False
+    ) -> AgentSession:
+        """A session; ``background`` (scheduled runs): approvals wait for the user, never auto."""
         return AgentSession(
-            backend, self.registry, self.gate, self.store, self.loop_settings(), conversation_id
+            backend,
+            self.registry,
+            self.gate,
+            self.store,
+            self.loop_settings(),
+            conversation_id,
+            background=background,
         )
+
+    def warm(
+        self,
+        backend: Backend,
+        conversation_id: str | None = None,
+        *,
+        think: bool | None = None,
+        cancel: threading.Event | None = None,
+    ) -> None:
+        """Let the model evaluate ahead what the next request will start with (llama.cpp only).
+
+        No conversation: the system prompt and tool schemas, once per model and tool set (call
+        after loading a model). A conversation: its history as the next request renders it.
+        Run it on the thread that owns the backend, when idle; ``cancel`` stops it early.
+        """
+        warm = getattr(backend, "warm", None)
+        if warm is None:
+            return
+        if conversation_id:
+            # the loop's own prompt (tool output framed as it frames it), so the tokens match
+            messages = self.session(backend, conversation_id)._messages()
+        else:
+            messages = [{"role": "system", "content": self.loop_settings().system_prompt}]
+        think = self.config.model.think if think is None else think
+        warm(messages, self.registry.schemas(), enable_thinking=think, cancel=cancel)
 
     def close(self) -> None:
         if self.alarms is not None:
@@ -163,5 +223,8 @@ def build_app(home: str | Path | None = None, *, player: Player | None = None) -
     store = ConversationStore(paths.database)
     resources = ExitStack()
     alarms = AlarmService.from_settings(paths.data_dir / "alarms.sqlite3", config.alarms)
-    registry = build_registry(config, paths, resources, player=player, alarms=alarms)
-    return App(paths, config, store, registry, Gate(), resources, alarms)
+    secrets = SecretStore()
+    registry = build_registry(
+        config, paths, resources, player=player, alarms=alarms, secrets=secrets
+    )
+    return App(paths, config, store, registry, Gate(), resources, alarms, secrets=secrets)

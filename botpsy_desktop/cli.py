@@ -85,10 +85,17 @@ def _parser() -> argparse.ArgumentParser:
     doctor.add_argument("--model", metavar="PATH", help="check this GGUF instead of the config's")
     doctor.add_argument("--json", action="store_true", help="print the checks as JSON")
     _add_model_commands(sub)
+    _add_bench_command(sub)
+    _add_account_commands(sub)
     daemon = sub.add_parser(
         "daemon", help="ring alarms, timers and reminders in the foreground until Ctrl-C"
     )
     daemon.add_argument("--json", action="store_true", help="print one JSON object per event")
+    log = sub.add_parser("log", help="actions the assistant carried out (the audit log)")
+    log.add_argument("--limit", type=int, default=20, metavar="N", help="newest N (default 20)")
+    log.add_argument("--json", action="store_true", help="print the entries as JSON")
+    undo = sub.add_parser("undo", help="reverse the assistant's last reversible action")
+    undo.add_argument("--json", action="store_true", help="print what was undone as JSON")
     return p
 
 
@@ -114,10 +121,14 @@ class _Approver:
             request.deny(by="no terminal")
             return
         print(f"\n[approval needed] {request.receipt}", file=self.stderr)
-        self.stderr.write("Allow this? [y/N] ")
+        if request.scope is not None:
+            print(f"  a = {request.scope.describe()}", file=self.stderr)
+        self.stderr.write("Allow this? [y/N" + ("/a] " if request.scope is not None else "] "))
         self.stderr.flush()
         answer = self.stdin.readline().strip().lower()
-        if answer in ("y", "yes"):
+        if answer in ("a", "all") and request.scope is not None:
+            request.approve(by="user (for this conversation)", scope=True)
+        elif answer in ("y", "yes"):
             request.approve(by="user")
         else:
             request.deny(by="user")
@@ -453,6 +464,332 @@ def cmd_daemon(app: App, args: argparse.Namespace, out: TextIO, err: TextIO) -> 
 COMMANDS = {"ask": cmd_ask, "chat": cmd_chat, "tools": cmd_tools, "doctor": cmd_doctor}
 COMMANDS["model"] = cmd_model
 COMMANDS["daemon"] = cmd_daemon
+
+
+def cmd_log(app: App, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """The audit log, newest first: what ran, when, who approved it, and how to undo it."""
+    from botpsy_desktop.agent.audit import AuditLog, format_entry
+
+    entries = AuditLog(app.store).entries(max(args.limit, 1))
+    if args.json:
+        json.dump(entries, out, ensure_ascii=False, indent=2)
+        out.write("\n")
+    elif not entries:
+        print("The assistant has not carried out any action yet.", file=out)
+    for entry in [] if args.json else entries:
+        print(format_entry(entry), file=out)
+    return EXIT_OK
+
+
+def cmd_undo(app: App, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """Reverse the newest action that has an inverse and was not undone yet."""
+    from botpsy_desktop.agent.audit import AuditLog, describe
+
+    done = AuditLog(app.store).undo(app.registry)
+    if args.json:
+        data = {"undone": done.action, "inverse": done.inverse.as_dict(), "result": done.result}
+        json.dump({**data, "entry_id": done.entry_id}, out, ensure_ascii=False, indent=2)
+        out.write("\n")
+    else:
+        print(f"Undid #{done.action['id']} {describe(done.action)}: {done.result}", file=out)
+    return EXIT_OK
+
+
+COMMANDS["log"] = cmd_log
+COMMANDS["undo"] = cmd_undo
+
+
+def _add_account_commands(sub: Any) -> None:
+    acc = sub.add_parser("account", help="calendar (CalDAV) and mail (IMAP/SMTP) accounts")
+    act = acc.add_subparsers(dest="account_command", required=True, metavar="ACTION")
+    add = act.add_parser("add", help="add an account; its password goes to the OS keyring")
+    kind = add.add_subparsers(dest="kind", required=True, metavar="KIND")
+    dav = kind.add_parser("caldav", help="a CalDAV server (Nextcloud, Fastmail, iCloud...)")
+    dav.add_argument("--url", required=True, help="CalDAV URL, e.g. https://host/remote.php/dav")
+    dav.add_argument("--username", required=True)
+    dav.add_argument("--calendar", help="calendar new events go to (default: the first)")
+    dav.add_argument("--email", help="your address as organizer of invitations")
+    mail = kind.add_parser("mail", help="a mailbox: IMAP to read, SMTP to send")
+    mail.add_argument("--address", required=True, help="your email address")
+    mail.add_argument("--username", help="login name (default: the address)")
+    mail.add_argument("--display-name", default="", help="your name, shown to recipients")
+    for side, port in (("imap", "993 ssl, 143 starttls"), ("smtp", "465 ssl, 587 starttls")):
+        mail.add_argument(f"--{side}-host", required=True)
+        mail.add_argument(f"--{side}-port", type=int, help=f"default {port}")
+        mail.add_argument(f"--{side}-security", choices=("ssl", "starttls", "none"), default="ssl")
+    mail.add_argument("--drafts-folder", help="default: the server's Drafts folder")
+    mail.add_argument("--sent-folder", help="keep a copy of sent mail there (not for Gmail)")
+    for sp in (dav, mail):
+        sp.add_argument("name", help="a short name, e.g. work")
+        sp.add_argument("--ca-file", help="extra CA certificate (PEM) to trust")
+        sp.add_argument("--password-stdin", action="store_true", help="read it from stdin")
+        sp.add_argument(
+            "--session-only",
+            action="store_true",
+            help="store no password: it is given each session (no keyring needed)",
+        )
+    act.add_parser("list", help="the accounts and whether a password is stored").add_argument(
+        "--json", action="store_true", help="print them as JSON"
+    )
+    for name, text in (
+        ("test", "connect and say in one line what works"),
+        ("password", "store a new password for an account"),
+        ("remove", "forget an account and its stored password"),
+    ):
+        sp = act.add_parser(name, help=text)
+        sp.add_argument("name")
+        if name != "remove":
+            sp.add_argument("--password-stdin", action="store_true", help="read it from stdin")
+
+
+def cmd_account(app: App, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """Add, list, test and remove accounts; passwords only ever go to the keyring (or memory)."""
+    from pydantic import ValidationError
+
+    from botpsy_desktop.core.accounts import AccountBook, CalDAVAccount, MailAccount
+    from botpsy_desktop.core.secrets import KeyringUnavailable
+
+    book, secrets, action = AccountBook.for_paths(app.paths), app.secrets, args.account_command
+
+    def password(name: str) -> str:
+        if args.password_stdin:
+            return sys.stdin.readline().rstrip("\r\n")
+        if not sys.stdin.isatty():
+            raise BotpsyError("No terminal to ask the password on.", "Use --password-stdin.")
+        import getpass
+
+        return getpass.getpass(f"Password for {name}: ", stream=err)
+
+    if action == "add":
+        fields = {k: v for k, v in vars(args).items() if v is not None and v != ""}
+        keep = CalDAVAccount.model_fields if args.kind == "caldav" else MailAccount.model_fields
+        fields.setdefault("username", fields.get("address"))
+        try:
+            account: CalDAVAccount | MailAccount = (
+                CalDAVAccount if args.kind == "caldav" else MailAccount
+            ).model_validate({k: v for k, v in fields.items() if k in keep})
+        except ValidationError as exc:
+            why = "; ".join(
+                f"{'.'.join(map(str, e['loc']))}: " * bool(e["loc"])
+                + e["msg"].removeprefix("Value error, ")
+                for e in exc.errors()
+            )
+            raise BotpsyError(f"Invalid account ({why}).", "Correct the options.") from None
+        if book.get(account.name) is not None:
+            raise BotpsyError(
+                f"There is already an account named {account.name!r}.",
+                "Choose another name, or remove it first with `botpsy account remove`.",
+            )
+        if not args.session_only:
+            secrets.set(account.name, password(account.name))  # nothing is saved if this fails
+        book.add(account)
+        where = "not stored (given each session)" if args.session_only else "in the OS keyring"
+        print(
+            f"Added {account.kind} account {account.name!r}; password {where}. "
+            f"Check it with `botpsy account test {account.name}`.",
+            file=out,
+        )
+        return EXIT_OK
+    if action == "list":
+        rows = []
+        for a in book.load():
+            try:
+                stored = "keyring" if secrets.get(a.name) else "none"
+            except KeyringUnavailable:
+                stored = "unknown (no keyring)"
+            host = a.url if isinstance(a, CalDAVAccount) else f"{a.imap_host}, {a.smtp_host}"
+            rows.append(dict(name=a.name, kind=a.kind, user=a.username, server=host, pw=stored))
+        if args.json:
+            json.dump(rows, out, indent=2)
+            out.write("\n")
+        for r in [] if args.json else rows:
+            line = f"{r['name']:<16} {r['kind']:<7} {r['user']} @ {r['server']}"
+            print(f"{line} (password: {r['pw']})", file=out)
+        if not rows and not args.json:
+            print("No accounts. Add one with `botpsy account add caldav|mail NAME ...`.", file=out)
+        return EXIT_OK
+    found = book.get(args.name)
+    if found is None:
+        names = ", ".join(a.name for a in book.load()) or "none"
+        raise BotpsyError(f"There is no account {args.name!r} (accounts: {names}).")
+    if action == "remove":
+        book.remove(found.name)
+        try:
+            gone = secrets.delete(found.name)
+        except KeyringUnavailable as exc:
+            print(f"Removed {found.name!r}; its keyring entry stays: {exc}", file=err)
+            return EXIT_OK
+        note = " and its password" if gone else ""
+        print(f"Removed account {found.name!r}{note}.", file=out)
+        return EXIT_OK
+    if action == "password":
+        secrets.set(found.name, password(found.name))
+        print(f"Stored a new password for {found.name!r} in the OS keyring.", file=out)
+        return EXIT_OK
+    if args.password_stdin:  # test with a password given for this run only
+        secrets.set(found.name, password(found.name), session_only=True)
+    try:
+        secrets.require(found.name)
+    except BotpsyError as exc:
+        print(f"{found.name} ({found.kind}): not tested: {exc}", file=out)
+        return EXIT_ERROR
+    checks: list[Any] = []
+    if isinstance(found, CalDAVAccount):
+        from botpsy_desktop.adapters.calendar import CalDAVSource
+
+        timeout = app.config.calendar.timeout_s
+        source = CalDAVSource(found, secrets.provider(found.name), timeout_s=timeout)
+        checks.append(("CalDAV", source.check))
+    else:
+        from botpsy_desktop.adapters.email import MailClient
+
+        timeout = app.config.email.timeout_s
+        client = MailClient(found, secrets.provider(found.name), timeout_s=timeout)
+        checks += [("IMAP", client.check_imap), ("SMTP", client.check_smtp)]
+    parts, ok = [], True
+    for label, check in checks:
+        try:
+            parts.append(check())
+        except BotpsyError as exc:
+            ok = False
+            parts.append(f"{label} failed: {exc}")
+    print(f"{found.name} ({found.kind}): {'; '.join(parts)}", file=out)
+    return EXIT_OK if ok else EXIT_ERROR
+
+
+COMMANDS["account"] = cmd_account
+
+
+def _add_bench_command(sub: Any) -> None:
+    bench = sub.add_parser(
+        "bench", help="measure a model's speed and memory: raw llama.cpp against the app"
+    )
+    bench.add_argument("--model", metavar="PATH", help="GGUF file (default: the config's model)")
+    bench.add_argument("--threads", type=int, default=2, metavar="N", help="threads (2)")
+    bench.add_argument("--n-ctx", type=int, default=16384, metavar="N", help="context (16384)")
+    bench.add_argument("--repeats", type=int, default=3, metavar="N", help="runs per figure (3)")
+    bench.add_argument("--decode-tokens", type=int, default=64, metavar="N", help="(64)")
+    bench.add_argument("--requests", type=int, default=100, metavar="N", help="memory run (100)")
+    bench.add_argument("--follow-ups", type=int, default=4, metavar="N", help="(4)")
+    bench.add_argument(
+        "--depths", default="", metavar="N,N", help="also raw speed at these contexts (1024,...)"
+    )
+    bench.add_argument("--tools", default="", metavar="NAMES", help="only these tools (a,b)")
+    bench.add_argument("--json", action="store_true", help="print only the JSON")
+
+
+class _BenchHarness:
+    """The agent path for `botpsy bench`: an isolated profile in a temporary folder, with the
+    app's tools (nothing of the user's is read, the network is a closed local port) and every
+    approval denied."""
+
+    def __init__(self, home: str, only: Sequence[str]) -> None:
+        from pathlib import Path
+
+        from botpsy_desktop.agent.tools import ToolRegistry
+        from botpsy_desktop.core.config import Config
+        from botpsy_desktop.core.paths import Paths
+
+        paths = Paths.resolve(home)
+        paths.ensure()
+        for sub in ("files", "music"):
+            (Path(home) / sub).mkdir()
+        config = Config()
+        config.files.roots = [str(Path(home) / "files")]
+        config.music.folders = [str(Path(home) / "music")]
+        config.music.player = "none"
+        config.weather.geocoding_url = config.weather.forecast_url = "http://127.0.0.1:9/"
+        config.save(paths)
+        self.app = build_app(home)
+        if only:
+            unknown = sorted(set(only) - set(self.app.registry.names()))
+            if unknown:
+                self.app.close()
+                raise BotpsyError(
+                    f"No tool named {', '.join(unknown)}.", "See `botpsy tools` for the names."
+                )
+            self.app.registry = ToolRegistry([t for t in self.app.registry if t.name in only])
+
+    @property
+    def system_prompt(self) -> str:
+        return self.app.loop_settings().system_prompt
+
+    @property
+    def tools(self) -> list[dict[str, Any]]:
+        return self.app.registry.schemas()
+
+    def run(self, backend: Any, text: str, conversation_id: str | None) -> Any:
+        import time
+
+        from botpsy_desktop.llm.bench import AgentRun
+
+        session = self.app.session(backend, conversation_id)
+        run = AgentRun(session.conversation_id, 0.0)
+        started = time.perf_counter()
+        for event in session.run(text):
+            if isinstance(event, ApprovalNeeded):
+                event.request.deny(by="bench")
+            elif isinstance(event, TurnFinished):
+                run.turns.append(event.stats)
+            elif isinstance(event, Answer):
+                run.answered = True
+        run.wall_s = time.perf_counter() - started
+        return run
+
+    def warm(self, backend: Any, conversation_id: str | None) -> None:
+        self.app.warm(backend, conversation_id, think=False)
+
+    def close(self) -> None:
+        self.app.close()
+
+
+def cmd_bench(app: App, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """Speed and memory side by side in one run; a table and JSON (docs/PERFORMANCE.md)."""
+    import tempfile
+    import time
+    from pathlib import Path
+
+    from botpsy_desktop.llm.bench import BenchOptions, format_table, run_bench
+
+    model = args.model or app.config.model.path
+    if not model or not Path(model).expanduser().is_file():
+        raise BotpsyError(
+            f"No model file to measure{f' at {model}' if model else ''}.",
+            "Pass --model FILE.gguf (python tools/bench.py builds a BotPsy-shaped one).",
+        )
+    try:
+        depths = tuple(int(d) for d in args.depths.split(",") if d.strip())
+    except ValueError:
+        raise BotpsyError(
+            f"--depths {args.depths!r} is not a list of numbers.", "Use e.g. --depths 1024,4096"
+        ) from None
+    options = BenchOptions(
+        threads=args.threads,
+        n_ctx=args.n_ctx,
+        repeats=max(args.repeats, 1),
+        decode_tokens=max(args.decode_tokens, 2),
+        requests=max(args.requests, 1),
+        follow_ups=max(args.follow_ups, 1),
+        depths=depths,
+    )
+    started = time.perf_counter()
+
+    def log(line: str) -> None:
+        print(f"bench {time.perf_counter() - started:7.1f}s  {line}", file=err, flush=True)
+
+    with tempfile.TemporaryDirectory(prefix="botpsy-bench-") as home:
+        harness = _BenchHarness(home, [t for t in args.tools.split(",") if t.strip()])
+        try:
+            result = run_bench(Path(model).expanduser(), harness, options, log=log)
+        finally:
+            harness.close()
+    if not args.json:
+        print(format_table(result), file=out)
+    print(json.dumps(result), file=out)
+    return EXIT_OK
+
+
+COMMANDS["bench"] = cmd_bench
 
 
 def main(argv: Sequence[str] | None = None) -> int:

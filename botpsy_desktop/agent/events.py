@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import copy
+import hashlib
+import json
 import threading
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -32,40 +36,122 @@ class ToolStarted:
     arguments: dict[str, Any]
 
 
+def call_digest(tool: str, arguments: Mapping[str, Any]) -> str:
+    """SHA-256 of a tool name and its arguments (canonical JSON): what an approval is bound to."""
+    canonical = json.dumps(
+        {"tool": tool, "arguments": arguments},
+        ensure_ascii=False,
+        sort_keys=True,
+        separators=(",", ":"),
+        default=str,
+    )
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True)
+class Scope:
+    """What "allow for this conversation" covers: one tool, and only these target values.
+
+    ``targets`` maps an argument name (recipients, paths, ...) to the values allowed for it; a
+    later call is covered only if every target argument it has stays within these values.
+    """
+
+    conversation_id: str
+    tool: str
+    targets: tuple[tuple[str, tuple[str, ...]], ...] = ()
+
+    def describe(self) -> str:
+        if not self.targets:
+            return f"Allow {self.tool} again in this conversation (any arguments but these)."
+        parts = "; ".join(f"{k}: {', '.join(v)}" for k, v in self.targets)
+        return f"Allow {self.tool} again in this conversation, only for {parts}."
+
+
 class ApprovalRequest:
-    """A question to the user: may this exact call run? Decide once; undecided means denied."""
+    """A question to the user: may this exact call run? Decide once; undecided means denied.
+
+    The approval is bound to :func:`call_digest` of the tool and the arguments approved (the
+    edited ones if the user edited them) and is used once: the loop runs the call only if
+    :meth:`consume` matches what is about to run. ``receipt`` is the full text; ``lines`` the
+    same in plain-words lines, ``reasons`` why it asks, ``scope`` what "allow for this
+    conversation" would cover (None: not offered, e.g. for money or deletion).
+    """
 
     def __init__(
-        self, call_id: str, tool: str, arguments: dict[str, Any], receipt: str, effects: list[str]
+        self,
+        call_id: str,
+        tool: str,
+        arguments: dict[str, Any],
+        receipt: str,
+        effects: list[str],
+        *,
+        lines: Sequence[str] = (),
+        reasons: Sequence[str] = (),
+        scope: Scope | None = None,
+        background: bool = False,
     ) -> None:
         self.call_id = call_id
         self.tool = tool
-        self.arguments = arguments
+        self.arguments = copy.deepcopy(arguments)
         self.receipt = receipt
         self.effects = effects
+        self.lines = list(lines)
+        self.reasons = list(reasons)
+        self.scope = scope
+        self.background = background
+        self.digest = call_digest(tool, self.arguments)
         self._decided = threading.Event()
+        self._lock = threading.Lock()
         self._approved = False
+        self._approved_digest: str | None = None
+        self._used = False
         self.decided_by = ""
         self.edited_arguments: dict[str, Any] | None = None
+        self.scoped = False
 
-    def approve(self, by: str = "user", arguments: dict[str, Any] | None = None) -> None:
+    def approve(
+        self, by: str = "user", arguments: dict[str, Any] | None = None, *, scope: bool = False
+    ) -> None:
         """Approve the call, or (with ``arguments``) approve the call as the user edited it.
 
-        Edited arguments are validated again and shown to the model as what was run.
+        Edited arguments are checked again and shown to the model as what was run. ``scope``
+        also allows calls within :attr:`scope` for the rest of the conversation (only where
+        offered, and not together with edited arguments).
         """
-        if arguments is not None:
-            self.edited_arguments = dict(arguments)
-        self._decide(True, by)
+        if scope and self.scope is None:
+            raise ValueError(f"{self.tool} cannot be allowed for the whole conversation")
+        if scope and arguments is not None:
+            raise ValueError("approve edited arguments once, without allowing the conversation")
+        edited = None if arguments is None else copy.deepcopy(dict(arguments))
+        with self._lock:
+            if self._decided.is_set():
+                raise RuntimeError("this approval request was already decided")
+            self.edited_arguments = edited
+            self._approved_digest = call_digest(
+                self.tool, self.arguments if edited is None else edited
+            )
+            self.scoped = scope
+            self._approved = True
+            self.decided_by = by
+            self._decided.set()
 
     def deny(self, by: str = "user") -> None:
-        self._decide(False, by)
+        with self._lock:
+            if self._decided.is_set():
+                raise RuntimeError("this approval request was already decided")
+            self._approved = False
+            self.decided_by = by
+            self._decided.set()
 
-    def _decide(self, approved: bool, by: str) -> None:
-        if self._decided.is_set():
-            raise RuntimeError("this approval request was already decided")
-        self._approved = approved
-        self.decided_by = by
-        self._decided.set()
+    def consume(self, tool: str, arguments: Mapping[str, Any]) -> bool:
+        """True once, if approved for exactly this tool and these arguments; then spent."""
+        with self._lock:
+            if not self._approved or self._used or self._approved_digest is None:
+                return False
+            if call_digest(tool, arguments) != self._approved_digest:
+                return False
+            self._used = True
+            return True
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until decided (for UIs deciding on another thread); True if approved."""
@@ -79,6 +165,10 @@ class ApprovalRequest:
     @property
     def approved(self) -> bool:
         return self._decided.is_set() and self._approved
+
+    @property
+    def used(self) -> bool:
+        return self._used
 
 
 @dataclass(frozen=True)
@@ -102,6 +192,8 @@ class ToolResult:
     output: str
     decision: GateDecision
     duration_s: float = 0.0
+    decided_by: str = ""
+    """Who approved it: "user", "user (edited)", "--approve all", a conversation allowance."""
 
 
 @dataclass(frozen=True)
@@ -139,19 +231,23 @@ class Transcript:
 
     request: str
     tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    approvals: list[ApprovalRequest] = field(default_factory=list)
     turns: list[dict[str, Any]] = field(default_factory=list)
     answer: str | None = None
     thinking: str = ""
     error: dict[str, str] | None = None
 
     def add(self, event: Event) -> None:
-        if isinstance(event, ToolResult):
+        if isinstance(event, ApprovalNeeded):
+            self.approvals.append(event.request)
+        elif isinstance(event, ToolResult):
             self.tool_calls.append(
                 {
                     "id": event.call_id,
                     "name": event.name,
                     "arguments": event.arguments,
                     "decision": event.decision,
+                    "decided_by": event.decided_by,
                     "ok": event.ok,
                     "result": event.output,
                     "duration_s": round(event.duration_s, 4),
@@ -193,6 +289,18 @@ class Transcript:
         return {
             "request": self.request,
             "tool_calls": self.tool_calls,
+            "approvals": [
+                {
+                    "call_id": r.call_id,
+                    "tool": r.tool,
+                    "arguments": r.arguments,
+                    "effects": r.effects,
+                    "receipt": r.receipt,
+                    "approved": r.approved,
+                    "decided_by": r.decided_by,
+                }
+                for r in self.approvals
+            ],
             "answer": self.answer,
             "thinking": self.thinking,
             "error": self.error,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import time
@@ -10,6 +11,7 @@ from collections.abc import Generator, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from botpsy_desktop.agent.audit import AuditLog
 from botpsy_desktop.agent.events import (
     Answer,
     ApprovalNeeded,
@@ -23,7 +25,9 @@ from botpsy_desktop.agent.events import (
     ToolStarted,
     TurnFinished,
 )
-from botpsy_desktop.agent.gate import Decision, Gate
+from botpsy_desktop.agent.gate import Decision, Gate, Verdict
+from botpsy_desktop.agent.hardening import clean_output, frame, known_secrets
+from botpsy_desktop.agent.provenance import Provenance
 from botpsy_desktop.agent.store import ConversationStore
 from botpsy_desktop.agent.tools import ToolArgumentsError, ToolRegistry
 from botpsy_desktop.core.errors import BotpsyError
@@ -38,6 +42,10 @@ class LoopSettings:
     max_steps: int = 8
     tool_timeout_s: float = 30.0
     max_observation_chars: int = 6000
+    secrets: frozenset[str] = frozenset()
+    """Values (passwords, tokens) scrubbed from every tool output before the model sees it."""
+    background_approval_timeout_s: float | None = None
+    """How long a background run's approval request waits (None: until decided or stopped)."""
 
 
 class _Outcome:
@@ -49,6 +57,9 @@ class _Outcome:
         self.decision = decision
         self.duration = duration
         self.arguments: dict[str, Any] | None = None  # set when the user edited them
+        self.value: Any = None  # what the tool returned, when it ran
+        self.ran = False  # the tool was called (its output is untrusted data)
+        self.decided_by = ""
 
 
 class AgentSession:
@@ -56,6 +67,10 @@ class AgentSession:
 
     The session never raises for anything the model does: unknown tools, bad arguments, tool
     exceptions and timeouts become observations the model reads on its next turn.
+
+    ``background`` marks a run nobody is watching (scheduled or background): its approval
+    requests are never answered by a conversation-wide allowance; they wait in the gate's
+    inbox until the user decides (or the run is stopped, or the wait times out: denied).
     """
 
     def __init__(
@@ -66,12 +81,17 @@ class AgentSession:
         store: ConversationStore,
         settings: LoopSettings,
         conversation_id: str | None = None,
+        *,
+        background: bool = False,
     ) -> None:
         self.backend = backend
         self.registry = registry
         self.gate = gate
         self.store = store
         self.settings = settings
+        self.background = background
+        self.audit = AuditLog(store)
+        self._secrets = known_secrets(settings.secrets)
         if conversation_id is None:
             conversation_id = store.create()
         elif not store.exists(conversation_id):
@@ -82,8 +102,15 @@ class AgentSession:
         self.conversation_id = conversation_id
 
     def _messages(self) -> list[dict[str, Any]]:
+        """The prompt: tool output is framed as data from that tool, not instructions."""
         system = {"role": "system", "content": self.settings.system_prompt}
-        return [system, *self.store.messages(self.conversation_id)]
+        out: list[dict[str, Any]] = [system]
+        for m in self.store.messages(self.conversation_id):
+            if m.get("role") == "tool" and m.get("data"):
+                m = {k: v for k, v in m.items() if k != "data"}
+                m["content"] = frame(str(m.get("name") or "the tool"), str(m.get("content", "")))
+            out.append(m)
+        return out
 
     def run(
         self, text: str, *, cancel: threading.Event | None = None, think: bool = False
@@ -174,19 +201,23 @@ class AgentSession:
                         yield ToolStarted(call_id, name, args)
                     else:
                         name, args = call.name, {}
-                    outcome = yield from self._execute(call_id, call)
-                output = _clip(outcome.output, self.settings.max_observation_chars)
+                    outcome = yield from self._execute(call_id, call, cancel)
+                output = (
+                    clean_output(outcome.output, self.settings.max_observation_chars, self._secrets)
+                    if outcome.ran
+                    else _clip(outcome.output, self.settings.max_observation_chars)
+                )
                 if outcome.arguments is not None:
                     args = outcome.arguments
-                self.store.append(
-                    self.conversation_id,
-                    {
-                        "role": "tool",
-                        "tool_call_id": call_id,
-                        "name": name or "",
-                        "content": output,
-                    },
-                )
+                message: dict[str, Any] = {
+                    "role": "tool",
+                    "tool_call_id": call_id,
+                    "name": name or "",
+                    "content": output,
+                }
+                if outcome.ran:
+                    message["data"] = True
+                self.store.append(self.conversation_id, message)
                 self.store.record_tool_call(
                     self.conversation_id,
                     call_id=call_id,
@@ -197,7 +228,14 @@ class AgentSession:
                     result=output,
                 )
                 yield ToolResult(
-                    call_id, name, args, outcome.ok, output, outcome.decision, outcome.duration
+                    call_id,
+                    name,
+                    args,
+                    outcome.ok,
+                    output,
+                    outcome.decision,
+                    outcome.duration,
+                    outcome.decided_by,
                 )
             if cancel.is_set():
                 yield Error("cancelled", "Stopped.")
@@ -209,40 +247,46 @@ class AgentSession:
         )
 
     def _execute(
-        self, call_id: str, call: ToolCall | ToolCallError
+        self, call_id: str, call: ToolCall | ToolCallError, cancel: threading.Event
     ) -> Generator[Event, None, _Outcome]:
         if isinstance(call, ToolCallError):
             return _Outcome(False, call.message, "not-run")
-        tool = self.registry.get(call.name)
+        tool, why = self.gate.resolve(self.registry, call.name, call.raw, call.format)
         if tool is None:
-            names = ", ".join(self.registry.names()) or "none"
-            return _Outcome(
-                False, f"There is no tool named {call.name!r}. Available tools: {names}.", "not-run"
-            )
+            return _Outcome(False, why, "denied")
         try:
             args_model = tool.validate(call.arguments)
         except ToolArgumentsError as exc:
             return _Outcome(False, str(exc), "not-run")
-        decision = self.gate.decide(tool, dict(call.arguments))
-        verdict: GateDecision = "allowed"
-        if decision is Decision.DENY:
-            return _Outcome(False, f"{tool.name} is not allowed.", "denied")
-        if decision is Decision.ASK:
-            request = ApprovalRequest(
+        arguments = dict(call.arguments)
+        provenance = Provenance.from_messages(self.store.messages(self.conversation_id))
+        verdict = self.gate.check(tool, arguments, provenance)
+        if verdict.decision is Decision.DENY:
+            return _Outcome(False, verdict.message or f"{tool.name} is not allowed.", "denied")
+        if verdict.decision is Decision.ALLOW:
+            return _run_with_timeout(
+                lambda: tool.call(args_model), self.settings.tool_timeout_s, tool.name, "allowed"
+            )
+
+        # ASK: a conversation-wide allowance, or the user's decision on this exact call
+        edited: dict[str, Any] | None = None
+        scope = None
+        if not self.background and verdict.scopable and verdict.assessment is not None:
+            scope = self.gate.grants.covering(self.conversation_id, tool.name, verdict.assessment)
+        if scope is not None:
+            decided_by = f"allowed for this conversation ({scope.describe()})"
+        else:
+            request = self.gate.request(
                 call_id,
-                tool.name,
-                dict(call.arguments),
-                self.gate.receipt(tool, dict(call.arguments)),
-                sorted(e.value for e in tool.effects),
+                tool,
+                arguments,
+                verdict,
+                conversation_id=self.conversation_id,
+                background=self.background,
             )
             yield ApprovalNeeded(request)
-            if request.approved and request.edited_arguments is not None:
-                try:
-                    args_model = tool.validate(request.edited_arguments)
-                except ToolArgumentsError as exc:
-                    return _Outcome(
-                        False, f"The user's edited arguments were invalid: {exc}", "denied"
-                    )
+            if self.background and not request.decided:
+                self._wait_in_inbox(request, cancel)
             if not request.approved:
                 return _Outcome(
                     False,
@@ -250,15 +294,80 @@ class AgentSession:
                     "Do not try it again unless the user asks.",
                     "denied",
                 )
-            verdict = "approved"
+            if request.edited_arguments is not None:
+                edited = request.edited_arguments
+                try:
+                    args_model = tool.validate(edited)
+                except ToolArgumentsError as exc:
+                    return _Outcome(
+                        False, f"The user's edited arguments were invalid: {exc}", "denied"
+                    )
+                verdict = self.gate.check(tool, edited)  # the user's own words: no provenance
+                if verdict.decision is Decision.DENY:
+                    return _Outcome(False, verdict.message, "denied")
+            if not request.consume(tool.name, arguments if edited is None else edited):
+                return _Outcome(
+                    False,
+                    f"{tool.name} was not run: the approval does not match this exact call "
+                    "(or was used already).",
+                    "denied",
+                )
+            if request.scoped and request.scope is not None:
+                self.gate.grants.add(request.scope)
+            decided_by = request.decided_by or "user"
         outcome = _run_with_timeout(
-            lambda: tool.call(args_model), self.settings.tool_timeout_s, tool.name, verdict
+            lambda: tool.call(args_model), self.settings.tool_timeout_s, tool.name, "approved"
         )
-        if decision is Decision.ASK and request.edited_arguments is not None:
-            outcome.arguments = request.edited_arguments
-            shown = json.dumps(request.edited_arguments, ensure_ascii=False)
+        outcome.decided_by = decided_by
+        ran_with = arguments if edited is None else edited
+        self._audit(call_id, tool.name, ran_with, verdict, decided_by, outcome)
+        if edited is not None:
+            outcome.arguments = edited
+            shown = json.dumps(edited, ensure_ascii=False)
             outcome.output = f"(The user changed the arguments to {shown}.)\n{outcome.output}"
         return outcome
+
+    def _wait_in_inbox(self, request: ApprovalRequest, cancel: threading.Event) -> None:
+        """A background run's request waits for the user: never answered automatically."""
+        timeout = self.settings.background_approval_timeout_s
+        deadline = None if timeout is None else time.monotonic() + timeout
+        self.gate.inbox.post(request)
+        try:
+            while not request.decided:
+                if cancel.is_set() or (deadline is not None and time.monotonic() >= deadline):
+                    with contextlib.suppress(RuntimeError):  # decided meanwhile
+                        request.deny(by="stopped" if cancel.is_set() else "nobody in time")
+                    break
+                request.wait(0.05)
+        finally:
+            self.gate.inbox.discard(request)
+
+    def _audit(
+        self,
+        call_id: str,
+        tool: str,
+        arguments: dict[str, Any],
+        verdict: Verdict,
+        decided_by: str,
+        outcome: _Outcome,
+    ) -> None:
+        effects = (
+            sorted(e.value for e in verdict.assessment.effects)
+            if verdict.assessment is not None
+            else []
+        )
+        self.audit.record(
+            conversation_id=self.conversation_id,
+            call_id=call_id,
+            tool=tool,
+            arguments=arguments,
+            effects=effects,
+            approved_by=decided_by,
+            receipt=verdict.receipt,
+            ok=outcome.ok,
+            output=clean_output(outcome.output, 2000, self._secrets),
+            value=outcome.value,
+        )
 
 
 def _run_with_timeout(fn: Any, timeout: float, name: str, verdict: GateDecision) -> _Outcome:
@@ -278,15 +387,21 @@ def _run_with_timeout(fn: Any, timeout: float, name: str, verdict: GateDecision)
     worker.join(timeout)
     duration = time.perf_counter() - started
     if worker.is_alive():
-        return _Outcome(
+        abandoned = _Outcome(
             False,
             f"{name} did not finish within {timeout:g} s and was abandoned.",
             verdict,
             duration,
         )
+        abandoned.ran = True
+        return abandoned
     if "error" in result:
-        return _Outcome(False, str(result["error"]), verdict, duration)
-    return _Outcome(True, _render(result.get("value")), verdict, duration)
+        outcome = _Outcome(False, str(result["error"]), verdict, duration)
+    else:
+        outcome = _Outcome(True, _render(result.get("value")), verdict, duration)
+        outcome.value = result.get("value")
+    outcome.ran = True
+    return outcome
 
 
 def _render(value: Any) -> str:

@@ -13,7 +13,7 @@ from typing import Any
 
 from botpsy_desktop.core.errors import StoreError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS conversations (
@@ -40,6 +40,24 @@ CREATE TABLE IF NOT EXISTS tool_calls (
     ok INTEGER NOT NULL,
     result TEXT NOT NULL,
     created_at REAL NOT NULL
+);
+-- The audit log: every executed non-read action, kept when its conversation is deleted.
+CREATE TABLE IF NOT EXISTS actions (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    at REAL NOT NULL,
+    conversation_id TEXT NOT NULL,
+    call_id TEXT NOT NULL,
+    tool TEXT NOT NULL,
+    arguments TEXT NOT NULL,
+    effects TEXT NOT NULL,
+    approved_by TEXT NOT NULL,
+    receipt TEXT NOT NULL,
+    ok INTEGER NOT NULL,
+    result TEXT NOT NULL,
+    inverse TEXT,
+    not_reversible TEXT,
+    undoes INTEGER,
+    undone_by INTEGER
 );
 """
 
@@ -238,3 +256,83 @@ class ConversationStore:
     def journal_mode(self) -> str:
         with self._lock:
             return str(self._db.execute("PRAGMA journal_mode").fetchone()[0])
+
+    # --- the audit log (agent/audit.py reads and writes it) ---------------------------------
+
+    def record_action(
+        self,
+        *,
+        conversation_id: str,
+        call_id: str,
+        tool: str,
+        arguments: dict[str, Any],
+        effects: list[str],
+        approved_by: str,
+        receipt: str,
+        ok: bool,
+        result: str,
+        inverse: dict[str, Any] | None,
+        not_reversible: str | None = None,
+        undoes: int | None = None,
+    ) -> int:
+        """Append one executed action; returns its id. Entries are never rewritten, except
+        that :meth:`mark_undone` notes which later entry reversed one."""
+        return self._write(
+            "INSERT INTO actions (at, conversation_id, call_id, tool, arguments, effects, "
+            "approved_by, receipt, ok, result, inverse, not_reversible, undoes) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                time.time(),
+                conversation_id,
+                call_id,
+                tool,
+                json.dumps(arguments, ensure_ascii=False, default=str),
+                json.dumps(effects),
+                approved_by,
+                receipt,
+                int(ok),
+                result,
+                None if inverse is None else json.dumps(inverse, ensure_ascii=False),
+                not_reversible,
+                undoes,
+            ),
+        )
+
+    def mark_undone(self, action_id: int, by: int) -> None:
+        self._write(
+            "UPDATE actions SET undone_by = ? WHERE id = ? AND undone_by IS NULL", (by, action_id)
+        )
+
+    def actions(self, limit: int | None = None) -> list[dict[str, Any]]:
+        """Audit log entries, newest first."""
+        sql = (
+            "SELECT id, at, conversation_id, call_id, tool, arguments, effects, approved_by, "
+            "receipt, ok, result, inverse, not_reversible, undoes, undone_by FROM actions "
+            "ORDER BY id DESC"
+        )
+        params: tuple[Any, ...] = ()
+        if limit is not None:
+            sql += " LIMIT ?"
+            params = (limit,)
+        with self._lock:
+            rows = self._db.execute(sql, params).fetchall()
+        return [
+            {
+                "id": r[0],
+                "at": r[1],
+                "conversation_id": r[2],
+                "call_id": r[3],
+                "tool": r[4],
+                "arguments": json.loads(r[5]),
+                "effects": json.loads(r[6]),
+                "approved_by": r[7],
+                "receipt": r[8],
+                "ok": bool(r[9]),
+                "result": r[10],
+                "inverse": None if r[11] is None else json.loads(r[11]),
+                "not_reversible": r[12],
+                "undoes": r[13],
+                "undone_by": r[14],
+            }
+            for r in rows
+        ]

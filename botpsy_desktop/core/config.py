@@ -36,6 +36,13 @@ class ModelSettings(_Section):
     constrain_tool_calls: bool = Field(
         True, description="Constrain tokens inside a tool call to the tool names and schemas."
     )
+    state_checkpoints: int = Field(
+        3,
+        ge=0,
+        le=32,
+        description="Saved model states that spare re-evaluating the system prompt, tools and "
+        "earlier turns (hybrid models such as BotPsy; about 20 MB each); 0 turns this off.",
+    )
 
 
 class AgentSettings(_Section):
@@ -169,6 +176,45 @@ class DownloadSettings(_Section):
     retries: int = Field(2, ge=0, le=10, description="Resumes tried after a broken transfer.")
 
 
+class CalendarSettings(_Section):
+    """The calendar and task tools: the local calendar, where new events go, the user's zone."""
+
+    local: bool = Field(True, description="Offer the local calendar (.ics files, no account).")
+    default: str | None = Field(
+        None,
+        description='Where new events and tasks go: "local" or an account name; None: the '
+        "first CalDAV account, else local.",
+    )
+    time_zone: str | None = Field(
+        None, description='IANA zone, e.g. "America/New_York"; None: alarms.time_zone or system.'
+    )
+    timeout_s: float = Field(20.0, gt=0, le=300, description="CalDAV connect and read timeout.")
+    max_events: int = Field(50, ge=1, le=500, description="Most events one answer lists.")
+    horizon_days: int = Field(
+        400, ge=7, le=3660, description="How far ahead events are looked up by name or id."
+    )
+
+    @field_validator("time_zone")
+    @classmethod
+    def _known_zone(cls, value: str | None) -> str | None:
+        return AlarmSettings._known_zone(value)
+
+
+class EmailSettings(_Section):
+    """How the mail tools read and show messages."""
+
+    timeout_s: float = Field(20.0, gt=0, le=300, description="IMAP and SMTP timeout.")
+    max_results: int = Field(20, ge=1, le=200, description="Most messages one answer lists.")
+    max_body_chars: int = Field(
+        4000, ge=200, le=100_000, description="A message's text is clipped to this."
+    )
+    max_message_bytes: int = Field(
+        10_000_000,
+        ge=10_000,
+        description="Larger messages are read only this far (later attachments not listed).",
+    )
+
+
 class Config(_Section):
     """All settings. Saved as ``config.json`` in the config folder."""
 
@@ -180,6 +226,8 @@ class Config(_Section):
     ui: UiSettings = Field(default_factory=UiSettings)
     alarms: AlarmSettings = Field(default_factory=AlarmSettings)
     downloads: DownloadSettings = Field(default_factory=DownloadSettings)
+    calendar: CalendarSettings = Field(default_factory=CalendarSettings)
+    email: EmailSettings = Field(default_factory=EmailSettings)
 
     @classmethod
     def load(cls, paths: Paths) -> Config:

@@ -2,9 +2,30 @@
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from botpsy_desktop.core.errors import BotpsyError
 
 SERVICE = "botpsy-desktop"
+DEFAULT_TIMEOUT_S = 10.0
+
+FIX_HINT = (
+    "Install and unlock a Secret Service keyring such as gnome-keyring (Debian/Ubuntu: "
+    "`apt install gnome-keyring`, then log in again or run `gnome-keyring-daemon --unlock`) "
+    "or KWallet, or enter the password for this session only."
+)
+
+T = TypeVar("T")
+
+
+class KeyringUnavailable(BotpsyError):
+    """The OS keyring cannot store or give back secrets; ``hint`` says how to fix it."""
+
+    def __init__(self, message: str, hint: str = FIX_HINT) -> None:
+        super().__init__(message, hint)
 
 
 @dataclass(frozen=True)
@@ -31,3 +52,146 @@ def keyring_status() -> KeyringStatus:
             "Service); passwords for mail and calendars cannot be stored",
         )
     return KeyringStatus(True, name, "secrets are stored in the OS keyring")
+
+
+def _name(backend: Any) -> str:
+    return f"{type(backend).__module__}.{type(backend).__name__}"
+
+
+def _entry(account: str) -> str:
+    """The keyring user name under which an account's password is kept."""
+    return f"account:{account}"
+
+
+class SecretStore:
+    """Passwords by account name: in the OS keyring, or in memory for this session only.
+
+    The in-memory copy is used only when the caller asks for it (``session_only=True``, the
+    user's explicit choice); nothing is ever written to disk in plain text. Every keyring call
+    runs on a helper thread and gives up after ``timeout_s`` (a locked keyring may wait for a
+    password prompt forever), so a caller on a UI thread is never blocked longer than that.
+    """
+
+    def __init__(
+        self,
+        backend: Any | None = None,
+        *,
+        service: str = SERVICE,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+    ) -> None:
+        self._backend = backend
+        self.service = service
+        self.timeout_s = timeout_s
+        self._session: dict[str, str] = {}
+        self._lock = threading.Lock()
+
+    def backend(self) -> Any:
+        """The keyring backend in use (the OS default unless one was given)."""
+        if self._backend is None:
+            import keyring
+
+            self._backend = keyring.get_keyring()
+        return self._backend
+
+    def get(self, account: str) -> str | None:
+        """The account's password, or None if none is stored. Raises KeyringUnavailable."""
+        with self._lock:
+            if account in self._session:
+                return self._session[account]
+        backend = self.backend()
+        value = self._call(lambda: backend.get_password(self.service, _entry(account)), "read")
+        return None if value is None else str(value)
+
+    def set(self, account: str, secret: str, *, session_only: bool = False) -> None:
+        """Store the password in the keyring, or (``session_only``) in memory until exit."""
+        if not secret:
+            raise BotpsyError("The password is empty.", "Enter the account's password.")
+        if session_only:
+            with self._lock:
+                self._session[account] = secret
+            return
+        backend = self.backend()
+        self._call(lambda: backend.set_password(self.service, _entry(account), secret), "store")
+        with self._lock:
+            self._session.pop(account, None)
+
+    def delete(self, account: str) -> bool:
+        """Forget the password (session copy and keyring entry); True if there was one."""
+        with self._lock:
+            had = self._session.pop(account, None) is not None
+        from keyring.errors import PasswordDeleteError
+
+        backend = self.backend()
+
+        def remove() -> bool:
+            try:
+                backend.delete_password(self.service, _entry(account))
+            except PasswordDeleteError:
+                return False
+            return True
+
+        return self._call(remove, "delete") or had
+
+    def require(self, account: str) -> str:
+        """The account's password for a connection; a sentence saying what to do if there is none.
+
+        Raises KeyringUnavailable (no keyring, locked, no answer) or BotpsyError (none stored).
+        """
+        secret = self.get(account)
+        if not secret:
+            raise BotpsyError(
+                f"No password is stored for account '{account}'.",
+                f"Store it with `botpsy account password {account}`, or enter it for this "
+                "session only.",
+            )
+        return secret
+
+    def provider(self, account: str) -> Callable[[], str]:
+        """A callable giving the account's password when a connection is made (never earlier)."""
+        return lambda: self.require(account)
+
+    def in_session(self, account: str) -> bool:
+        """Whether a this-session-only password is held for the account."""
+        with self._lock:
+            return account in self._session
+
+    def _call(self, fn: Callable[[], T], what: str) -> T:
+        from keyring.errors import KeyringError, KeyringLocked, NoKeyringError
+
+        result: dict[str, Any] = {}
+
+        def run() -> None:
+            try:
+                result["value"] = fn()
+            except BaseException as exc:
+                result["error"] = exc
+
+        worker = threading.Thread(target=run, name=f"keyring-{what}", daemon=True)
+        worker.start()
+        worker.join(self.timeout_s)
+        if worker.is_alive():
+            raise KeyringUnavailable(
+                f"The OS keyring did not answer within {self.timeout_s:g} s (it may be locked "
+                "and waiting for its own password)."
+            )
+        error = result.get("error")
+        if error is None:
+            value: T = result["value"]
+            return value
+        if isinstance(error, NoKeyringError):
+            raise KeyringUnavailable(
+                f"No OS keyring is available to {what} passwords (keyring backend "
+                f"{_name(self.backend())}): passwords are never saved in plain text."
+            ) from None
+        if isinstance(error, KeyringLocked):
+            raise KeyringUnavailable(f"The OS keyring is locked; cannot {what} the password.")
+        if isinstance(error, KeyringError):
+            raise KeyringUnavailable(
+                f"The OS keyring failed to {what} the password ({type(error).__name__}: "
+                f"{str(error)[:200]})."
+            ) from None
+        if isinstance(error, Exception):
+            raise KeyringUnavailable(
+                f"The OS keyring failed to {what} the password ({type(error).__name__})."
+            ) from None
+        raise error

@@ -52,6 +52,7 @@ class ApprovalDialog(QDialog):
         what.setWordWrap(True)
         layout.addWidget(what)
         receipt = QLabel(request.receipt)
+        receipt.setTextFormat(Qt.TextFormat.PlainText)
         receipt.setObjectName("approvalReceipt")
         receipt.setWordWrap(True)
         receipt.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
@@ -78,6 +79,17 @@ class ApprovalDialog(QDialog):
         buttons.addButton(self.deny_button, QDialogButtonBox.ButtonRole.RejectRole)
         buttons.addButton(self.edit_button, QDialogButtonBox.ButtonRole.ActionRole)
         buttons.addButton(self.approve_button, QDialogButtonBox.ButtonRole.AcceptRole)
+        # "allow for this conversation": only where the gate offers it (never money or deletion),
+        # limited to this tool and these recipients/paths
+        self.scope_button = QPushButton("Allow for this &conversation")
+        self.scope_button.setObjectName("scopeButton")
+        self.scope_button.setAutoDefault(False)
+        if request.scope is not None:
+            self.scope_button.setToolTip(request.scope.describe())
+            buttons.addButton(self.scope_button, QDialogButtonBox.ButtonRole.AcceptRole)
+            self.scope_button.clicked.connect(self.approve_for_conversation)
+        else:
+            self.scope_button.setVisible(False)
         self.deny_button.setDefault(True)
         self.deny_button.setAutoDefault(True)
         self.approve_button.setAutoDefault(False)
@@ -94,6 +106,7 @@ class ApprovalDialog(QDialog):
         self.arguments.setReadOnly(False)
         self.arguments.setFocus()
         self.edit_button.setEnabled(False)
+        self.scope_button.setEnabled(False)
         self.approve_button.setText("&Approve edited")
 
     def approve(self) -> None:
@@ -113,6 +126,11 @@ class ApprovalDialog(QDialog):
             self._show_error('The arguments must be a JSON object: {"name": value, ...}.')
             return
         self.request.approve(by="user (edited)", arguments=edited)
+        self.accept()
+
+    def approve_for_conversation(self) -> None:
+        if not self.request.decided and self.request.scope is not None:
+            self.request.approve(by="user (for this conversation)", scope=True)
         self.accept()
 
     def deny(self) -> None:

@@ -612,6 +612,67 @@ def _resolve(
     return When(at, note)
 
 
+# --- days (no time of day) ---------------------------------------------------------------------
+
+DAY_EXAMPLES = (
+    '"today", "tomorrow", "yesterday", "friday", "next tuesday", "last monday", "3 days ago", '
+    '"1 December" or "2026-12-01"'
+)
+
+
+def parse_day(text: str, now: datetime, tz: tzinfo, *, past: bool = False) -> date:
+    """Resolve a day the user or the model gave (no time of day) to a date in ``tz``.
+
+    Accepts what :func:`parse_when` reads as a day ("today", "tomorrow", "friday", "next
+    tuesday", "1 December", "2026-12-01") plus "yesterday", "N days ago", "N weeks ago" and
+    "last friday". A weekday or a day and month without a year mean the next such day, today
+    included; with ``past`` the latest one, today included. Raises ToolError with examples.
+    """
+    if now.tzinfo is None:
+        raise ValueError("now must be timezone-aware")
+    now = now.astimezone(tz)
+    today = now.date()
+    raw = text.strip()
+    s = re.sub(r"^(?:on|the)\s+", "", _normalise(raw))
+    if not s:
+        raise ToolError("The day is empty.", f"Give one like {DAY_EXAMPLES}.")
+    if s == "yesterday":
+        return today - timedelta(days=1)
+    words = "|".join(sorted(_NUMBER_WORDS, key=len, reverse=True))
+    if m := re.fullmatch(rf"(\d+|{words}) (day|week)s? ago", s):
+        count = int(m.group(1)) if m.group(1).isdigit() else _NUMBER_WORDS[m.group(1)]
+        if count > 3660:
+            raise ToolError(f"{raw!r} is too far back.", f"Give a day like {DAY_EXAMPLES}.")
+        return today - timedelta(days=count * (7 if m.group(2) == "week" else 1))
+    if m := re.fullmatch(rf"last ({_DAY_ALT})", s):
+        back = (today.weekday() - _DAY_WORDS[m.group(1)]) % 7 or 7
+        return today - timedelta(days=back)
+    parts = _Parts()
+    rest = re.sub(r"\b(?:on|the|of)\b", " ", _take_day(s, parts, now, raw)).strip()
+    if rest or parts.days is not None:
+        if parts.days is None and _clock_or_none(rest, None) is not None:
+            raise ToolError(
+                f"{raw!r} has a time of day; a day alone is needed here.",
+                f"Give a day like {DAY_EXAMPLES}.",
+            )
+        raise ToolError(f"Cannot read {raw!r} as a day.", f"Give one like {DAY_EXAMPLES}.")
+    if parts.day_offset is not None:
+        return today + timedelta(days=parts.day_offset)
+    if parts.weekday is not None:
+        if past:
+            return today - timedelta(days=(today.weekday() - parts.weekday) % 7)
+        ahead = (parts.weekday - today.weekday()) % 7
+        if ahead == 0 and parts.skip_this_week:
+            ahead = 7
+        return today + timedelta(days=ahead)
+    if parts.on_date is not None:
+        day = parts.on_date
+        if not parts.year_given and (day > today if past else day < today):
+            day = _make_date(day.year + (-1 if past else 1), day.month, day.day, raw)
+        return day
+    raise ToolError(f"Cannot read {raw!r} as a day.", f"Give one like {DAY_EXAMPLES}.")
+
+
 # --- showing times ----------------------------------------------------------------------------
 
 

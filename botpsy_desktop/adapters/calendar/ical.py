@@ -1,0 +1,322 @@
+"""iCalendar objects: building events and tasks, reading them back, expanding repeats."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta, tzinfo
+from typing import Any, Literal
+
+import icalendar
+
+from botpsy_desktop.core.errors import ToolError
+
+PRODID = "-//botpsy-desktop//calendar//EN"
+Kind = Literal["VEVENT", "VTODO"]
+Component = Any
+"""An icalendar component, typed loosely: its property values are a union of ~30 types."""
+
+
+class CalendarDataError(ToolError):
+    """A calendar object is not valid iCalendar."""
+
+
+@dataclass
+class Stored:
+    """One calendar object (all of one UID) as kept by a source."""
+
+    uid: str
+    ical: icalendar.Calendar
+    source: str
+    calendar: str
+    handle: Any
+    """The source's own reference: the file's path, or the object's URL on the server."""
+
+    @property
+    def short_id(self) -> str:
+        return short_id(self.uid)
+
+    def master(self, kind: Kind) -> Component:
+        """The main component (not an overridden occurrence) of ``kind``."""
+        found = [c for c in self.ical.walk(kind) if "RECURRENCE-ID" not in c]
+        if not found:
+            found = list(self.ical.walk(kind))
+        if not found:
+            raise CalendarDataError(f"The calendar object {self.uid} has no {kind}.")
+        return found[0]
+
+    @property
+    def where(self) -> str:
+        return (
+            self.source if self.calendar in ("", self.source) else f"{self.source}/{self.calendar}"
+        )
+
+
+def short_id(uid: str) -> str:
+    """A short, stable id for a UID, easy for the model to copy."""
+    return hashlib.sha1(uid.encode("utf-8")).hexdigest()[:6]
+
+
+def new_uid() -> str:
+    return f"{uuid.uuid4()}@botpsy-desktop"
+
+
+def parse_ics(data: bytes | str, where: str) -> icalendar.Calendar:
+    """Parse one VCALENDAR; a malformed one raises CalendarDataError naming ``where``."""
+    try:
+        cal = icalendar.Calendar.from_ical(data)
+    except (ValueError, IndexError, KeyError, TypeError) as exc:
+        raise CalendarDataError(
+            f"{where} is not valid iCalendar ({str(exc)[:160]}).",
+            "Fix or remove it; the other events are still shown.",
+        ) from None
+    if not isinstance(cal, icalendar.Calendar):
+        raise CalendarDataError(f"{where} holds no VCALENDAR.", "Fix or remove it.")
+    uids = {str(c.get("UID", "")) for c in cal.walk() if c.name in ("VEVENT", "VTODO")}
+    if "" in uids or len(uids) > 1:
+        raise CalendarDataError(
+            f"{where} has {'an event without a UID' if '' in uids else 'several UIDs'}.",
+            "Fix or remove it; each calendar object holds one UID.",
+        )
+    return cal
+
+
+def uid_of(cal: icalendar.Calendar) -> str | None:
+    for comp in cal.walk():
+        if comp.name in ("VEVENT", "VTODO") and comp.get("UID"):
+            return str(comp["UID"])
+    return None
+
+
+def kinds_of(cal: icalendar.Calendar) -> set[str]:
+    return {c.name for c in cal.walk() if c.name in ("VEVENT", "VTODO")}
+
+
+def new_calendar(component: Component) -> icalendar.Calendar:
+    cal = icalendar.Calendar()
+    cal.add("prodid", PRODID)
+    cal.add("version", "2.0")
+    cal.add_component(component)
+    finish(cal)
+    return cal
+
+
+def finish(cal: icalendar.Calendar) -> None:
+    """Add the VTIMEZONE definitions the times refer to (interoperability)."""
+    with contextlib.suppress(Exception):  # an odd zone: the times still carry their TZID
+        cal.add_missing_timezones()
+
+
+def ical_time(value: datetime | date) -> datetime | date:
+    """A value ready to store: dates as dates, aware times in their IANA zone, else UTC."""
+    if not isinstance(value, datetime):
+        return value
+    if value.tzinfo is None:
+        raise ValueError("event times must be timezone-aware")
+    if getattr(value.tzinfo, "key", None):
+        return value
+    return value.astimezone(UTC)
+
+
+def build_event(
+    *,
+    uid: str,
+    title: str,
+    start: datetime | date,
+    end: datetime | date,
+    location: str = "",
+    description: str = "",
+    reminder_minutes: int | None = None,
+    rrule: dict[str, object] | None = None,
+    organizer: str | None = None,
+    attendees: Sequence[tuple[str, str]] = (),
+) -> icalendar.Calendar:
+    now = datetime.now(UTC).replace(microsecond=0)
+    event = icalendar.Event()
+    event.add("uid", uid)
+    event.add("dtstamp", now)
+    event.add("created", now)
+    event.add("last-modified", now)
+    event.add("sequence", 0)
+    event.add("summary", title)
+    event.add("dtstart", ical_time(start))
+    event.add("dtend", ical_time(end))
+    if location:
+        event.add("location", location)
+    if description:
+        event.add("description", description)
+    if rrule:
+        event.add("rrule", rrule)
+    set_attendees(event, organizer, attendees)
+    set_reminder(event, reminder_minutes, title)
+    return new_calendar(event)
+
+
+def build_task(*, uid: str, title: str, due: datetime | date | None) -> icalendar.Calendar:
+    now = datetime.now(UTC).replace(microsecond=0)
+    todo = icalendar.Todo()
+    todo.add("uid", uid)
+    todo.add("dtstamp", now)
+    todo.add("created", now)
+    todo.add("last-modified", now)
+    todo.add("summary", title)
+    todo.add("status", "NEEDS-ACTION")
+    if due is not None:
+        todo.add("due", ical_time(due))
+    return new_calendar(todo)
+
+
+def set_attendees(
+    event: Component, organizer: str | None, attendees: Sequence[tuple[str, str]]
+) -> None:
+    """Replace the ORGANIZER and ATTENDEE lines (``attendees``: (name, address) pairs)."""
+    for key in ("ATTENDEE", "ORGANIZER"):
+        while key in event:
+            del event[key]
+    if not attendees:
+        return
+    if organizer:
+        org = icalendar.vCalAddress(f"mailto:{organizer}")
+        event.add("organizer", org)
+    for name, address in attendees:
+        person = icalendar.vCalAddress(f"mailto:{address}")
+        if name:
+            person.params["CN"] = name
+        person.params["ROLE"] = "REQ-PARTICIPANT"
+        person.params["PARTSTAT"] = "NEEDS-ACTION"
+        person.params["RSVP"] = "TRUE"
+        event.add("attendee", person)
+
+
+def attendee_pairs(comp: Component) -> list[tuple[str, str]]:
+    """The attendees as (name, address) pairs; the name may be empty."""
+    raw = comp.get("ATTENDEE")
+    if raw is None:
+        return []
+    out = []
+    for item in raw if isinstance(raw, list) else [raw]:
+        address = str(item)
+        if address.lower().startswith("mailto:"):
+            address = address[7:]
+        params = getattr(item, "params", None) or {}
+        out.append((str(params.get("CN", "")), address))
+    return out
+
+
+def attendees_of(comp: Component) -> list[str]:
+    """The attendees for people: "Name <address>" or the address."""
+    return [f"{n} <{a}>" if n else a for n, a in attendee_pairs(comp)]
+
+
+def organizer_of(comp: Component) -> str | None:
+    value = comp.get("ORGANIZER")
+    if value is None:
+        return None
+    text = str(value)
+    return text[7:] if text.lower().startswith("mailto:") else text
+
+
+def set_reminder(comp: Component, minutes: int | None, title: str) -> None:
+    """Replace the alarms with one shown ``minutes`` before the start (None or <0: none)."""
+    comp.subcomponents = [c for c in comp.subcomponents if c.name != "VALARM"]
+    if minutes is None or minutes < 0:
+        return
+    alarm = icalendar.Alarm()
+    alarm.add("action", "DISPLAY")
+    alarm.add("description", title or "Reminder")
+    alarm.add("trigger", timedelta(minutes=-minutes))
+    comp.add_component(alarm)
+
+
+def reminder_of(comp: Component) -> int | None:
+    for alarm in comp.walk("VALARM"):
+        trigger = alarm.get("TRIGGER")
+        value = getattr(trigger, "dt", None)
+        if isinstance(value, timedelta):
+            return max(0, int(-value.total_seconds() // 60))
+    return None
+
+
+def touch(comp: Component) -> None:
+    """Mark a component changed: new DTSTAMP and LAST-MODIFIED, SEQUENCE + 1."""
+    now = datetime.now(UTC).replace(microsecond=0)
+    for key in ("DTSTAMP", "LAST-MODIFIED"):
+        if key in comp:
+            del comp[key]
+        comp.add(key.lower(), now)
+    sequence = int(comp.get("SEQUENCE", 0) or 0) + 1
+    if "SEQUENCE" in comp:
+        del comp["SEQUENCE"]
+    comp.add("sequence", sequence)
+
+
+def replace_prop(comp: Component, key: str, value: Any) -> None:
+    if key.upper() in comp:
+        del comp[key.upper()]
+    if value not in (None, ""):
+        comp.add(key.lower(), value)
+
+
+def aware(value: datetime | date, tz: tzinfo) -> datetime | date:
+    """Floating times are the user's local time; dates stay dates."""
+    if isinstance(value, datetime) and value.tzinfo is None:
+        return value.replace(tzinfo=tz)
+    return value
+
+
+def times_of(comp: Component, tz: tzinfo) -> tuple[datetime | date, datetime | date]:
+    """A component's start and exclusive end (DTEND, DTSTART + DURATION, or the default)."""
+    if "DTSTART" not in comp:
+        raise CalendarDataError(f"The event {comp.get('UID', '?')} has no start time.")
+    start: datetime | date = aware(comp["DTSTART"].dt, tz)
+    if "DTEND" in comp:
+        end: datetime | date = aware(comp["DTEND"].dt, tz)
+    elif "DURATION" in comp:
+        end = start + comp["DURATION"].dt
+    elif isinstance(start, datetime):
+        end = start
+    else:
+        end = start + timedelta(days=1)
+    if isinstance(start, datetime) != isinstance(end, datetime):
+        end = start + (timedelta(days=1) if not isinstance(start, datetime) else timedelta(0))
+    return start, end
+
+
+def zone_name(value: datetime | date) -> str | None:
+    if isinstance(value, datetime) and value.tzinfo is not None:
+        return getattr(value.tzinfo, "key", None)
+    return None
+
+
+def occurrences(
+    cal: icalendar.Calendar, start: datetime, end: datetime, kind: Kind = "VEVENT"
+) -> list[Component]:
+    """The occurrences of the object's events between two aware times, repeats expanded."""
+    import recurring_ical_events  # type: ignore[import-untyped]
+
+    try:
+        found: list[Component] = list(
+            recurring_ical_events.of(cal, components=[kind]).between(start, end)
+        )
+    except Exception as exc:  # the library raises its own types for broken rules and dates
+        raise CalendarDataError(
+            f"The calendar object {uid_of(cal)} cannot be expanded ({type(exc).__name__}: "
+            f"{str(exc)[:160]}).",
+            "Fix or remove it in your calendar app.",
+        ) from None
+    return found
+
+
+def repeat_text(comp: Component) -> str | None:
+    rule = comp.get("RRULE")
+    if rule is None:
+        return None
+    freq = rule.get("FREQ", "?")
+    text = str(freq[0] if isinstance(freq, list) else freq).lower()
+    days = rule.get("BYDAY")
+    if days:
+        text += " on " + ",".join(str(d) for d in (days if isinstance(days, list) else [days]))
+    return text

@@ -1,0 +1,259 @@
+"""Calendar and task tools for the model; times are resolved in code, never by the model."""
+
+from __future__ import annotations
+
+from email.utils import getaddresses
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from botpsy_desktop.adapters.calendar.service import CalendarService, EventChanges
+from botpsy_desktop.core.accounts import EMAIL_RE
+from botpsy_desktop.core.errors import ToolError
+from botpsy_desktop.core.tools import Effect, Tool, make_tool
+
+_START = (
+    'As the user said it: "tomorrow 9am", "friday 14:30", "2026-06-01T09:00"; '
+    'a day alone ("friday") makes an all-day event.'
+)
+_END = 'Optional end ("11am"), or an all-day event\'s last day.'
+_DURATION = 'Optional length instead of end: "30 minutes". Default 1 hour.'
+_CALENDAR = '"local" or an account name. Default: the main calendar.'
+_EVENT = "Its id from list_events or find_events, or its title."
+_EMAILS = 'Comma-separated addresses: "ana@example.com, Bob <bob@example.com>".'
+
+
+class ListEventsArgs(BaseModel):
+    """List calendar events for some days, repeats included. Example: {"when": "tomorrow"}."""
+
+    when: str = Field(
+        "next 7 days",
+        description='"today", "friday", "next week", "this month", "2026-06-01 to 2026-06-07".',
+    )
+    calendar: str | None = Field(None, description=_CALENDAR)
+
+
+class FindEventsArgs(BaseModel):
+    """Find events by words in their title, place or notes. Example: {"text": "dentist"}."""
+
+    text: str = Field(min_length=1, description="Words to look for.")
+    when: str | None = Field(None, description="Optional days; default: a month back, a year on.")
+
+
+class FreeBusyArgs(BaseModel):
+    """When the user is busy and free on one day. Example: {"day": "friday"}."""
+
+    day: str = Field("today", description='"today", "friday", "2026-06-01".')
+    start_hour: int = Field(8, ge=0, le=23, description="Day starts at this hour.")
+    end_hour: int = Field(20, ge=1, le=24, description="Day ends at this hour.")
+
+
+class CreateEventArgs(BaseModel):
+    """Add an event for the user alone (to invite people, use create_meeting).
+
+    Example: {"title": "Dentist", "start": "tomorrow 9am"}.
+    """
+
+    title: str = Field(min_length=1, description='e.g. "Dentist".')
+    start: str = Field(min_length=1, description=_START)
+    end: str | None = Field(None, description=_END)
+    duration: str | None = Field(None, description=_DURATION)
+    location: str = Field("", description="Optional place.")
+    description: str = Field("", description="Optional notes.")
+    reminder_minutes: int | None = Field(
+        None, ge=0, description="Optional reminder, minutes before."
+    )
+    repeat: str = Field(
+        "never", description='"never", "daily", "weekly", "weekdays", "monthly" or "monday,friday".'
+    )
+    calendar: str | None = Field(None, description=_CALENDAR)
+
+
+class CreateMeetingArgs(BaseModel):
+    """Create an event and invite people (their addresses go to the calendar server).
+
+    Example: {"title": "Review", "start": "tuesday 14:00", "attendees": "ana@example.com"}.
+    """
+
+    title: str = Field(min_length=1, description='e.g. "Project review".')
+    start: str = Field(min_length=1, description=_START)
+    attendees: str = Field(min_length=3, description=_EMAILS)
+    end: str | None = Field(None, description=_END)
+    duration: str | None = Field(None, description=_DURATION)
+    location: str = Field("", description="Optional place.")
+    description: str = Field("", description="Optional notes.")
+    calendar: str | None = Field(None, description=_CALENDAR)
+
+
+class UpdateEventArgs(BaseModel):
+    """Move or change an event of the user's that has no attendees (unset fields stay).
+
+    Example: {"event": "Dentist", "start": "friday 10am"} (same length).
+    """
+
+    event: str = Field(min_length=1, description=_EVENT)
+    start: str | None = Field(None, description="Optional new start, as the user said it.")
+    end: str | None = Field(None, description=_END)
+    duration: str | None = Field(None, description=_DURATION)
+    title: str | None = None
+    location: str | None = None
+    description: str | None = None
+    reminder_minutes: int | None = Field(None, ge=0, description="Minutes before; 0 removes it.")
+
+
+class UpdateMeetingArgs(BaseModel):
+    """Move or change an event with attendees, or add or remove attendees (they may be told).
+
+    Example: {"event": "Review", "start": "wednesday 15:00", "add_attendees": "bob@example.com"}.
+    """
+
+    event: str = Field(min_length=1, description=_EVENT)
+    start: str | None = Field(None, description="Optional new start, as the user said it.")
+    end: str | None = Field(None, description=_END)
+    duration: str | None = Field(None, description=_DURATION)
+    title: str | None = None
+    location: str | None = None
+    description: str | None = None
+    add_attendees: str = Field("", description=_EMAILS)
+    remove_attendees: str = Field("", description="Addresses to remove, comma-separated.")
+
+
+class DeleteEventArgs(BaseModel):
+    """Delete an event. Example: {"event": "Dentist"}."""
+
+    event: str = Field(min_length=1, description=_EVENT)
+    all_occurrences: bool = Field(False, description="Must be true for a repeating event.")
+
+
+class AddTaskArgs(BaseModel):
+    """Add a to-do. Example: {"title": "Buy milk", "due": "friday"}."""
+
+    title: str = Field(min_length=1, description='e.g. "Renew passport".')
+    due: str | None = Field(None, description='Optional: "friday", "tomorrow 5pm".')
+    calendar: str | None = Field(None, description=_CALENDAR)
+
+
+class ListTasksArgs(BaseModel):
+    """List the open to-dos, soonest due first. Example: {}."""
+
+    include_done: bool = Field(False, description="Also completed ones.")
+    calendar: str | None = Field(None, description=_CALENDAR)
+
+
+class CompleteTaskArgs(BaseModel):
+    """Mark a to-do done. Example: {"task": "Buy milk"}."""
+
+    task: str = Field(min_length=1, description="Its id from list_tasks, or its title.")
+
+
+def parse_addresses(text: str, field: str) -> list[tuple[str, str]]:
+    """(name, address) pairs from "a@x.org, Bob <b@y.org>"; a clear error for a bad one."""
+    pairs = []
+    for name, address in getaddresses([text]):
+        address = address.strip()
+        if not address and not name:
+            continue
+        if not EMAIL_RE.match(address):
+            shown = address or name
+            raise ToolError(
+                f"{shown!r} in {field} is not an email address.",
+                'Give addresses like "ana@example.com, Bob <bob@example.com>".',
+            )
+        pairs.append((name.strip(), address))
+    if not pairs and text.strip():
+        raise ToolError(f"No email address found in {field}.", 'Give one like "ana@example.com".')
+    return pairs
+
+
+def calendar_tools(service: CalendarService) -> list[Tool]:
+    """The calendar and task tools over ``service``.
+
+    Reading is read-only; events and tasks for the user alone are local changes; anything with
+    attendees sends their addresses out (outbound, personal data); deleting is destructive.
+    """
+
+    def list_events(args: ListEventsArgs) -> dict[str, Any]:
+        return service.list_events(args.when, args.calendar)
+
+    def find_events(args: FindEventsArgs) -> dict[str, Any]:
+        return service.find_events(args.text, args.when)
+
+    def free_busy(args: FreeBusyArgs) -> dict[str, Any]:
+        return service.free_busy(args.day, args.start_hour, args.end_hour)
+
+    def create_event(args: CreateEventArgs) -> dict[str, Any]:
+        return service.create_event(
+            title=args.title,
+            start=args.start,
+            end=args.end,
+            duration=args.duration,
+            location=args.location,
+            description=args.description,
+            reminder_minutes=args.reminder_minutes,
+            repeat=args.repeat,
+            calendar=args.calendar,
+        )
+
+    def create_meeting(args: CreateMeetingArgs) -> dict[str, Any]:
+        return service.create_event(
+            title=args.title,
+            start=args.start,
+            end=args.end,
+            duration=args.duration,
+            location=args.location,
+            description=args.description,
+            calendar=args.calendar,
+            attendees=parse_addresses(args.attendees, "attendees"),
+        )
+
+    def _changes(
+        args: UpdateEventArgs | UpdateMeetingArgs, add: str = "", remove: str = ""
+    ) -> EventChanges:
+        return EventChanges(
+            start=args.start,
+            end=args.end,
+            duration=args.duration,
+            title=args.title,
+            location=args.location,
+            description=args.description,
+            reminder_minutes=args.reminder_minutes if isinstance(args, UpdateEventArgs) else None,
+            add_attendees=parse_addresses(add, "add_attendees") if add.strip() else (),
+            remove_attendees=[a for _, a in parse_addresses(remove, "remove_attendees")]
+            if remove.strip()
+            else (),
+        )
+
+    def update_event(args: UpdateEventArgs) -> dict[str, Any]:
+        return service.update_event(args.event, _changes(args), meeting=False)
+
+    def update_meeting(args: UpdateMeetingArgs) -> dict[str, Any]:
+        changes = _changes(args, args.add_attendees, args.remove_attendees)
+        return service.update_event(args.event, changes, meeting=True)
+
+    def delete_event(args: DeleteEventArgs) -> dict[str, Any]:
+        return service.delete_event(args.event, all_occurrences=args.all_occurrences)
+
+    def add_task(args: AddTaskArgs) -> dict[str, Any]:
+        return service.add_task(args.title, args.due, args.calendar)
+
+    def list_tasks(args: ListTasksArgs) -> dict[str, Any]:
+        return service.list_tasks(args.include_done, args.calendar)
+
+    def complete_task(args: CompleteTaskArgs) -> dict[str, Any]:
+        return service.complete_task(args.task)
+
+    read, local = {Effect.READ}, {Effect.LOCAL_WRITE}
+    shared = {Effect.LOCAL_WRITE, Effect.OUTBOUND, Effect.PERSONAL_DATA}
+    return [
+        make_tool(list_events, effects=read),
+        make_tool(find_events, effects=read),
+        make_tool(free_busy, effects=read),
+        make_tool(create_event, effects=local),
+        make_tool(create_meeting, effects=shared),
+        make_tool(update_event, effects=local),
+        make_tool(update_meeting, effects=shared),
+        make_tool(delete_event, effects={Effect.DESTRUCTIVE}),
+        make_tool(add_task, effects=local),
+        make_tool(list_tasks, effects=read),
+        make_tool(complete_task, effects=local),
+    ]

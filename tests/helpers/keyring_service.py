@@ -1,0 +1,120 @@
+"""A real Secret Service for tests: a private D-Bus session bus and an unlocked gnome-keyring."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+
+def available() -> bool:
+    return bool(shutil.which("dbus-daemon") and shutil.which("gnome-keyring-daemon"))
+
+
+@dataclass
+class SecretService:
+    """The environment a process needs to reach the keyring (DBUS_SESSION_BUS_ADDRESS...)."""
+
+    env: dict[str, str]
+
+    def backend(self) -> Any:
+        """keyring's Secret Service backend, talking to this bus (set the env first)."""
+        from keyring.backends import SecretService as backend
+
+        return backend.Keyring()
+
+
+@contextmanager
+def secret_service(folder: Path) -> Iterator[SecretService]:
+    """Start dbus-daemon and gnome-keyring-daemon (unlocked with a throwaway password)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    home, runtime = folder / "home", folder / "run"
+    for d in (home, runtime):
+        d.mkdir(mode=0o700, exist_ok=True)
+    env = {
+        "HOME": str(home),
+        "XDG_RUNTIME_DIR": str(runtime),
+        "XDG_DATA_HOME": str(home / "data"),
+        "XDG_CONFIG_HOME": str(home / "config"),
+    }
+    bus = subprocess.Popen(
+        [
+            "dbus-daemon",
+            "--session",
+            "--nofork",
+            "--print-address=1",
+            f"--address=unix:path={runtime}/bus",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, **env},
+        text=True,
+    )
+    keyring_daemon: subprocess.Popen[str] | None = None
+    try:
+        assert bus.stdout is not None
+        address = bus.stdout.readline().strip()
+        if not address:
+            raise RuntimeError("dbus-daemon did not start")
+        env["DBUS_SESSION_BUS_ADDRESS"] = address
+        keyring_daemon = subprocess.Popen(
+            ["gnome-keyring-daemon", "--foreground", "--unlock", "--components=secrets"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env={**os.environ, **env},
+            text=True,
+        )
+        assert keyring_daemon.stdin is not None
+        keyring_daemon.stdin.write("test-keyring-unlock")
+        keyring_daemon.stdin.close()
+        _wait_for_secrets(env)
+        yield SecretService(env)
+    finally:
+        for proc in (keyring_daemon, bus):
+            if proc is not None and proc.poll() is None:
+                proc.terminate()
+                try:
+                    proc.wait(5)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+        if bus.stdout is not None:
+            bus.stdout.close()
+
+
+def _wait_for_secrets(env: dict[str, str]) -> None:
+    """Until the keyring answers a round trip (the daemon registers on the bus asynchronously)."""
+    from jeepney.io.blocking import open_dbus_connection
+
+    deadline = time.monotonic() + 15
+    saved = os.environ.get("DBUS_SESSION_BUS_ADDRESS")
+    os.environ["DBUS_SESSION_BUS_ADDRESS"] = env["DBUS_SESSION_BUS_ADDRESS"]
+    try:
+        from keyring.backends import SecretService as backend
+
+        last: Exception | None = None
+        while time.monotonic() < deadline:
+            try:
+                with open_dbus_connection(bus="SESSION"):
+                    pass
+                k = backend.Keyring()
+                k.set_password("botpsy-test-probe", "probe", "ok")
+                if k.get_password("botpsy-test-probe", "probe") == "ok":
+                    k.delete_password("botpsy-test-probe", "probe")
+                    return
+            except Exception as exc:  # not up yet
+                last = exc
+            time.sleep(0.1)
+        raise RuntimeError(f"gnome-keyring did not come up: {last}")
+    finally:
+        if saved is None:
+            os.environ.pop("DBUS_SESSION_BUS_ADDRESS", None)
+        else:
+            os.environ["DBUS_SESSION_BUS_ADDRESS"] = saved
