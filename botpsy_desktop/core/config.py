@@ -21,7 +21,12 @@ class ModelSettings(_Section):
     """How the language model is loaded and sampled."""
 
     path: str | None = Field(None, description="GGUF file to load; None means no model chosen.")
-    n_ctx: int = Field(8192, ge=256, le=262144, description="Context window in tokens.")
+    n_ctx: int = Field(
+        16384,
+        ge=256,
+        le=262144,
+        description="Context window in tokens (all tool schemas need ~9k).",
+    )
     n_batch: int = Field(512, ge=8, le=8192, description="Prompt tokens evaluated per batch.")
     n_threads: int | None = Field(None, ge=1, description="Decode threads (None: automatic).")
     n_threads_batch: int | None = Field(None, ge=1, description="Prefill threads (None: all).")
