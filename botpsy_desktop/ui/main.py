@@ -59,11 +59,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="open the quick-command box (of the running app, if there is one); "
         "bind this to a keyboard shortcut in your desktop's settings",
     )
+    parser.add_argument(
+        "--self-test",
+        action="store_true",
+        help="check this installation without a display (assets, llama.cpp, --model if given, "
+        "one replayed request) in a throw-away profile (--home: a new folder to keep it in); "
+        "one line per check, exit status 1 if any fails",
+    )
     args = parser.parse_args(argv)
+    if args.self_test:
+        from botpsy_desktop.ui.selftest import run_self_test
+
+        return run_self_test(args.home, args.model)
 
     qt = QApplication.instance() or QApplication(sys.argv[:1])
     assert isinstance(qt, QApplication)
     qt.setApplicationName("BotPsy")
+    qt.setDesktopFileName("botpsy-desktop")  # Wayland: the installed menu entry and its icon
     qt.setWindowIcon(app_icon())
 
     name = instance_name(Paths.resolve(args.home))
@@ -80,7 +92,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     qt.setStyleSheet(style_for(app.config.ui.theme, system_is_dark()))
     from botpsy_desktop.ui.main_window import MainWindow
-    from botpsy_desktop.ui.notify import AlarmNotifier
+    from botpsy_desktop.ui.notify import AlarmNotifier, alarm_sound
     from botpsy_desktop.ui.quick import QuickCommandBox
     from botpsy_desktop.ui.tray import Tray
 
@@ -93,7 +105,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     notifier = None
     if app.alarms is not None:
         # alarms ring while the app runs, window closed or not; missed ones are listed at start
-        notifier = AlarmNotifier(app.alarms, app.paths.cache_dir / "chime.wav", tray.icon, window)
+        sound = alarm_sound(app.paths.cache_dir / "chime.wav")  # shipped, or generated
+        notifier = AlarmNotifier(app.alarms, sound, tray.icon, window)
         missed = app.alarms.start()
         if missed:
             window.chat.add_note(

@@ -20,10 +20,16 @@ from PySide6.QtWidgets import (
 
 from botpsy_desktop.adapters.alarms import AlarmService
 from botpsy_desktop.adapters.alarms.service import AlarmFired, MissedAlarm
+from botpsy_desktop.ui.assets import asset
+
+
+def alarm_sound(fallback: Path) -> Path:
+    """The shipped alarm sound (assets/sounds/alarm.wav), else a chime written to ``fallback``."""
+    return asset("sounds/alarm.wav") or chime(fallback)
 
 
 def chime(path: Path) -> Path:
-    """Write a short two-tone chime WAV once (no audio asset is shipped)."""
+    """Write a short two-tone chime WAV once (the fallback when the shipped sound is missing)."""
     if path.exists():
         return path
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -6,7 +6,7 @@ from PySide6.QtCore import QObject
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QApplication, QMenu, QSystemTrayIcon
 
-from botpsy_desktop.ui.icons import app_icon
+from botpsy_desktop.ui.icons import tray_icon
 from botpsy_desktop.ui.main_window import MainWindow
 from botpsy_desktop.ui.quick import QuickCommandBox
 
@@ -37,7 +37,7 @@ class Tray(QObject):
         self.menu.addAction(self.quit_action)
         self.menu.aboutToShow.connect(self.refresh)
         if self.available:
-            self.icon = QSystemTrayIcon(app_icon(), self)
+            self.icon = QSystemTrayIcon(tray_icon(), self)
             self.icon.setToolTip("BotPsy")
             self.icon.setContextMenu(self.menu)
             self.icon.activated.connect(self._activated)
@@ -55,7 +55,7 @@ class Tray(QObject):
         )
         self.pending_action.setEnabled(n > 0)
         if self.icon is not None:
-            self.icon.setIcon(app_icon(badge=n))
+            self.icon.setIcon(tray_icon(badge=n))
         self._refresh_alarms()
 
     def _refresh_alarms(self) -> None:
