@@ -674,6 +674,9 @@ def _add_bench_command(sub: Any) -> None:
     bench.add_argument(
         "--depths", default="", metavar="N,N", help="also raw speed at these contexts (1024,...)"
     )
+    bench.add_argument(
+        "--thread-counts", default="", metavar="N,N", help="also raw speed per thread count"
+    )
     bench.add_argument("--tools", default="", metavar="NAMES", help="only these tools (a,b)")
     bench.add_argument("--json", action="store_true", help="print only the JSON")
 
@@ -759,9 +762,12 @@ def cmd_bench(app: App, args: argparse.Namespace, out: TextIO, err: TextIO) -> i
         )
     try:
         depths = tuple(int(d) for d in args.depths.split(",") if d.strip())
+        counts = tuple(int(d) for d in args.thread_counts.split(",") if d.strip())
     except ValueError:
         raise BotpsyError(
-            f"--depths {args.depths!r} is not a list of numbers.", "Use e.g. --depths 1024,4096"
+            f"--depths {args.depths!r} or --thread-counts {args.thread_counts!r} is not a list "
+            "of numbers.",
+            "Use e.g. --depths 1024,4096 --thread-counts 1,2",
         ) from None
     options = BenchOptions(
         threads=args.threads,
@@ -771,6 +777,7 @@ def cmd_bench(app: App, args: argparse.Namespace, out: TextIO, err: TextIO) -> i
         requests=max(args.requests, 1),
         follow_ups=max(args.follow_ups, 1),
         depths=depths,
+        thread_counts=counts,
     )
     started = time.perf_counter()
 

@@ -13,7 +13,6 @@ A random-weight model is a worst case for rejections: a trained model mostly wri
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import statistics
 import sys
@@ -30,20 +29,8 @@ from botpsy_desktop.llm.engine import LlamaBackend  # noqa: E402
 from botpsy_desktop.llm.grammar_check import GrammarMatcher  # noqa: E402
 from botpsy_desktop.llm.types import Completion  # noqa: E402
 
-CACHE = Path.home() / ".cache" / "botpsy-desktop-tools"
-
-
-def synthetic_botpsy() -> Path:
-    spec = importlib.util.spec_from_file_location("msm", ROOT / "tools" / "make_synthetic_model.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["msm"] = module  # dataclasses look their module up while it executes
-    spec.loader.exec_module(module)
-    out = CACHE / "botpsy-synthetic-q4_k_m.gguf"
-    if not out.exists():
-        print(f"building {out} (about a minute) ...", file=sys.stderr)
-        module.build_model("botpsy", out, "q4_k_m", CACHE / "sdist", 0)
-    return out
+sys.path.insert(0, str(ROOT / "tools"))
+from synthetic_models import synthetic_botpsy  # noqa: E402
 
 
 def one_run(backend: LlamaBackend, prompt: str, grammar: str | None, tokens: int) -> Completion:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import codecs
 import ctypes
+import json
 import os
+import re
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -13,6 +15,7 @@ from typing import Any
 
 import llama_cpp
 import numpy as np
+import numpy.typing as npt
 from llama_cpp import _internals as internals
 
 from botpsy_desktop.core.config import ModelSettings
@@ -21,12 +24,16 @@ from botpsy_desktop.llm.backend import Message
 from botpsy_desktop.llm.gguf_info import GGUFInfo, check_fits, read_gguf_info
 from botpsy_desktop.llm.grammar import build_tool_call_grammar, grammar_key
 from botpsy_desktop.llm.grammar_check import GrammarMatcher
+from botpsy_desktop.llm.prefix_cache import StateCache, common_prefix
 from botpsy_desktop.llm.prompt import PromptRenderer
 from botpsy_desktop.llm.types import Completion, GenerationStats, TextPiece
 
 TOOL_CALL_OPEN = "<tool_call>"
 TOOL_CALL_CLOSE = "</tool_call>"
 _TEXT_STOPS = ("<|im_end|>", "<|endoftext|>")
+PREFIX, TURN = "prefix", "turn"  # checkpoint labels: system prompt + tools; end of a user turn
+Cut = tuple[int, str]  # (character offset in the prompt, label): where to save a checkpoint
+WARM_BATCH = 128  # tokens per llama_decode while warming up on a CPU
 
 
 def llama_cpp_version() -> str:
@@ -49,6 +56,15 @@ class LlamaBackend:
     once ``<tool_call>`` appears outside thinking, a grammar built from the tool schemas constrains
     the call (checked per sampled token, the full vocabulary is filtered only when the freely
     sampled token is rejected), then sampling is free again.
+
+    Prompt evaluation is incremental. Within a request, each turn continues from the state after
+    the last generated token. A hybrid model (BotPsy/Qwen3.5) cannot cut its memory back, so the
+    engine saves checkpoints of its recurrent state (``prefix_cache.StateCache``): after the
+    system prompt and tool schemas (the prefix, evaluated once per model and tool set) and after
+    each request's user turn. A new request restores the longest checkpoint its prompt starts
+    with and evaluates only what follows. ``warm`` evaluates ahead of time what the next request
+    will start with (the prefix at load; a conversation's history re-rendered, as the template
+    strips thinking from earlier turns), so a follow-up message evaluates only itself.
     """
 
     def __init__(self, settings: ModelSettings, path: str | os.PathLike[str] | None = None) -> None:
@@ -72,6 +88,10 @@ class LlamaBackend:
                 n_threads=settings.n_threads,
                 n_threads_batch=settings.n_threads_batch,
                 n_gpu_layers=settings.n_gpu_layers,
+                # On a CPU llama.cpp repacks most weights into its own buffers; with mmap the
+                # file's pages stay mapped too and resident memory counts the weights twice
+                # (about +200 MB for BotPsy Q4_K_M). Read the file instead.
+                use_mmap=settings.n_gpu_layers != 0,
                 seed=settings.seed if settings.seed >= 0 else llama_cpp.LLAMA_DEFAULT_SEED,
                 verbose=False,
             )
@@ -98,8 +118,17 @@ class LlamaBackend:
         )
         self._candidates = internals.LlamaTokenDataArray(n_vocab=self._n_vocab)
         self._top = _TokenDataArray(min(128, self._n_vocab))
+        self._full_passes: dict[str, int] = {}  # per grammar: rejected choices filtered in full
+        self._literal_sets: dict[str, tuple[npt.NDArray[np.intc], _TokenDataArray]] = {}
         self._grammars: dict[str, str] = {}
         self._evaluated_text = ""  # the text whose tokens the context holds (for continuation)
+        self._prefix_texts: dict[str, str] = {}
+        self.states: StateCache | None = None
+        if self.hybrid and settings.state_checkpoints > 0:
+            ctx = self._llama._ctx.ctx
+            self.states = StateCache(
+                ctx, llama_cpp.llama_get_memory(ctx), limit=settings.state_checkpoints
+            )
 
     # -- small helpers -------------------------------------------------------------------
     @property
@@ -155,51 +184,207 @@ class LlamaBackend:
             )
         return self._grammars[key]
 
-    # -- evaluation ----------------------------------------------------------------------
-    def _prepare(self, tokens: list[int]) -> tuple[int, int]:
-        """Bring the context to hold ``tokens`` except what must be evaluated.
+    # -- prompt structure ----------------------------------------------------------------
+    def _is_control(self, token: int) -> bool:
+        return bool(llama_cpp.llama_vocab_is_control(self._vocab, token))
 
-        Returns (reused, start): tokens[start:] still need evaluating. A hybrid/recurrent model
-        can only continue its exact evaluated sequence; other models can cut back to a prefix.
+    def _starts_with_control(self, text: str) -> bool:
+        """Whether ``text`` starts with a control token such as ``<|im_start|>``.
+
+        Special tokens are split off before BPE runs, so tokenizing a prompt in two pieces cut
+        just before one gives exactly the tokens of the whole prompt.
         """
-        llm = self._llama
-        evaluated = llm.input_ids[: llm.n_tokens].tolist()
-        common = 0
-        for a, b in zip(evaluated, tokens, strict=False):
-            if a != b:
-                break
-            common += 1
-        if common == len(tokens):
-            common -= 1  # at least one token must be evaluated to get fresh logits
-        if common > 0 and common == llm.n_tokens:
-            return common, common
-        if common > 0 and not self.hybrid and llm._ctx.kv_cache_seq_rm(-1, common, -1):
-            llm.n_tokens = common
-            return common, common
-        llm.reset()
-        return 0, 0
+        tokens = self.tokenize(text[:64])
+        return bool(tokens) and self._is_control(tokens[0])
 
-    def _tokenize_continuing(self, prompt: str) -> list[int]:
-        """Tokens of ``prompt``, keeping the evaluated tokens when the prompt extends their text.
+    def _before_last_control(self, text: str) -> str:
+        """``text`` up to (not including) its last control token, or "" if it has none."""
+        window_start = max(0, len(text) - 256)
+        while True:
+            window = text[window_start:]
+            for token in reversed(self.tokenize(window)):
+                if self._is_control(token):
+                    at = window.rfind(self._token_text(token))
+                    if at >= 0:
+                        return text[: window_start + at]
+            if window_start == 0:
+                return ""
+            window_start = 0
+
+    def conversation_head(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[Mapping[str, Any]],
+        *,
+        enable_thinking: bool = False,
+    ) -> str:
+        """The text the next request on ``messages`` will start with, before its user turn.
+
+        The template renders earlier turns differently once a newer user message exists (Qwen3.5
+        drops their thinking), so the conversation is rendered as the next request will see it:
+        followed by a user message. Two different placeholder messages show where the user turn
+        begins; the head ends just before that turn's first control token.
+        """
+        renders = [
+            self.renderer.render(
+                [*messages, {"role": "user", "content": placeholder}],
+                tools,
+                enable_thinking=enable_thinking,
+                add_generation_prompt=False,
+            ).text
+            for placeholder in ("a", "b")
+        ]
+        first, second = renders
+        shared = next(
+            (i for i, (x, y) in enumerate(zip(first, second, strict=False)) if x != y),
+            min(len(first), len(second)),
+        )
+        return self._before_last_control(first[:shared])
+
+    def prefix_text(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[Mapping[str, Any]],
+        *,
+        enable_thinking: bool = False,
+    ) -> str:
+        """The fixed beginning of every prompt with this system message and these tools."""
+        system = [dict(messages[0])] if messages and messages[0].get("role") == "system" else []
+        key = json.dumps([system, list(tools), enable_thinking], sort_keys=True, default=str)
+        text = self._prefix_texts.get(key)
+        if text is None:
+            if len(self._prefix_texts) >= 4:
+                self._prefix_texts.clear()
+            text = self.conversation_head(system, tools, enable_thinking=enable_thinking)
+            self._prefix_texts[key] = text
+        return text
+
+    def _cuts(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[Mapping[str, Any]],
+        enable_thinking: bool,
+        prompt: str,
+    ) -> list[Cut]:
+        """Where to checkpoint while evaluating ``prompt``: after the prefix, and after the
+        request's user turn when this is a request's first model turn."""
+        if self.states is None:
+            return []
+        cuts: list[Cut] = []
+        prefix = self.prefix_text(messages, tools, enable_thinking=enable_thinking)
+        if prefix and len(prefix) < len(prompt) and prompt.startswith(prefix):
+            cuts.append((len(prefix), PREFIX))
+        if messages and messages[-1].get("role") == "user":
+            head = self.renderer.render(
+                messages, tools, enable_thinking=enable_thinking, add_generation_prompt=False
+            ).text
+            if (
+                len(prefix) < len(head) < len(prompt)
+                and prompt.startswith(head)
+                and self._starts_with_control(prompt[len(head) :])
+            ):
+                cuts.append((len(head), TURN))
+        return cuts
+
+    # -- evaluation ----------------------------------------------------------------------
+    def _tokenize_continuing(
+        self, prompt: str, cuts: Sequence[Cut] = ()
+    ) -> tuple[list[int], list[tuple[int, str, str]]]:
+        """Tokens of ``prompt``, reusing known tokens of its beginning; and where the cuts fall.
 
         Generated tokens (especially under a grammar) are often not how the tokenizer would split
         the same text; re-tokenizing the whole conversation would then differ from the state and
-        force a full re-evaluation. Appending only the new text's tokens keeps the state usable.
+        force a re-evaluation. So when the prompt extends the evaluated text (or a checkpoint's
+        text), those tokens are kept and only the new text is tokenized, in pieces split at the
+        cuts. Returns the tokens and, per cut beyond the reused part, (token position, label,
+        text up to the cut).
         """
+        head_text, head_tokens = "", np.zeros(0, dtype=np.intc)
         done = self._evaluated_text
         n = int(self._llama.n_tokens)
-        if done and n > 0 and len(prompt) > len(done) and prompt.startswith(done):
-            head = self._llama.input_ids[:n].tolist()
-            return [int(t) for t in head] + self.tokenize(prompt[len(done) :])
-        return self.tokenize(prompt)
+        if done and n > 0 and prompt.startswith(done):
+            head_text, head_tokens = done, self._llama.input_ids[:n]
+        if self.states is not None:
+            for checkpoint in self.states.checkpoints:
+                text = checkpoint.text
+                if text and len(text) > len(head_text) and prompt.startswith(text):
+                    head_text, head_tokens = text, checkpoint.tokens
+        tokens = [int(t) for t in head_tokens.tolist()]
+        marks: list[tuple[int, str, str]] = []
+        at = len(head_text)
+        for offset, label in sorted(cuts):
+            if at < offset <= len(prompt):
+                tokens += self.tokenize(prompt[at:offset])
+                at = offset
+                marks.append((len(tokens), label, prompt[:offset]))
+        if at < len(prompt):
+            tokens += self.tokenize(prompt[at:])
+        return tokens, marks
 
-    def _eval(self, tokens: list[int], cancel: threading.Event) -> bool:
-        step = max(int(self._llama.n_batch), 1)
-        for i in range(0, len(tokens), step):
+    def _prepare(self, tokens: list[int], *, need_logits: bool = True) -> int:
+        """Bring the context to hold a prefix of ``tokens``; return its length.
+
+        tokens[start:] still need evaluating (at least one when ``need_logits``, to get fresh
+        logits). The evaluated sequence is continued when the prompt extends it; otherwise it is
+        cut back: any model to the shared prefix when it can, a hybrid/recurrent model to the
+        longest checkpoint the prompt starts with, or to nothing.
+        """
+        llm = self._llama
+        n = int(llm.n_tokens)
+        common = common_prefix(llm.input_ids[:n], np.asarray(tokens, dtype=np.intc))
+        if need_logits and common == len(tokens):
+            common -= 1
+        if common == n:
+            return n
+        if not self.hybrid:
+            if common > 0 and llm._ctx.kv_cache_seq_rm(-1, common, -1):
+                llm.n_tokens = common
+                return common
+            llm.reset()
+            return 0
+        if self.states is not None:
+            checkpoint = self.states.best(common)
+            if checkpoint is not None and self.states.restore(checkpoint):
+                llm.n_tokens = checkpoint.n_tokens
+                self.states.truncate(checkpoint.n_tokens)
+                return checkpoint.n_tokens
+        self.reset()
+        return 0
+
+    def _eval(
+        self,
+        tokens: list[int],
+        start: int,
+        marks: Sequence[tuple[int, str, str]],
+        cancel: threading.Event,
+        step: int | None = None,
+    ) -> bool:
+        """Evaluate tokens[start:] ``step`` (default n_batch) at a time, checkpointing at marks.
+
+        Cancelling stops between batches; the context then holds the tokens evaluated so far.
+        """
+        llm = self._llama
+        at_mark = {pos: (label, text) for pos, label, text in marks if start <= pos <= len(tokens)}
+        step = max(step or int(llm.n_batch), 1)
+        i = start
+        while True:
+            if i in at_mark and i > 0 and self.states is not None:
+                label, text = at_mark.pop(i)
+                self.states.save(llm.input_ids[:i], label, text=text, pinned=label == PREFIX)
+            if i >= len(tokens):
+                return True
             if cancel.is_set():
                 return False
-            self._llama.eval(tokens[i : i + step])
-        return True
+            end = min([i + step, len(tokens), *(p for p in at_mark if p > i)])
+            llm.eval(tokens[i:end])
+            i = end
+
+    def reset(self) -> None:
+        """Forget everything evaluated: the context's memory and every checkpoint."""
+        self._llama.reset()
+        self._evaluated_text = ""
+        if self.states is not None:
+            self.states.clear()
 
     # -- the Backend interface ----------------------------------------------------------
     def complete(
@@ -209,6 +394,8 @@ class LlamaBackend:
         *,
         enable_thinking: bool,
         cancel: threading.Event | None = None,
+        max_tokens: int | None = None,
+        force_tool_call: bool = False,
     ) -> Iterator[TextPiece | Completion]:
         rendered = self.renderer.render(messages, tools, enable_thinking=enable_thinking)
         yield from self.generate(
@@ -216,7 +403,56 @@ class LlamaBackend:
             started_in_thinking=rendered.started_in_thinking,
             grammar=self._grammar_for(tools),
             cancel=cancel,
+            max_tokens=max_tokens,
+            force_tool_call=force_tool_call,
+            cuts=self._cuts(messages, tools, enable_thinking, rendered.text),
         )
+
+    def warm(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[Mapping[str, Any]],
+        *,
+        enable_thinking: bool = False,
+        cancel: threading.Event | None = None,
+    ) -> GenerationStats:
+        """Evaluate now what the next request on ``messages`` will start with.
+
+        With only a system message: the prefix (system prompt and tool schemas), checkpointed
+        for every later request; call it after loading the model. After a request: the
+        conversation as its next request will render it, so that request evaluates only its
+        own user message. Runs on the thread that owns the model; ``cancel`` stops it between
+        batches, keeping what was evaluated (a request that follows continues from there).
+        Returns the prompt-side stats (tokens reused and evaluated, seconds).
+        """
+        if self._closed:
+            raise ModelError("The model was closed.", "Load it again.")
+        stats = GenerationStats()
+        t_start = time.perf_counter()
+        head = self.conversation_head(messages, tools, enable_thinking=enable_thinking)
+        if not head:
+            return stats
+        cuts: list[Cut] = []
+        if self.states is not None:
+            prefix = self.prefix_text(messages, tools, enable_thinking=enable_thinking)
+            if prefix and head.startswith(prefix):
+                cuts.append((len(prefix), PREFIX))
+        tokens, marks = self._tokenize_continuing(head, cuts)
+        stats.prompt_tokens = len(tokens)
+        if len(tokens) >= self.n_ctx:
+            return stats  # the request will say it does not fit; nothing to prepare
+        start = self._prepare(tokens, need_logits=False)
+        stats.reused_tokens = start
+        stats.evaluated_tokens = len(tokens) - start
+        self._evaluated_text = ""
+        # smaller batches on a CPU (as fast there) so that a request arriving stops it sooner
+        step = int(self._llama.n_batch)
+        if not self.settings.n_gpu_layers:
+            step = min(step, WARM_BATCH)
+        if self._eval(tokens, start, marks, cancel or threading.Event(), step):
+            self._evaluated_text = head
+        stats.prefill_s = time.perf_counter() - t_start
+        return stats
 
     def generate(
         self,
@@ -227,11 +463,14 @@ class LlamaBackend:
         cancel: threading.Event | None = None,
         max_tokens: int | None = None,
         force_tool_call: bool = False,
+        cuts: Sequence[Cut] = (),
     ) -> Iterator[TextPiece | Completion]:
         """Stream a completion of a rendered prompt; constrain tool calls with ``grammar``.
 
         ``force_tool_call`` makes the turn start with ``<tool_call>`` (the prompt is extended by
         it and the call is constrained from its first token): the model must call a tool.
+        ``cuts`` are (character offset, label) places in the prompt where to save a checkpoint
+        of the state (see ``complete``); offsets must fall just before a control token.
         """
         if self._closed:
             raise ModelError("The model was closed.", "Load it again.")
@@ -244,7 +483,9 @@ class LlamaBackend:
                     "A forced tool call needs the tool-call grammar and no open thinking block."
                 )
             prompt += TOOL_CALL_OPEN
-        tokens = self._tokenize_continuing(prompt)
+        tokens, marks = self._tokenize_continuing(prompt, cuts)
+        if not tokens:
+            raise ModelError("The prompt is empty.")
         stats.prompt_tokens = len(tokens)
         room = self.n_ctx - len(tokens)
         if room < 1:
@@ -254,12 +495,12 @@ class LlamaBackend:
                 "Start a new conversation or raise model.n_ctx in the settings.",
             )
         limit = min(max_tokens or self.settings.max_tokens, room)
-        reused, start = self._prepare(tokens)
-        stats.reused_tokens = reused
+        start = self._prepare(tokens)
+        stats.reused_tokens = start
         stats.evaluated_tokens = len(tokens) - start
         self._evaluated_text = ""
-        if not self._eval(tokens[start:], cancel):
-            self._llama.reset()
+        if not self._eval(tokens, start, marks, cancel):
+            # the context keeps what was evaluated: a retry continues from there
             stats.prefill_s = time.perf_counter() - t_start
             yield Completion("", "cancelled", stats, started_in_thinking)
             return
@@ -285,7 +526,7 @@ class LlamaBackend:
                     finish = "cancelled"
                     break
                 if matcher is not None:
-                    token, resampled = self._sample_constrained(sampler, matcher)
+                    token, resampled = self._sample_constrained(sampler, matcher, grammar or "")
                     stats.constrained_tokens += 1
                     stats.grammar_resamples += resampled
                 else:
@@ -297,7 +538,8 @@ class LlamaBackend:
                     finish = "stop"
                     break
                 stats.completion_tokens += 1
-                piece = decoder.decode(self._piece(token))
+                raw = self._piece(token)
+                piece = decoder.decode(raw)
                 if piece:
                     text += piece
                     if any(text.endswith(s) for s in _TEXT_STOPS):
@@ -337,14 +579,14 @@ class LlamaBackend:
                     in_call = False
                     calls_end = len(text)
                 self._llama.eval([token])
-                evaluated_bytes.append(self._piece(token))
+                evaluated_bytes.append(raw)
         finally:
             if matcher is not None:
                 matcher.close()
             sampler.close()
-        if finish != "cancelled":
-            generated = b"".join(evaluated_bytes).decode("utf-8", errors="replace")
-            self._evaluated_text = prompt + generated
+        # every generated token but a stopping one was evaluated: the context holds this text
+        generated = b"".join(evaluated_bytes).decode("utf-8", errors="replace")
+        self._evaluated_text = prompt + generated
         tail = decoder.decode(b"", final=True)
         if tail:
             text += tail
@@ -353,30 +595,27 @@ class LlamaBackend:
         yield Completion(text, finish, stats, started_in_thinking)  # type: ignore[arg-type]
 
     def _sample_constrained(
-        self, sampler: internals.LlamaSampler, matcher: GrammarMatcher
+        self, sampler: internals.LlamaSampler, matcher: GrammarMatcher, grammar: str
     ) -> tuple[int, bool]:
         token = int(sampler.sample(self._llama._ctx, -1))
         if matcher.accepts(token):
             return token, False
-        # The free choice breaks the grammar. First filter only the most likely tokens (cheap);
-        # if none of them fits, filter the whole vocabulary. Then sample again.
+        # The free choice breaks the grammar: sample again among the tokens it allows, looking
+        # first at the most likely tokens (cheap), then at the tokens that spell the grammar's
+        # fixed text (names, tags, enum values, numbers), and only then at the whole vocabulary.
         logits_p = llama_cpp.llama_get_logits_ith(self._llama._ctx.ctx, -1)
         logits = np.ctypeslib.as_array(logits_p, shape=(self._n_vocab,))
-        top = self._top
-        k = len(top.data)
-        ids = np.argpartition(logits, -k)[-k:]
-        top.data["id"] = ids
-        top.data["logit"] = logits[ids]
-        top.data["p"] = 0.0
-        top.reset()
-        top_p = ctypes.byref(top.array)
-        matcher.apply(top_p)
-        if np.isfinite(top.data["logit"]).any():
-            llama_cpp.llama_sampler_apply(sampler.sampler, top_p)
-            selected = int(top.array.selected)
-            if selected < 0:
-                selected = int(np.argmax(top.data["logit"][: top.array.size]))
-            return int(top.data["id"][selected]), True
+        k = len(self._top.data)
+        chosen = self._sample_among(
+            sampler, matcher, self._top, np.argpartition(logits, -k)[-k:], logits
+        )
+        if chosen is not None:
+            return chosen, True
+        literal = self._literal_candidates(grammar)
+        if literal is not None:
+            chosen = self._sample_among(sampler, matcher, literal[1], literal[0], logits)
+            if chosen is not None:
+                return chosen, True
         cand = self._candidates
         cand.copy_logits(logits)
         arr_p = ctypes.byref(cand.candidates)
@@ -385,7 +624,68 @@ class LlamaBackend:
         selected = int(cand.candidates.selected)
         if selected < 0:
             selected = int(np.argmax(cand.candidates_data.logit[: cand.candidates.size]))
+        self._full_passes[grammar] = self._full_passes.get(grammar, 0) + 1
         return int(cand.candidates_data.id[selected]), True
+
+    def _sample_among(
+        self,
+        sampler: internals.LlamaSampler,
+        matcher: GrammarMatcher,
+        buf: _TokenDataArray,
+        ids: npt.NDArray[np.integer[Any]],
+        logits: npt.NDArray[np.float32],
+    ) -> int | None:
+        """Sample among ``ids`` the grammar allows; None if it allows none of them."""
+        buf.data["id"] = ids
+        buf.data["logit"] = logits[ids]
+        buf.data["p"] = 0.0
+        buf.reset()
+        array_p = ctypes.byref(buf.array)
+        matcher.apply(array_p)
+        if not np.isfinite(buf.data["logit"]).any():
+            return None
+        llama_cpp.llama_sampler_apply(sampler.sampler, array_p)
+        selected = int(buf.array.selected)
+        if selected < 0:
+            selected = int(np.argmax(buf.data["logit"][: buf.array.size]))
+        return int(buf.data["id"][selected])
+
+    def _literal_candidates(
+        self, grammar: str
+    ) -> tuple[npt.NDArray[np.intc], _TokenDataArray] | None:
+        """The tokens that can spell the grammar's quoted text or a number, once it is worth it.
+
+        Where the grammar expects fixed text, every token it allows is one of these (a few
+        thousand): filtering them instead of the whole vocabulary (248k tokens, ~30 ms) keeps a
+        rejected choice cheap. Finding them reads the whole vocabulary once (~0.5 s), so that
+        is done only for a grammar that already needed a few full-vocabulary passes.
+        """
+        found = self._literal_sets.get(grammar)
+        if found is not None or self._full_passes.get(grammar, 0) < 3:
+            return found
+        pieces: set[bytes] = set()
+        literals = [_unescape_gbnf(m) for m in re.findall(r'"((?:[^"\\]|\\.)*)"', grammar)]
+        for literal in [*literals, TOOL_CALL_CLOSE]:
+            data = literal.encode("utf-8")
+            for i in range(len(data)):
+                for j in range(i + 1, min(len(data), i + 48) + 1):
+                    pieces.add(data[i:j])
+        ids = np.array(
+            [
+                t
+                for t in range(self._n_vocab)
+                if (piece := self._piece(t))
+                and (piece in pieces or not piece.strip(b"0123456789-+.eE"))
+            ],
+            dtype=np.intc,
+        )
+        if len(ids) == 0:
+            return None
+        if len(self._literal_sets) >= 4:
+            self._literal_sets.clear()
+        found = (ids, _TokenDataArray(len(ids)))
+        self._literal_sets[grammar] = found
+        return found
 
     def close(self) -> None:
         if not self._closed:
@@ -412,6 +712,18 @@ class _TokenDataArray:
         self.array.size = len(self.data)
         self.array.selected = -1
         self.array.sorted = False
+
+
+def _unescape_gbnf(text: str) -> str:
+    """The characters a GBNF string literal stands for (the escapes the grammar builder writes)."""
+
+    def one(m: re.Match[str]) -> str:
+        code = m.group(1)
+        if len(code) == 3:  # xHH
+            return chr(int(code[1:], 16))
+        return {"n": "\n", "t": "\t", "r": "\r"}.get(code, code)
+
+    return re.sub(r"\\(x[0-9A-Fa-f]{2}|.)", one, text)
 
 
 def load_backend(settings: ModelSettings, path: str | Path | None = None) -> LlamaBackend:

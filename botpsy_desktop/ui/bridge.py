@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 import uuid
@@ -54,10 +55,15 @@ class EngineWorker(QObject):
         self.backend: Backend | None = None
         self._cancels: dict[str, threading.Event] = {}
         self._lock = threading.Lock()
+        self._warm_stop = threading.Event()  # set when a request arrives: it goes first
+        self._ran_in: str | None = None  # the conversation the last request ran in
+        self._closing = False
 
     def cancel_event(self, request_id: str) -> threading.Event:
         """The Stop switch of one request (created on first use, from any thread)."""
         with self._lock:
+            if request_id not in self._cancels:
+                self._warm_stop.set()
             return self._cancels.setdefault(request_id, threading.Event())
 
     def cancel(self, request_id: str) -> None:
@@ -67,7 +73,10 @@ class EngineWorker(QObject):
             event.set()
 
     def cancel_all(self) -> None:
+        """Stop every request and any warm-up for good (the window is closing)."""
         with self._lock:
+            self._closing = True
+            self._warm_stop.set()
             for event in self._cancels.values():
                 event.set()
 
@@ -84,15 +93,33 @@ class EngineWorker(QObject):
             return
         self.backend = backend
         self.modelLoaded.emit(backend.name, _details(backend))
+        self._warm(None, None)  # the system prompt and tool schemas, before the first request
+
+    def _warm(self, conversation_id: str | None, think: bool | None) -> None:
+        """While idle, evaluate what the next request will start with (see App.warm).
+
+        Skipped when a request is already waiting; a request that arrives stops it within one
+        small batch, and continues from what was evaluated.
+        """
+        with self._lock:
+            if self._cancels or self._closing or self.backend is None:
+                return
+            self._warm_stop.clear()
+        # only a head start: the next request evaluates what it needs and reports any error
+        with contextlib.suppress(BotpsyError, RuntimeError):
+            self.app.warm(self.backend, conversation_id, think=think, cancel=self._warm_stop)
 
     @Slot(str, str, str, bool)
     def run(self, request_id: str, conversation_id: str, text: str, think: bool) -> None:
         cancel = self.cancel_event(request_id)
+        self._ran_in = None
         try:
             self._run(request_id, conversation_id, text, think, cancel)
         finally:
             with self._lock:
                 self._cancels.pop(request_id, None)
+        if self._ran_in is not None:
+            self._warm(self._ran_in, think)  # the follow-up then evaluates only its message
 
     def _run(
         self, rid: str, conversation_id: str, text: str, think: bool, cancel: threading.Event
@@ -107,6 +134,7 @@ class EngineWorker(QObject):
             return
         try:
             session = self.app.session(self.backend, conversation_id or None)
+            self._ran_in = session.conversation_id
         except BotpsyError as exc:
             self.failed.emit(rid, "internal", str(exc))
             self.requestFinished.emit(rid, conversation_id)

@@ -127,7 +127,10 @@ def test_a_cancelled_prefill_leaves_the_engine_usable(tiny: LlamaBackend) -> Non
     items = list(tiny.complete(MESSAGES, TOOLS, enable_thinking=False, cancel=cancel))
     assert isinstance(items[-1], Completion) and items[-1].finish_reason == "cancelled"
     _, done = run(tiny)
-    assert done.stats.reused_tokens == 0 and done.stats.completion_tokens > 0
+    # nothing evaluated before the cancel is lost: the state (or a checkpoint) is reused
+    st = done.stats
+    assert st.reused_tokens + st.evaluated_tokens == st.prompt_tokens
+    assert st.completion_tokens > 0
 
 
 def test_a_forced_tool_call_is_constrained_to_the_schemas(tiny: LlamaBackend) -> None:
@@ -239,3 +242,25 @@ def test_thinking_mode_opens_a_think_block(tiny: LlamaBackend) -> None:
     assert done is not None and done.started_in_thinking
     rendered = tiny.renderer.render(MESSAGES, TOOLS, enable_thinking=False)
     assert rendered.text.endswith("<think>\n\n</think>\n\n") and not rendered.started_in_thinking
+
+
+def test_rejected_choices_are_resampled_among_the_grammars_literal_tokens(
+    tiny: LlamaBackend,
+) -> None:
+    """Random weights break the grammar on most tokens; after a few full-vocabulary passes the
+    engine filters only the tokens that spell the grammar's fixed text, and calls stay valid."""
+    grammar = tiny._grammar_for(TOOLS)
+    assert grammar is not None
+    prompt = tiny.renderer.render(MESSAGES, TOOLS).text
+    for _ in range(4):
+        done = None
+        for item in tiny.generate(prompt, grammar=grammar, force_tool_call=True, max_tokens=120):
+            if isinstance(item, Completion):
+                done = item
+        assert done is not None and done.finish_reason == "stop", done
+        assert parse_turn(done.text, TOOLS).errors == [], done.text
+    assert tiny._full_passes[grammar] >= 3
+    ids, _ = tiny._literal_sets[grammar]
+    pieces = {tiny._token_text(int(t)) for t in ids}
+    assert {"set", "week", "7", "\n", "<", "function"} <= pieces
+    assert len(ids) < 5000  # a small part of the 248k vocabulary

@@ -1,0 +1,763 @@
+"""Speed and memory of a GGUF model: raw llama.cpp, the engine and the agent path, side by side."""
+
+from __future__ import annotations
+
+import ctypes
+import math
+import os
+import platform
+import statistics
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import llama_cpp
+import numpy as np
+import numpy.typing as npt
+
+from botpsy_desktop.core.config import ModelSettings
+from botpsy_desktop.core.errors import ModelError
+from botpsy_desktop.llm.backend import Backend, Message
+from botpsy_desktop.llm.engine import LlamaBackend, llama_cpp_version, system_info
+from botpsy_desktop.llm.grammar_check import GrammarMatcher
+from botpsy_desktop.llm.prefix_cache import PARTIAL_ONLY, SEQ
+from botpsy_desktop.llm.types import Completion, GenerationStats, TextPiece
+
+MiB = 2**20
+
+
+@dataclass
+class AgentRun:
+    """One user request through the agent loop, as the bench's harness reports it."""
+
+    conversation_id: str
+    wall_s: float
+    turns: list[GenerationStats] = field(default_factory=list)
+    answered: bool = False
+
+
+class AgentHarness(Protocol):
+    """The app's agent path, provided by the caller (the llm layer cannot import the agent)."""
+
+    @property
+    def system_prompt(self) -> str: ...
+
+    @property
+    def tools(self) -> list[dict[str, Any]]: ...
+
+    def run(self, backend: Backend, text: str, conversation_id: str | None) -> AgentRun:
+        """Handle one request (approvals denied) and report its turns."""
+        ...
+
+    def warm(self, backend: Backend, conversation_id: str | None) -> None:
+        """What the app does when idle: warm the prefix, or the conversation's history."""
+        ...
+
+
+@dataclass
+class BenchOptions:
+    threads: int = 2
+    n_ctx: int = 16384
+    repeats: int = 3
+    decode_tokens: int = 64
+    requests: int = 100
+    follow_ups: int = 4
+    depths: tuple[int, ...] = ()
+    thread_counts: tuple[int, ...] = ()
+    seed: int = 7
+
+
+# -- measuring helpers ------------------------------------------------------------------------
+def _status_kib(field_name: str) -> int | None:
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith(field_name + ":"):
+                    return int(line.split()[1])
+    except OSError:
+        return None
+    return None
+
+
+def rss_bytes() -> int:
+    """Resident memory now (Linux); elsewhere the peak, which is what the OS reports."""
+    kib = _status_kib("VmRSS")
+    return kib * 1024 if kib is not None else peak_rss_bytes()
+
+
+def peak_rss_bytes() -> int:
+    kib = _status_kib("VmHWM")
+    if kib is not None:
+        return kib * 1024
+    import resource
+
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return int(peak if platform.system() == "Darwin" else peak * 1024)
+
+
+def median(values: Sequence[float]) -> float:
+    finite = [v for v in values if math.isfinite(v)]
+    return statistics.median(finite) if finite else math.nan
+
+
+def ratio(a: float, b: float) -> float:
+    return a / b if b and math.isfinite(a) and math.isfinite(b) else math.nan
+
+
+def _assistant_turns_since_user(messages: Sequence[Message]) -> int:
+    n = 0
+    for message in reversed(messages):
+        role = message.get("role")
+        if role == "user":
+            return n
+        n += role == "assistant"
+    return n
+
+
+class ScriptedBackend:
+    """The app's engine with a fixed policy, for a random-weight model that cannot choose.
+
+    In each request the first ``calls`` model turns must call a tool (``<tool_call>`` is forced
+    and the call constrained by the tool-call grammar, as for a real call); the next turn writes
+    up to ``answer_tokens`` freely. Everything else (rendering, checkpoints, sampling, parsing,
+    gate, tools, store) is the real path. Records, per turn, the wall time from the loop's call
+    to the first streamed text.
+
+    ``between``, if set, runs before each streamed piece is handed on (the raw context's own
+    decode step): raw and app tokens then alternate one by one under the same machine load,
+    and ``token_s`` / ``between_s`` collect the per-token times of each (the app's without the
+    inserted raw step).
+    """
+
+    def __init__(
+        self,
+        engine: LlamaBackend,
+        *,
+        calls: int = 0,
+        call_tokens: int = 48,
+        answer_tokens: int = 32,
+        between: Callable[[], float] | None = None,
+    ) -> None:
+        self.engine = engine
+        self.between = between
+        self.token_s: list[float] = []
+        self.between_s: list[float] = []
+        self.calls = calls
+        self.call_tokens = call_tokens
+        self.answer_tokens = answer_tokens
+        self.first_text_s: list[float] = []
+        self.texts: list[str] = []  # each turn's raw output
+
+    @property
+    def name(self) -> str:
+        return self.engine.name
+
+    def complete(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[Mapping[str, Any]],
+        *,
+        enable_thinking: bool,
+        cancel: threading.Event | None = None,
+    ) -> Iterator[TextPiece | Completion]:
+        force = _assistant_turns_since_user(messages) < self.calls
+        started = time.perf_counter()
+        first = math.nan
+        last = math.nan  # when the previous piece came, less the raw step run since
+        try:
+            for item in self.engine.complete(
+                messages,
+                tools,
+                enable_thinking=enable_thinking,
+                cancel=cancel,
+                force_tool_call=force,
+                max_tokens=self.call_tokens if force else self.answer_tokens,
+            ):
+                if math.isnan(first) and (isinstance(item, Completion) or item.text):
+                    first = time.perf_counter() - started
+                if isinstance(item, Completion):
+                    self.texts.append(item.text)
+                elif self.between is not None and item.text:
+                    now = time.perf_counter()
+                    if not math.isnan(last):
+                        self.token_s.append(now - last)
+                    spent = self.between()
+                    self.between_s.append(spent)
+                    last = now + spent
+                yield item
+        finally:  # the loop stops iterating at the Completion
+            self.first_text_s.append(first)
+
+    def warm(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[Mapping[str, Any]],
+        *,
+        enable_thinking: bool = False,
+        cancel: threading.Event | None = None,
+    ) -> GenerationStats:
+        return self.engine.warm(messages, tools, enable_thinking=enable_thinking, cancel=cancel)
+
+    def close(self) -> None:
+        """The engine belongs to the bench."""
+
+
+class RawContext:
+    """A second context on the same loaded model, driven only through llama.cpp's C API.
+
+    The ceiling the app is compared with: batches go straight to ``llama_decode``, tokens are
+    sampled with the same sampler chain as the app (``llama_sampler_sample``), no Python per
+    token beyond the call itself.
+    """
+
+    def __init__(self, engine: LlamaBackend, n_ctx: int, threads: int) -> None:
+        # the app's own context settings (flash attention, KV types, batch sizes), another size
+        params = llama_cpp.llama_context_params.from_buffer_copy(engine._llama.context_params)
+        params.n_ctx = n_ctx
+        params.n_threads = params.n_threads_batch = threads
+        params.no_perf = True
+        self.ctx = llama_cpp.llama_init_from_model(engine._llama.model, params)
+        if not self.ctx:
+            raise ModelError(f"llama.cpp could not create a {n_ctx}-token context for the bench.")
+        self.n_batch = engine.settings.n_batch
+        self.memory = llama_cpp.llama_get_memory(self.ctx)
+        self.batch = llama_cpp.llama_batch_init(self.n_batch, 0, 1)
+        self.sampler = engine._sampler()
+        self.pos = 0
+
+    def _decode(self, tokens: Sequence[int]) -> None:
+        batch = self.batch
+        batch.n_tokens = len(tokens)
+        for i, token in enumerate(tokens):
+            batch.token[i] = token
+            batch.pos[i] = self.pos + i
+            batch.n_seq_id[i] = 1
+            batch.seq_id[i][0] = SEQ
+            batch.logits[i] = False
+        batch.logits[len(tokens) - 1] = True
+        rc = llama_cpp.llama_decode(self.ctx, batch)
+        if rc != 0:
+            raise ModelError(f"llama_decode returned {rc} in the bench's raw context.")
+        self.pos += len(tokens)
+
+    def prefill(self, tokens: Sequence[int]) -> float:
+        """Evaluate ``tokens`` after what the context holds; seconds taken."""
+        started = time.perf_counter()
+        for i in range(0, len(tokens), self.n_batch):
+            self._decode(tokens[i : i + self.n_batch])
+        return time.perf_counter() - started
+
+    def generate(self, n: int, *, sample: bool = True) -> float:
+        """Sample and evaluate ``n`` tokens one by one; seconds taken (``sample``=False feeds a
+        fixed token: llama_decode alone)."""
+        sampler = self.sampler.sampler
+        started = time.perf_counter()
+        for _ in range(n):
+            token = llama_cpp.llama_sampler_sample(sampler, self.ctx, -1) if sample else 198
+            self._decode([token])
+        return time.perf_counter() - started
+
+    def save(self) -> tuple[npt.NDArray[np.uint8], int]:
+        size = int(llama_cpp.llama_state_seq_get_size_ext(self.ctx, SEQ, PARTIAL_ONLY))
+        buf = np.empty(size, dtype=np.uint8)
+        ptr = buf.ctypes.data_as(ctypes.POINTER(ctypes.c_uint8))
+        llama_cpp.llama_state_seq_get_data_ext(self.ctx, ptr, size, SEQ, PARTIAL_ONLY)
+        return buf, self.pos
+
+    def restore(self, saved: tuple[npt.NDArray[np.uint8], int]) -> None:
+        buf, pos = saved
+        ptr = buf.ctypes.data_as(ctypes.POINTER(ctypes.c_uint8))
+        if llama_cpp.llama_state_seq_set_data_ext(self.ctx, ptr, buf.nbytes, SEQ, PARTIAL_ONLY) != (
+            buf.nbytes
+        ) or not llama_cpp.llama_memory_seq_rm(self.memory, SEQ, pos, -1):
+            raise ModelError("The bench could not restore its raw context's state.")
+        self.pos = pos
+
+    def clear(self) -> None:
+        llama_cpp.llama_memory_clear(self.memory, True)
+        self.pos = 0
+
+    def close(self) -> None:
+        self.sampler.close()  # type: ignore[no-untyped-call]
+        llama_cpp.llama_batch_free(self.batch)
+        llama_cpp.llama_free(self.ctx)
+
+
+# -- the bench ------------------------------------------------------------------------------
+REQUESTS = (
+    "What is on my calendar today?",
+    "Find my tax PDFs from 2025.",
+    "Set a timer for ten minutes.",
+    "What is the weather in Lyon tomorrow?",
+    "Play some jazz.",
+    "List the files in my Documents folder.",
+)
+
+
+def _filler_tokens(engine: LlamaBackend, n: int) -> list[int]:
+    base = engine.tokenize(" ".join(REQUESTS) + " ")
+    return (base * (n // len(base) + 1))[:n]
+
+
+def run_bench(
+    model: Path,
+    harness: AgentHarness,
+    options: BenchOptions,
+    *,
+    log: Callable[[str], None] = lambda _: None,
+) -> dict[str, Any]:
+    """Measure everything in one process, side by side; return the results as a dict."""
+    o = options
+    result: dict[str, Any] = {
+        "model": model.name,
+        "model_size_mib": round(model.stat().st_size / MiB, 1),
+        "llama_cpp_python": llama_cpp_version(),
+        "cpu": _cpu_name(),
+        "cpu_count": os.cpu_count(),
+        "system_info": system_info(),
+        "threads": o.threads,
+        "n_ctx": o.n_ctx,
+        "repeats": o.repeats,
+        "load_average_start": [round(x, 2) for x in os.getloadavg()],
+    }
+    settings = ModelSettings(
+        n_ctx=o.n_ctx,
+        n_threads=o.threads,
+        n_threads_batch=o.threads,
+        seed=o.seed,
+        max_tokens=max(o.decode_tokens, 64),
+    )
+    rss_start = rss_bytes()
+    started = time.perf_counter()
+    engine = LlamaBackend(settings, model)
+    result["load_s"] = round(time.perf_counter() - started, 2)
+    try:
+        _measure(engine, harness, o, result, rss_start, log)
+    finally:
+        engine.close()
+    result["load_average_end"] = [round(x, 2) for x in os.getloadavg()]
+    result["targets"] = _targets(result)
+    return result
+
+
+def _cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _measure(
+    engine: LlamaBackend,
+    harness: AgentHarness,
+    o: BenchOptions,
+    result: dict[str, Any],
+    rss_start: int,
+    log: Callable[[str], None],
+) -> None:
+    system: list[Message] = [{"role": "system", "content": harness.system_prompt}]
+    tools = harness.tools
+    prefix_tokens = len(engine.tokenize(engine.prefix_text(system, tools)))
+    result["tools"] = len(tools)
+    result["prefix_tokens"] = prefix_tokens
+    if prefix_tokens + 256 > engine.n_ctx:
+        raise ModelError(
+            f"The system prompt and {len(tools)} tool schemas take {prefix_tokens} tokens, "
+            f"more than the {engine.n_ctx}-token context allows with room for a request.",
+            "Raise --n-ctx, or bench fewer tools with --tools.",
+        )
+
+    # 1. time to first token: a cold engine (the whole prefix) against a warm one, in pairs
+    answer = ScriptedBackend(engine, answer_tokens=2)
+    cold: list[float] = []
+    warm: list[float] = []
+    for r in range(o.repeats):
+        log(f"time to first token, pair {r + 1}/{o.repeats} (cold: {prefix_tokens} tokens)")
+        engine.reset()
+        harness.run(answer, REQUESTS[0], None)
+        cold.append(answer.first_text_s[-1])
+        harness.run(answer, REQUESTS[1], None)
+        warm.append(answer.first_text_s[-1])
+    result["ttft_cold_s"] = round(median(cold), 3)
+    result["ttft_warm_s"] = round(median(warm), 3)
+    result["ttft_warm_over_cold"] = round(ratio(median(warm), median(cold)), 4)
+    result["ttft_cold_all_s"] = [round(x, 3) for x in cold]
+    result["ttft_warm_all_s"] = [round(x, 3) for x in warm]
+
+    # what the window does: warm the prefix after loading, then the first request
+    engine.reset()
+    started = time.perf_counter()
+    harness.warm(answer, None)
+    result["startup_warmup_s"] = round(time.perf_counter() - started, 2)
+    harness.run(answer, REQUESTS[2], None)
+    result["ttft_first_request_after_warmup_s"] = round(answer.first_text_s[-1], 3)
+
+    # 2. what each request evaluates, over follow-ups in one conversation
+    for mode in ("with_warm", "without_warm"):
+        conversation: str | None = None
+        rows: list[dict[str, int]] = []
+        for i in range(o.follow_ups):
+            run = harness.run(answer, REQUESTS[(i + 3) % len(REQUESTS)], conversation)
+            conversation = run.conversation_id
+            first = run.turns[0]
+            rows.append(
+                {
+                    "prompt": first.prompt_tokens,
+                    "reused": first.reused_tokens,
+                    "evaluated": first.evaluated_tokens,
+                    "prefix_reevaluated": max(0, prefix_tokens - first.reused_tokens),
+                }
+            )
+            if mode == "with_warm":
+                harness.warm(answer, conversation)
+        result[f"follow_ups_{mode}"] = rows
+    after_first = [r["prefix_reevaluated"] for r in result["follow_ups_with_warm"]]
+    after_first += [r["prefix_reevaluated"] for r in result["follow_ups_without_warm"]]
+    result["prefix_tokens_reevaluated_after_first_max"] = max(after_first)
+
+    # 3. memory over many requests (before the raw context exists, so the peak is the app's)
+    log(f"memory over {o.requests} requests")
+    rss_after: list[int] = []
+    conversation = None
+    for i in range(o.requests):
+        if i % 10 == 0:
+            conversation = None  # a new conversation every ten requests
+        short = ScriptedBackend(engine, answer_tokens=4)
+        run = harness.run(short, REQUESTS[i % len(REQUESTS)], conversation)
+        conversation = run.conversation_id
+        harness.warm(short, conversation)
+        rss_after.append(rss_bytes())
+    est = engine.memory_estimate
+    expected = est["weights"] + est["kv_cache"] + est["recurrent_state"]
+    peak = peak_rss_bytes()
+    result["memory"] = {
+        "rss_before_load_mib": round(rss_start / MiB, 1),
+        "weights_mib": round(est["weights"] / MiB, 1),
+        "kv_cache_mib": round(est["kv_cache"] / MiB, 1),
+        "recurrent_state_mib": round(est["recurrent_state"] / MiB, 1),
+        "checkpoints_mib": round(engine.states.nbytes / MiB, 1) if engine.states else 0.0,
+        "peak_rss_mib": round(peak / MiB, 1),
+        "peak_over_weights_kv_state": round(peak / expected, 3),
+        "requests": o.requests,
+        "rss_after_first_mib": round(rss_after[0] / MiB, 1) if rss_after else None,
+        "rss_after_last_mib": round(rss_after[-1] / MiB, 1) if rss_after else None,
+        "rss_growth": round(rss_after[-1] / rss_after[0] - 1, 4) if rss_after else None,
+    }
+
+    # 4. raw llama.cpp against the app, interleaved, at the depth of a real request
+    raw = RawContext(engine, o.n_ctx, o.threads)
+    try:
+        _raw_and_app(engine, harness, raw, o, result, system, log)
+        if o.depths:
+            _depths(engine, o, result, log)
+        if o.thread_counts:
+            _thread_sweep(engine, o, result, log)
+    finally:
+        raw.close()
+
+
+def _raw_and_app(
+    engine: LlamaBackend,
+    harness: AgentHarness,
+    raw: RawContext,
+    o: BenchOptions,
+    result: dict[str, Any],
+    system: list[Message],
+    log: Callable[[str], None],
+) -> None:
+    tools = harness.tools
+    pp_tokens = _filler_tokens(engine, min(512, engine.settings.n_batch))
+    pp: list[float] = []
+    for r in range(o.repeats):
+        log(f"raw prefill pp{len(pp_tokens)}, {r + 1}/{o.repeats}")
+        raw.clear()
+        pp.append(len(pp_tokens) / raw.prefill(pp_tokens))
+    result["raw_prefill_tps"] = round(median(pp), 2)
+    result["raw_prefill_tokens"] = len(pp_tokens)
+
+    # the raw context at the depth the app decodes at: system + tools + a user turn
+    prompt = engine.renderer.render([*system, {"role": "user", "content": REQUESTS[0]}], tools)
+    prompt_tokens = engine.tokenize(prompt.text)
+    log(f"raw prefill of the request prompt ({len(prompt_tokens)} tokens, once)")
+    raw.clear()
+    depth_s = raw.prefill(prompt_tokens)
+    result["raw_prompt_prefill_tps"] = round(len(prompt_tokens) / depth_s, 2)
+    at_prompt = raw.save()
+
+    n = o.decode_tokens
+
+    def raw_step() -> float:
+        return raw.generate(1)
+
+    free = ScriptedBackend(engine, answer_tokens=n, between=raw_step)
+    constrained = ScriptedBackend(engine, calls=1, call_tokens=n, answer_tokens=1)
+    constrained.between = raw_step
+    separate: dict[str, list[float]] = {"raw": [], "raw_no_sampling": []}
+    resample_share: list[float] = []
+    for r in range(o.repeats):
+        log(f"decode {n} tokens, raw and app token by token (free, in a tool call), {r + 1}")
+        raw.restore(at_prompt)
+        separate["raw"].append(n / raw.generate(n))
+        raw.restore(at_prompt)
+        separate["raw_no_sampling"].append(n / raw.generate(n, sample=False))
+        raw.restore(at_prompt)
+        harness.run(free, REQUESTS[0], None)
+        raw.restore(at_prompt)
+        call = harness.run(constrained, REQUESTS[0], None).turns[0]
+        resample_share.append(call.grammar_resamples / max(call.constrained_tokens, 1))
+    raw_tps = 1 / median(free.between_s)
+    app_tps = 1 / median(free.token_s)
+    app_call_tps = 1 / median(constrained.token_s)
+    result["decode_tokens"] = n
+    result["raw_decode_tps"] = round(raw_tps, 2)
+    result["raw_decode_separate_tps"] = round(median(separate["raw"]), 2)
+    result["raw_decode_no_sampling_tps"] = round(median(separate["raw_no_sampling"]), 2)
+    result["app_decode_tps"] = round(app_tps, 2)
+    result["app_constrained_decode_tps"] = round(app_call_tps, 2)
+    result["app_over_raw_decode"] = round(ratio(app_tps, raw_tps), 3)
+    result["app_constrained_over_raw_decode"] = round(
+        ratio(app_call_tps, 1 / median(constrained.between_s)), 3
+    )
+    result["grammar_resample_share"] = round(median(resample_share), 3)
+    # A trained model's free choice inside a call is almost always valid: then the grammar only
+    # costs one single-token check and an accept per token. Time that on the calls made above.
+    check_us = _grammar_check_us(engine, tools, constrained.texts)
+    result["grammar_check_us_per_valid_token"] = round(check_us, 1)
+    app_ms = 1000 / app_tps
+    result["projected_valid_call_over_raw_decode"] = round(
+        ratio(1000 / (app_ms + check_us / 1000), raw_tps), 3
+    )
+
+    # 5. a three-step request (tool call, tool call, answer) against its new-token arithmetic:
+    # each turn's new prompt tokens at raw prefill speed (measured for that many tokens at that
+    # depth) plus its generated tokens at raw decode speed
+    three = ScriptedBackend(engine, calls=2, call_tokens=32, answer_tokens=16)
+    walls: list[float] = []
+    sums: list[float] = []
+    turns_seen: list[int] = []
+    for r in range(o.repeats):
+        log(f"three-step request {r + 1}/{o.repeats}")
+        run = harness.run(three, REQUESTS[1], None)
+        walls.append(run.wall_s)
+        turns_seen.append(len(run.turns))
+        arithmetic = 0.0
+        for turn in run.turns:
+            raw.restore(at_prompt)
+            arithmetic += raw.prefill(_filler_tokens(engine, turn.evaluated_tokens))
+            arithmetic += turn.completion_tokens / raw_tps
+        sums.append(arithmetic)
+    result["three_step_turns"] = turns_seen
+    result["three_step_wall_s"] = round(median(walls), 3)
+    result["three_step_arithmetic_s"] = round(median(sums), 3)
+    result["three_step_over_arithmetic"] = round(
+        median([w / s for w, s in zip(walls, sums, strict=True)]), 3
+    )
+
+
+def _grammar_check_us(
+    engine: LlamaBackend, tools: Sequence[Mapping[str, Any]], calls: Sequence[str]
+) -> float:
+    """Microseconds per token to check and accept the tokens of calls the grammar produced."""
+    grammar = engine._grammar_for(tools)
+    if grammar is None:
+        return math.nan
+    per_token: list[float] = []
+    for text in calls:
+        if not text.startswith("<tool_call>"):
+            continue
+        body = text.removeprefix("<tool_call>")
+        end = body.find("</tool_call>")
+        tokens = engine.tokenize(body[: end + len("</tool_call>")] if end >= 0 else body)
+        with GrammarMatcher(engine._vocab, grammar) as matcher:
+            accepted = 0
+            started = time.perf_counter()
+            for token in tokens:  # what the engine does per token: check, then accept (checked)
+                if not matcher.accepts(token):
+                    break
+                matcher.accept(token)
+                accepted += 1
+            if accepted:
+                per_token.append((time.perf_counter() - started) / accepted * 1e6)
+    return median(per_token)
+
+
+def _depths(
+    engine: LlamaBackend, o: BenchOptions, result: dict[str, Any], log: Callable[[str], None]
+) -> None:
+    rows = []
+    deep = RawContext(engine, max(o.depths) + 128, o.threads)
+    try:
+        for depth in o.depths:
+            log(f"raw prefill and decode at {depth} tokens of context")
+            deep.clear()
+            prefill_s = deep.prefill(_filler_tokens(engine, depth))
+            decode_s = deep.generate(32)
+            rows.append(
+                {
+                    "context": depth,
+                    "prefill_tps": round(depth / prefill_s, 2),
+                    "decode_tps": round(32 / decode_s, 2),
+                }
+            )
+    finally:
+        deep.close()
+    result["depths"] = rows
+
+
+def _thread_sweep(
+    engine: LlamaBackend, o: BenchOptions, result: dict[str, Any], log: Callable[[str], None]
+) -> None:
+    """Raw prefill (512 tokens) and decode (32) per thread count, interleaved, medians."""
+    contexts = {n: RawContext(engine, 1024, n) for n in o.thread_counts}
+    pp: dict[int, list[float]] = {n: [] for n in contexts}
+    tg: dict[int, list[float]] = {n: [] for n in contexts}
+    tokens = _filler_tokens(engine, 512)
+    try:
+        for r in range(o.repeats):
+            log(f"threads {', '.join(map(str, contexts))}: raw prefill and decode, {r + 1}")
+            for n, raw in contexts.items():
+                raw.clear()
+                pp[n].append(len(tokens) / raw.prefill(tokens))
+                tg[n].append(32 / raw.generate(32))
+    finally:
+        for raw in contexts.values():
+            raw.close()
+    result["threads_sweep"] = [
+        {
+            "threads": n,
+            "prefill_tps": round(median(pp[n]), 2),
+            "decode_tps": round(median(tg[n]), 2),
+        }
+        for n in contexts
+    ]
+
+
+TARGETS: list[tuple[str, str, str, float]] = [
+    # (key, description, comparison, bound)
+    ("ttft_warm_over_cold", "warm / cold time to first token", "<=", 0.10),
+    ("prefix_tokens_reevaluated_after_first_max", "prefix tokens re-evaluated", "<=", 0),
+    ("app_over_raw_decode", "app / raw decode", ">=", 0.95),
+    ("app_constrained_over_raw_decode", "app in a tool call / raw decode", ">=", 0.90),
+    ("projected_valid_call_over_raw_decode", "same, for a model writing valid calls", ">=", 0.90),
+    ("three_step_over_arithmetic", "3-step request / new-token arithmetic", "<=", 1.15),
+    ("memory.peak_over_weights_kv_state", "peak RSS / (weights+KV+state)", "<=", 1.3),
+    ("memory.rss_growth", "RSS growth over the requests", "<", 0.05),
+]
+
+
+def _lookup(result: Mapping[str, Any], key: str) -> Any:
+    value: Any = result
+    for part in key.split("."):
+        value = value.get(part) if isinstance(value, Mapping) else None
+    return value
+
+
+def _targets(result: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    for key, _, op, bound in TARGETS:
+        value = _lookup(result, key)
+        ok = None
+        if isinstance(value, int | float) and math.isfinite(value):
+            ok = {"<=": value <= bound, ">=": value >= bound, "<": value < bound}[op]
+        out[key] = {"value": value, "target": f"{op} {bound:g}", "ok": ok}
+    return out
+
+
+def format_table(result: Mapping[str, Any]) -> str:
+    """The results as a plain-text table (the JSON has everything, this the headline)."""
+    mem = result.get("memory", {})
+    expected = sum(mem.get(k, 0) for k in ("weights_mib", "kv_cache_mib", "recurrent_state_mib"))
+    rows: list[tuple[str, str]] = [
+        ("model", f"{result['model']} ({result['model_size_mib']} MiB)"),
+        ("threads / context", f"{result['threads']} / {result['n_ctx']}"),
+        ("cpu", f"{result['cpu']} x{result['cpu_count']}"),
+        (
+            "load average start / end",
+            f"{result['load_average_start']} / {result['load_average_end']}",
+        ),
+        (
+            "prefix (system + tools)",
+            f"{result.get('prefix_tokens')} tokens, {result.get('tools')} tools",
+        ),
+        (
+            "raw prefill",
+            f"{result.get('raw_prefill_tps')} tok/s (pp{result.get('raw_prefill_tokens')})",
+        ),
+        ("raw prefill, whole request prompt", f"{result.get('raw_prompt_prefill_tps')} tok/s"),
+        (
+            "raw decode alone (sampling / llama_decode only)",
+            f"{result.get('raw_decode_separate_tps')} / "
+            f"{result.get('raw_decode_no_sampling_tps')} tok/s",
+        ),
+        (
+            "decode token by token: raw / app agent path",
+            f"{result.get('raw_decode_tps')} / {result.get('app_decode_tps')} tok/s",
+        ),
+        (
+            "app decode inside a tool call",
+            f"{result.get('app_constrained_decode_tps')} tok/s "
+            f"(grammar rejected {result.get('grammar_resample_share')} of free choices)",
+        ),
+        (
+            "grammar check per valid token",
+            f"{result.get('grammar_check_us_per_valid_token')} us "
+            f"(projected valid-call decode / raw: "
+            f"{result.get('projected_valid_call_over_raw_decode')})",
+        ),
+        (
+            "time to first token cold / warm",
+            f"{result.get('ttft_cold_s')} s / {result.get('ttft_warm_s')} s",
+        ),
+        (
+            "warm-up at start, then first request",
+            f"{result.get('startup_warmup_s')} s, then "
+            f"{result.get('ttft_first_request_after_warmup_s')} s",
+        ),
+        (
+            "follow-up evaluated tokens (warm / none)",
+            f"{[r['evaluated'] for r in result.get('follow_ups_with_warm', [])]} / "
+            f"{[r['evaluated'] for r in result.get('follow_ups_without_warm', [])]}",
+        ),
+        (
+            "3-step request wall / arithmetic",
+            f"{result.get('three_step_wall_s')} s / {result.get('three_step_arithmetic_s')} s",
+        ),
+        (
+            "peak RSS / weights+KV+state",
+            f"{mem.get('peak_rss_mib')} MiB / {expected:.1f} MiB",
+        ),
+        (
+            f"RSS after 1 / {mem.get('requests')} requests",
+            f"{mem.get('rss_after_first_mib')} / {mem.get('rss_after_last_mib')} MiB",
+        ),
+    ]
+    for depth in result.get("depths", []):
+        rows.append(
+            (
+                f"raw at {depth['context']} context",
+                f"prefill {depth['prefill_tps']} tok/s, decode {depth['decode_tps']} tok/s",
+            )
+        )
+    for row in result.get("threads_sweep", []):
+        rows.append(
+            (
+                f"raw with {row['threads']} thread(s)",
+                f"prefill {row['prefill_tps']} tok/s, decode {row['decode_tps']} tok/s",
+            )
+        )
+    width = max(len(k) for k, _ in rows)
+    lines = [f"{k:<{width}}  {v}" for k, v in rows]
+    lines.append("")
+    lines.append("targets:")
+    for key, label, _, _ in TARGETS:
+        t = result["targets"][key]
+        mark = {True: "ok  ", False: "MISS", None: "n/a "}[t["ok"]]
+        lines.append(f"  [{mark}] {label:<40} {t['value']} (target {t['target']})")
+    return "\n".join(lines)

@@ -1,0 +1,85 @@
+"""`botpsy bench` and tools/bench.py: a small run on the tiny model, so the bench cannot rot."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from botpsy_desktop import cli
+from botpsy_desktop.llm.bench import TARGETS
+from tests.helpers.models import REPO_ROOT, tiny_qwen35_gguf
+
+
+@pytest.mark.model
+def test_the_bench_runs_small_on_the_tiny_model() -> None:
+    command = [
+        sys.executable,
+        str(REPO_ROOT / "tools" / "bench.py"),
+        "--model",
+        str(tiny_qwen35_gguf()),
+        "--tools",
+        "list_folder,find_files",  # the tiny model's context is 4096 tokens
+        "--n-ctx",
+        "4096",
+        "--threads",
+        "1",
+        "--repeats",
+        "1",
+        "--requests",
+        "6",
+        "--follow-ups",
+        "3",
+        "--decode-tokens",
+        "8",
+        "--depths",
+        "256",
+        "--thread-counts",
+        "1,2",
+    ]
+    proc = subprocess.run(command, capture_output=True, text=True, timeout=900, check=False)
+    assert proc.returncode == 0, proc.stderr
+    table, last_line = proc.stdout.rstrip().rsplit("\n", 1)
+    r = json.loads(last_line)
+    assert "targets:" in table and "time to first token cold / warm" in table
+    assert set(r["targets"]) == {key for key, *_ in TARGETS}
+
+    assert r["tools"] == 2 and r["prefix_tokens"] > 300
+    assert r["prefix_tokens_reevaluated_after_first_max"] == 0
+    assert 0 < r["ttft_warm_s"] < r["ttft_cold_s"]
+    for rows in (r["follow_ups_with_warm"], r["follow_ups_without_warm"]):
+        assert len(rows) == 3 and all(row["reused"] >= r["prefix_tokens"] for row in rows)
+    # after a warm-up, a follow-up evaluates its own message only
+    assert all(row["evaluated"] < 30 for row in r["follow_ups_with_warm"])
+    assert r["three_step_turns"] == [3] and r["three_step_arithmetic_s"] > 0
+    for key in ("raw_prefill_tps", "raw_decode_tps", "app_decode_tps"):
+        assert r[key] > 0, key
+    assert r["app_constrained_decode_tps"] > 0
+    mem = r["memory"]
+    assert mem["requests"] == 6 and mem["peak_rss_mib"] >= mem["rss_after_last_mib"] > 0
+    assert mem["weights_mib"] > 20 and mem["recurrent_state_mib"] >= 0
+    assert [d["context"] for d in r["depths"]] == [256]
+    assert [t["threads"] for t in r["threads_sweep"]] == [1, 2]
+    assert len(r["load_average_start"]) == 3
+
+
+def test_bench_without_a_model_says_what_to_do(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli.main(["--home", str(tmp_path), "bench"]) == cli.EXIT_ERROR
+    assert "Pass --model FILE.gguf" in capsys.readouterr().err
+
+
+def test_bench_refuses_unknown_tools_and_bad_depths(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    model = tmp_path / "m.gguf"
+    model.write_bytes(b"GGUF")  # never loaded: the arguments are checked first
+    base = ["--home", str(tmp_path), "bench", "--model", str(model)]
+    assert cli.main([*base, "--tools", "list_folder,no_such_tool"]) == cli.EXIT_ERROR
+    assert "No tool named no_such_tool" in capsys.readouterr().err
+    assert cli.main([*base, "--depths", "4k"]) == cli.EXIT_ERROR
+    assert "--depths '4k' or --thread-counts '' is not a list" in capsys.readouterr().err

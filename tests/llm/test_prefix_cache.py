@@ -1,0 +1,331 @@
+"""Checkpoints of the hybrid model's state: exact restore, no prefix re-evaluation, invalidation."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import llama_cpp
+import numpy as np
+import numpy.typing as npt
+import pytest
+
+from botpsy_desktop.agent.events import TurnFinished
+from botpsy_desktop.agent.gate import Gate
+from botpsy_desktop.agent.loop import AgentSession, LoopSettings
+from botpsy_desktop.agent.store import ConversationStore
+from botpsy_desktop.core.config import ModelSettings
+from botpsy_desktop.core.tools import ToolRegistry
+from botpsy_desktop.llm.engine import PREFIX, TURN, LlamaBackend
+from botpsy_desktop.llm.prefix_cache import StateCache
+from botpsy_desktop.llm.types import Completion, GenerationStats
+from tests.helpers.models import tiny_qwen35_gguf
+
+pytestmark = pytest.mark.model
+
+SYSTEM = {"role": "system", "content": "You are a test assistant. Answer briefly."}
+
+
+def _tool(name: str, description: str, **props: str) -> dict[str, Any]:
+    return {
+        "type": "function",
+        "function": {
+            "name": name,
+            "description": description,
+            "parameters": {
+                "type": "object",
+                "properties": {k: {"type": "string", "description": v} for k, v in props.items()},
+                "required": list(props),
+            },
+        },
+    }
+
+
+TOOLS = [
+    _tool("get_weather", "Weather for a place.", place="A city, e.g. Paris."),
+    _tool("list_folder", "List a folder.", path="A folder, e.g. ~/Documents."),
+    _tool("set_timer", "Start a timer.", duration="How long, e.g. 10 minutes."),
+]
+
+
+def settings(**kw: Any) -> ModelSettings:
+    values: dict[str, Any] = {"n_ctx": 2048, "temperature": 0.0, "max_tokens": 12, "seed": 1}
+    values.update(kw)
+    return ModelSettings(**values)
+
+
+@pytest.fixture(scope="module")
+def model_path() -> Path:
+    return tiny_qwen35_gguf()
+
+
+@pytest.fixture
+def tiny(model_path: Path) -> Iterator[LlamaBackend]:
+    backend = LlamaBackend(settings(), model_path)
+    yield backend
+    backend.close()
+
+
+def ask(
+    backend: LlamaBackend,
+    messages: Sequence[dict[str, Any]],
+    tools: Sequence[dict[str, Any]] = TOOLS,
+    *,
+    think: bool = False,
+) -> Completion:
+    done = None
+    for item in backend.complete(messages, tools, enable_thinking=think):
+        if isinstance(item, Completion):
+            done = item
+    assert done is not None and done.finish_reason in ("stop", "length")
+    return done
+
+
+def n_tokens(backend: LlamaBackend, text: str) -> int:
+    return len(backend.tokenize(text))
+
+
+def logits(backend: LlamaBackend) -> npt.NDArray[np.float32]:
+    ctx = backend._llama._ctx.ctx
+    ptr = llama_cpp.llama_get_logits_ith(ctx, -1)
+    return np.ctypeslib.as_array(ptr, shape=(backend._n_vocab,)).copy()
+
+
+def prefill(backend: LlamaBackend, prompt: str, cut: int) -> tuple[int, npt.NDArray[np.float32]]:
+    """Evaluate ``prompt`` the way a request does (checkpoint at ``cut``); start and logits."""
+    tokens, marks = backend._tokenize_continuing(prompt, [(cut, PREFIX)])
+    start = backend._prepare(tokens)
+    assert backend._eval(tokens, start, marks, threading.Event())
+    return start, logits(backend)
+
+
+def assert_consistent(backend: LlamaBackend) -> None:
+    """Every kept checkpoint is a prefix of what the context holds (else it would be stale)."""
+    assert backend.states is not None
+    evaluated = backend._llama.input_ids[: backend._llama.n_tokens]
+    for checkpoint in backend.states.checkpoints:
+        assert checkpoint.n_tokens <= len(evaluated)
+        assert np.array_equal(evaluated[: checkpoint.n_tokens], checkpoint.tokens)
+    assert sum(c.pinned for c in backend.states.checkpoints) <= 1
+
+
+def user(text: str) -> dict[str, Any]:
+    return {"role": "user", "content": text}
+
+
+def test_a_restored_prefix_gives_bit_identical_logits(tiny: LlamaBackend, model_path: Path) -> None:
+    messages = [SYSTEM, user("What is the weather in Paris?")]
+    prompt = tiny.renderer.render(messages, TOOLS).text
+    prefix = tiny.prefix_text(messages, TOOLS)
+    assert prefix.endswith("<|im_end|>\n") and prompt.startswith(prefix)
+    assert prompt[len(prefix) :].startswith("<|im_start|>user")
+
+    start, fresh = prefill(tiny, prompt, len(prefix))
+    assert start == 0
+    # another conversation moves the state on (and back to the prefix checkpoint)
+    other = tiny.renderer.render([SYSTEM, user("List my Documents folder.")], TOOLS).text
+    start, _ = prefill(tiny, other, len(prefix))
+    assert start == n_tokens(tiny, prefix)
+    start, restored = prefill(tiny, prompt, len(prefix))
+    assert start == n_tokens(tiny, prefix)
+    assert np.array_equal(fresh, restored)
+
+    # and both equal an engine without checkpoints evaluating the same two pieces afresh
+    plain = LlamaBackend(settings(state_checkpoints=0), model_path)
+    try:
+        assert plain.states is None
+        plain._llama.eval(plain.tokenize(prefix))
+        plain._llama.eval(plain.tokenize(prompt[len(prefix) :]))
+        assert np.array_equal(fresh, logits(plain))
+    finally:
+        plain.close()
+
+
+def test_requests_after_the_first_evaluate_no_prefix_tokens(tiny: LlamaBackend) -> None:
+    prefix_tokens = n_tokens(tiny, tiny.prefix_text([SYSTEM], TOOLS))
+    first = ask(tiny, [SYSTEM, user("Set a timer for ten minutes.")]).stats
+    assert first.reused_tokens == 0 and first.evaluated_tokens == first.prompt_tokens
+    for text in ("What is the weather in Lyon?", "List ~/Music please.", "Hello!"):
+        st = ask(tiny, [SYSTEM, user(text)]).stats
+        assert st.reused_tokens >= prefix_tokens  # restored, not evaluated
+        assert st.evaluated_tokens == st.prompt_tokens - st.reused_tokens
+        assert st.evaluated_tokens < 25  # the user turn and the generation prompt only
+        assert_consistent(tiny)
+    assert tiny.states is not None and tiny.states.restores >= 3
+
+
+def test_warm_evaluates_the_prefix_ahead_of_the_first_request(tiny: LlamaBackend) -> None:
+    warm = tiny.warm([SYSTEM], TOOLS)
+    prefix_tokens = n_tokens(tiny, tiny.prefix_text([SYSTEM], TOOLS))
+    assert warm.evaluated_tokens == warm.prompt_tokens == prefix_tokens
+    assert tiny.states is not None
+    (checkpoint,) = tiny.states.checkpoints
+    assert checkpoint.pinned and checkpoint.label == PREFIX
+    assert tiny.warm([SYSTEM], TOOLS).evaluated_tokens == 0  # already there
+    st = ask(tiny, [SYSTEM, user("Weather in Rome?")]).stats
+    assert st.reused_tokens == prefix_tokens and st.evaluated_tokens < 25
+
+
+def _after(messages: list[dict[str, Any]], done: Completion) -> list[dict[str, Any]]:
+    """The conversation as the agent stores it after a plain answer (thinking kept aside)."""
+    thinking, _, answer = done.text.rpartition("</think>")
+    if not _ and done.started_in_thinking:
+        thinking, answer = done.text, ""
+    reply = {"role": "assistant", "content": answer.strip(), "reasoning_content": thinking.strip()}
+    return [*messages, reply]
+
+
+@pytest.mark.parametrize("think", [False, True])
+def test_a_follow_up_evaluates_only_the_new_message_after_warm(
+    tiny: LlamaBackend, think: bool
+) -> None:
+    """The template re-renders earlier turns without thinking; warm prepares that rendering."""
+    tiny.warm([SYSTEM], TOOLS, enable_thinking=think)
+    messages = [SYSTEM, user("What is the weather in Paris?")]
+    first = ask(tiny, messages, think=think)
+    history = _after(messages, first)
+    warm = tiny.warm(history, TOOLS, enable_thinking=think)
+    turn_end = tiny.renderer.render(messages, TOOLS, add_generation_prompt=False).text
+    assert warm.reused_tokens >= n_tokens(tiny, turn_end)  # from the user-turn checkpoint
+    assert 0 < warm.evaluated_tokens <= first.stats.completion_tokens + 12
+    assert_consistent(tiny)
+
+    follow_up = [*history, user("And tomorrow?")]
+    st = ask(tiny, follow_up, think=think).stats
+    head = tiny.conversation_head(history, TOOLS, enable_thinking=think)
+    assert st.reused_tokens == n_tokens(tiny, head)
+    assert st.evaluated_tokens < 25
+    assert_consistent(tiny)
+
+
+def test_without_warm_a_follow_up_restores_the_user_turn_checkpoint(tiny: LlamaBackend) -> None:
+    messages = [SYSTEM, user("What is the weather in Paris?")]
+    first = ask(tiny, messages, think=True)
+    assert tiny.states is not None
+    assert [c.label for c in tiny.states.checkpoints] == [PREFIX, TURN]
+    history = _after(messages, first)
+    st = ask(tiny, [*history, user("And tomorrow?")], think=True).stats
+    turn_end = tiny.renderer.render(messages, TOOLS, add_generation_prompt=False).text
+    assert st.reused_tokens == n_tokens(tiny, turn_end)
+    # only the previous answer (as re-rendered, without its thinking) and the new message
+    assert st.evaluated_tokens <= first.stats.completion_tokens + 30
+
+
+def test_changed_tools_or_system_prompt_invalidate_and_outputs_match_a_fresh_engine(
+    tiny: LlamaBackend, model_path: Path
+) -> None:
+    tiny.warm([SYSTEM], TOOLS)
+    old_prefix = n_tokens(tiny, tiny.prefix_text([SYSTEM], TOOLS))
+    other_system = {"role": "system", "content": "You are terse."}
+    cases: list[tuple[dict[str, Any], list[dict[str, Any]]]] = [
+        (SYSTEM, TOOLS[:2]),  # a tool removed
+        (SYSTEM, [*TOOLS, _tool("play_music", "Play music.", query="e.g. some jazz")]),
+        (other_system, TOOLS),  # another system prompt
+        (SYSTEM, TOOLS),  # and back
+    ]
+    for system, tools in cases:
+        messages = [system, user("Weather in Oslo?")]
+        done = ask(tiny, messages, tools)
+        prefix = tiny.prefix_text(messages, tools)
+        # re-evaluated from where the prompt differs, never from a stale checkpoint
+        assert done.stats.reused_tokens < n_tokens(tiny, prefix)
+        assert_consistent(tiny)
+        assert tiny.states is not None
+        pinned = [c for c in tiny.states.checkpoints if c.pinned]
+        assert [c.text for c in pinned] == [prefix]
+        again = ask(tiny, [system, user("Weather in Bergen?")], tools)
+        assert again.stats.reused_tokens >= n_tokens(tiny, prefix)
+        # same output as an engine that never saw another prompt
+        fresh = LlamaBackend(settings(), model_path)
+        try:
+            assert ask(fresh, [system, user("Weather in Bergen?")], tools).text == again.text
+        finally:
+            fresh.close()
+    assert old_prefix == n_tokens(tiny, tiny.prefix_text([SYSTEM], TOOLS))
+
+
+def test_thinking_on_or_off_shares_the_prefix(tiny: LlamaBackend) -> None:
+    tiny.warm([SYSTEM], TOOLS, enable_thinking=False)
+    prefix_tokens = n_tokens(tiny, tiny.prefix_text([SYSTEM], TOOLS))
+    st = ask(tiny, [SYSTEM, user("Hi")], think=True).stats
+    assert st.reused_tokens >= prefix_tokens
+    assert ask(tiny, [SYSTEM, user("Hi")], think=False).stats.reused_tokens >= prefix_tokens
+
+
+class _CancelAfter(threading.Event):
+    """A cancel switch that trips after ``n`` checks (a stand-in for a user pressing Stop)."""
+
+    def __init__(self, n: int) -> None:
+        super().__init__()
+        self.left = n
+
+    def is_set(self) -> bool:
+        self.left -= 1
+        return self.left < 0
+
+
+def test_a_cancelled_warm_keeps_what_it_evaluated(model_path: Path) -> None:
+    backend = LlamaBackend(settings(n_batch=64), model_path)
+    try:
+        st = backend.warm([SYSTEM], TOOLS, cancel=_CancelAfter(2))
+        assert backend._llama.n_tokens == 128 and st.evaluated_tokens > 128  # 64 + 64
+        done = ask(backend, [SYSTEM, user("Hi")])
+        assert done.stats.reused_tokens == 128  # continued from where warm-up stopped
+        assert backend.states is not None and backend.states.checkpoints[0].label == PREFIX
+    finally:
+        backend.close()
+
+
+def test_disabled_checkpoints_fall_back_to_full_evaluation(model_path: Path) -> None:
+    backend = LlamaBackend(settings(state_checkpoints=0), model_path)
+    try:
+        assert backend.states is None
+        ask(backend, [SYSTEM, user("Hi")])
+        st = ask(backend, [SYSTEM, user("Hello")]).stats
+        assert st.reused_tokens == 0 and st.evaluated_tokens == st.prompt_tokens
+    finally:
+        backend.close()
+
+
+def test_the_cache_keeps_its_limit_and_the_pinned_prefix(tiny: LlamaBackend) -> None:
+    llm = tiny._llama
+    turn = "<|im_start|>user\nhi<|im_end|>\n"
+    tokens = tiny.tokenize("<|im_start|>system\nx<|im_end|>\n" + turn * 4)
+    tiny.reset()
+    cache = StateCache(llm._ctx.ctx, llama_cpp.llama_get_memory(llm._ctx.ctx), limit=2)
+    llm.eval(tokens[:5])
+    prefix = cache.save(llm.input_ids[:5], PREFIX, pinned=True)
+    for end in (10, 15, 20):
+        llm.eval(tokens[llm.n_tokens : end])
+        cache.save(llm.input_ids[:end], TURN)
+    assert [c.n_tokens for c in cache.checkpoints] == [5, 20]
+    assert cache.checkpoints[0] is prefix and cache.nbytes == 2 * cache.state_size()
+    assert cache.best(19) is prefix and cache.best(4) is None
+    cache.truncate(7)
+    assert cache.checkpoints == [prefix]
+    assert cache.restore(prefix) and cache.restores == 1
+    with pytest.raises(ValueError, match="at least one"):
+        StateCache(llm._ctx.ctx, None, limit=0)
+    tiny.reset()
+
+
+def test_the_agent_loop_follow_up_after_warm(tmp_path: Path, tiny: LlamaBackend) -> None:
+    """Through the real loop and store: warming with what the store holds matches the loop."""
+    store = ConversationStore(tmp_path / "db.sqlite3")
+    loop = LoopSettings(system_prompt=str(SYSTEM["content"]), max_steps=2)
+    session = AgentSession(tiny, ToolRegistry(), Gate(), store, loop)
+    try:
+        tiny.warm([SYSTEM], [])
+        stats: list[GenerationStats] = []
+        for text in ("Hello there.", "And again?", "One more."):
+            for event in session.run(text, think=True):
+                if isinstance(event, TurnFinished):
+                    stats.append(event.stats)
+            # what the loop will send next (the app warms with the loop's own messages)
+            tiny.warm(session._messages(), [], enable_thinking=True)
+            assert_consistent(tiny)
+        assert all(st.evaluated_tokens < 20 for st in stats), [s.as_dict() for s in stats]
+    finally:
+        store.close()
