@@ -42,7 +42,7 @@ class ModelSettings(_Section):
         True, description="Constrain tokens inside a tool call to the tool names and schemas."
     )
     state_checkpoints: int = Field(
-        3,
+        2,
         ge=0,
         le=32,
         description="Saved model states that spare re-evaluating the system prompt, tools and "
