@@ -155,6 +155,19 @@ class ScriptedBackend:
     def name(self) -> str:
         return self.engine.name
 
+    @property
+    def n_ctx(self) -> int | None:
+        return self.engine.n_ctx
+
+    def count_tokens(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[Mapping[str, Any]],
+        *,
+        enable_thinking: bool,
+    ) -> int:
+        return self.engine.count_tokens(messages, tools, enable_thinking=enable_thinking)
+
     def complete(
         self,
         messages: Sequence[Message],
@@ -536,8 +549,9 @@ def _raw_and_app(
     )
 
     # 5. a three-step request (tool call, tool call, answer) against its new-token arithmetic:
-    # each turn's new prompt tokens at raw prefill speed (measured for that many tokens at that
-    # depth) plus its generated tokens at raw decode speed
+    # each turn's new prompt tokens at raw prefill speed plus its generated tokens at raw decode
+    # speed, both timed on the raw context right after the request (same depth, same token
+    # counts), so a change in machine load between the two halves distorts the ratio less
     three = ScriptedBackend(engine, calls=2, call_tokens=32, answer_tokens=16)
     walls: list[float] = []
     sums: list[float] = []
@@ -551,7 +565,7 @@ def _raw_and_app(
         for turn in run.turns:
             raw.restore(at_prompt)
             arithmetic += raw.prefill(_filler_tokens(engine, turn.evaluated_tokens))
-            arithmetic += turn.completion_tokens / raw_tps
+            arithmetic += raw.generate(turn.completion_tokens) if turn.completion_tokens else 0.0
         sums.append(arithmetic)
     result["three_step_turns"] = turns_seen
     result["three_step_wall_s"] = round(median(walls), 3)
