@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -23,7 +25,7 @@ from botpsy_desktop.adapters.music import (
     music_tools,
 )
 from botpsy_desktop.adapters.weather import OpenMeteo, weather_tools
-from botpsy_desktop.agent.gate import Gate
+from botpsy_desktop.agent.gate import ALWAYS_ASK, Gate
 from botpsy_desktop.agent.loop import AgentSession, LoopSettings
 from botpsy_desktop.agent.store import ConversationStore
 from botpsy_desktop.agent.tools import Tool, ToolRegistry
@@ -46,6 +48,7 @@ def build_registry(
     player: Player | None = None,
     alarms: AlarmService | None = None,
     secrets: SecretStore | None = None,
+    now: Callable[[], datetime] | None = None,
 ) -> ToolRegistry:
     """Every tool the assistant can use, built from the configuration.
 
@@ -61,18 +64,21 @@ def build_registry(
         max_read_bytes=config.files.max_read_bytes,
         max_search_bytes=config.files.max_search_bytes,
         data_dir=paths.data_dir if paths is not None else None,  # the action log (undo)
+        now=now,
     ):
         registry.register(tool)
     for tool in _weather_tools(config, resources) + _music_tools(config, paths, resources, player):
         registry.register(tool)
     for tool in alarms_tools(alarms) if alarms is not None else []:
         registry.register(tool)
-    for tool in _account_tools(config, paths, secrets or SecretStore()) if paths else []:
+    for tool in _account_tools(config, paths, secrets or SecretStore(), now) if paths else []:
         registry.register(tool)
     return registry
 
 
-def _account_tools(config: Config, paths: Paths, secrets: SecretStore) -> list[Tool]:
+def _account_tools(
+    config: Config, paths: Paths, secrets: SecretStore, now: Callable[[], datetime] | None = None
+) -> list[Tool]:
     """Calendar and mail tools; a broken accounts file or keyring errs when used, not at start."""
     try:
         accounts, problem = AccountBook.for_paths(paths).load(), None
@@ -80,7 +86,7 @@ def _account_tools(config: Config, paths: Paths, secrets: SecretStore) -> list[T
         accounts, problem = [], str(exc)
     tz = time_zone(config.calendar.time_zone or config.alarms.time_zone)
     folder = paths.data_dir / "calendar"
-    calendar = calendar_service(config.calendar, tz, folder, accounts, secrets, problem)
+    calendar = calendar_service(config.calendar, tz, folder, accounts, secrets, problem, now)
     tools = calendar_tools(calendar) if calendar.sources or problem else []
     if problem or any(isinstance(a, MailAccount) for a in accounts):
         tools += email_tools(mail_service(config.email, tz, accounts, secrets, problem))
@@ -139,7 +145,7 @@ class App:
         if replay is not None:
             from botpsy_desktop.llm.replay import ReplayBackend
 
-            return ReplayBackend.from_file(replay)
+            return ReplayBackend.from_file(replay, n_ctx=self.config.model.n_ctx)
         path = model or self.config.model.path
         if not path:
             raise ModelError(
@@ -163,7 +169,11 @@ class App:
             system_prompt=a.system_prompt,
             max_steps=a.max_steps,
             tool_timeout_s=a.tool_timeout_s,
+            tool_timeouts=dict(a.tool_timeouts),
             max_observation_chars=a.max_observation_chars,
+            background_approval_timeout_s=a.background_approval_timeout_s,
+            reply_tokens=a.reply_reserve_tokens or self.config.model.max_tokens,
+            trim_chunk_turns=a.trim_chunk_turns,
         )
 
     def session(
@@ -197,12 +207,14 @@ class App:
         warm = getattr(backend, "warm", None)
         if warm is None:
             return
+        think = self.config.model.think if think is None else think
         if conversation_id:
-            # the loop's own prompt (tool output framed as it frames it), so the tokens match
-            messages = self.session(backend, conversation_id)._messages()
+            # the loop's own prompt (tool output framed as it frames it, older turns left out
+            # as the context budget will leave them out), so the tokens match
+            session = self.session(backend, conversation_id)
+            messages = session.warm_messages(self.registry.schemas(), think)
         else:
             messages = [{"role": "system", "content": self.loop_settings().system_prompt}]
-        think = self.config.model.think if think is None else think
         warm(messages, self.registry.schemas(), enable_thinking=think, cancel=cancel)
 
     def close(self) -> None:
@@ -212,19 +224,27 @@ class App:
         self.store.close()
 
 
-def build_app(home: str | Path | None = None, *, player: Player | None = None) -> App:
+def build_app(
+    home: str | Path | None = None,
+    *,
+    player: Player | None = None,
+    now: Callable[[], datetime] | None = None,
+) -> App:
     """Assemble the app for a profile: ``home`` (or $BOTPSY_HOME) or the user's folders.
 
-    ``player`` plays music instead of the headless player (the window passes its Qt player).
+    ``player`` plays music instead of the headless player (the window passes its Qt player);
+    ``now`` (aware) replaces the wall clock of alarms, calendar and files (the evaluation
+    harness fixes it per case).
     """
     paths = Paths.resolve(home)
     paths.ensure()
     config = Config.load(paths)
     store = ConversationStore(paths.database)
     resources = ExitStack()
-    alarms = AlarmService.from_settings(paths.data_dir / "alarms.sqlite3", config.alarms)
+    alarms = AlarmService.from_settings(paths.data_dir / "alarms.sqlite3", config.alarms, now=now)
     secrets = SecretStore()
     registry = build_registry(
-        config, paths, resources, player=player, alarms=alarms, secrets=secrets
+        config, paths, resources, player=player, alarms=alarms, secrets=secrets, now=now
     )
-    return App(paths, config, store, registry, Gate(), resources, alarms, secrets=secrets)
+    gate = Gate(offer_scopes=config.agent.allow_for_conversation, never_scoped=ALWAYS_ASK)
+    return App(paths, config, store, registry, gate, resources, alarms, secrets=secrets)

@@ -7,6 +7,7 @@ import json
 import sys
 import threading
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import Any, TextIO
 
 from botpsy_desktop import __version__
@@ -14,6 +15,7 @@ from botpsy_desktop.agent.events import (
     Answer,
     ApprovalNeeded,
     ApprovalRequest,
+    ContextTrimmed,
     Error,
     Event,
     Thinking,
@@ -25,6 +27,8 @@ from botpsy_desktop.agent.events import (
 )
 from botpsy_desktop.app import App, build_app
 from botpsy_desktop.core.errors import BotpsyError
+from botpsy_desktop.core.paths import Paths
+from botpsy_desktop.eval.command import add_eval_command, cmd_eval
 from botpsy_desktop.llm.download import format_progress, human_bytes
 from botpsy_desktop.llm.models import ModelEvent, Status
 
@@ -84,8 +88,17 @@ def _parser() -> argparse.ArgumentParser:
     doctor = sub.add_parser("doctor", help="check llama.cpp, the model, keyring and folders")
     doctor.add_argument("--model", metavar="PATH", help="check this GGUF instead of the config's")
     doctor.add_argument("--json", action="store_true", help="print the checks as JSON")
+    doctor.add_argument(
+        "--bundle",
+        nargs="?",
+        const="",
+        metavar="PATH",
+        help="also write a diagnostics zip for a bug report (no passwords, no messages) to "
+        "PATH (default: the data folder's diagnostics folder) and print where",
+    )
     _add_model_commands(sub)
     _add_bench_command(sub)
+    add_eval_command(sub)  # botpsy_desktop/eval/command.py
     _add_account_commands(sub)
     daemon = sub.add_parser(
         "daemon", help="ring alarms, timers and reminders in the foreground until Ctrl-C"
@@ -96,6 +109,7 @@ def _parser() -> argparse.ArgumentParser:
     log.add_argument("--json", action="store_true", help="print the entries as JSON")
     undo = sub.add_parser("undo", help="reverse the assistant's last reversible action")
     undo.add_argument("--json", action="store_true", help="print what was undone as JSON")
+    _add_history_commands(sub)
     return p
 
 
@@ -192,6 +206,8 @@ def _run_request(
             out.write("\n")
         elif isinstance(event, Error):
             print(f"\n{event.message}", file=err)
+        elif isinstance(event, ContextTrimmed):
+            print(f"[context] {event.message}", file=err)
         elif isinstance(event, TurnFinished):
             pass
     if transcript.error is not None:
@@ -271,6 +287,11 @@ def cmd_doctor(app: App, args: argparse.Namespace, out: TextIO, err: TextIO) -> 
     from botpsy_desktop.doctor import run_checks
 
     checks = run_checks(app, model=args.model)
+    if getattr(args, "bundle", None) is not None:
+        from botpsy_desktop.bundle import write_bundle
+
+        written = write_bundle(app, Path(args.bundle) if args.bundle else None, checks)
+        print(f"Diagnostics written to {written}", file=err)
     if args.json:
         json.dump([c.as_dict() for c in checks], out, ensure_ascii=False, indent=2)
         out.write("\n")
@@ -497,6 +518,108 @@ def cmd_undo(app: App, args: argparse.Namespace, out: TextIO, err: TextIO) -> in
 
 COMMANDS["log"] = cmd_log
 COMMANDS["undo"] = cmd_undo
+
+
+def _add_history_commands(sub: Any) -> None:
+    history = sub.add_parser("history", help="saved conversations, or one conversation's messages")
+    history.add_argument("conversation", nargs="?", metavar="ID", help="show this conversation")
+    history.add_argument("--json", action="store_true", help="print them as JSON")
+    db = sub.add_parser("db", help="check the profile's databases, or restore a backup")
+    act = db.add_subparsers(dest="db_command", required=True, metavar="ACTION")
+    act.add_parser("check", help="integrity of each database, and its backups")
+    restore = act.add_parser(
+        "restore", help="put a database's newest backup (or BACKUP) in its place; app closed"
+    )
+    restore.add_argument("database", metavar="FILE", help="e.g. conversations.sqlite3")
+    restore.add_argument("backup", nargs="?", metavar="BACKUP", help="a backup file to use")
+
+
+def format_history(messages: list[dict[str, Any]]) -> list[str]:
+    """A stored conversation as terminal lines; an interrupted reply or tool call says so."""
+    lines: list[str] = []
+    for m in messages:
+        role, text = m.get("role"), str(m.get("content") or "").strip()
+        cut = " (interrupted)" if m.get("interrupted") else ""
+        if role == "user":
+            lines.append(f"you> {text}")
+        elif role == "assistant":
+            if m.get("pending"):
+                lines.append(f"botpsy (still being written)> {text}")
+            elif text or cut:
+                lines.append(f"botpsy{cut}> {text or '(stopped before the reply started)'}")
+            for call in m.get("tool_calls") or []:
+                fn = call.get("function", {})
+                args = json.dumps(fn.get("arguments") or {}, ensure_ascii=False)
+                lines.append(f"[tool] {fn.get('name', '?')} {args}")
+        elif role == "tool":
+            name = m.get("name", "")
+            if cut:
+                lines.append(f"[tool {name} interrupted: the app stopped while it ran]")
+            else:
+                lines.append(f"[tool {name}] {text[:300]}")
+    return lines
+
+
+def cmd_history(app: App, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """List conversations, or print one; interrupted replies are shown as interrupted."""
+    if args.conversation is None:
+        infos = app.store.conversations()
+        if args.json:
+            json.dump([vars(i) for i in infos], out, ensure_ascii=False, indent=2)
+            out.write("\n")
+        for i in [] if args.json else infos:
+            print(f"{i.id}  {i.message_count:4d} messages  {i.title}", file=out)
+        return EXIT_OK
+    if not app.store.exists(args.conversation):
+        print(f"botpsy: there is no conversation {args.conversation}.", file=err)
+        return EXIT_ERROR
+    messages = app.store.messages(args.conversation, pending=True)
+    if args.json:
+        json.dump(messages, out, ensure_ascii=False, indent=2)
+        out.write("\n")
+    else:
+        print("\n".join(format_history(messages)), file=out)
+    return EXIT_OK
+
+
+def cmd_db(paths: Paths, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """Check or restore the profile's SQLite files; runs without opening them for the app."""
+    from botpsy_desktop.core import dbsafety
+
+    files = [paths.database, paths.data_dir / "alarms.sqlite3", paths.data_dir / "music.sqlite3"]
+    if args.db_command == "check":
+        bad = 0
+        for file in files:
+            if not file.exists():
+                continue
+            problems = dbsafety.check_file(file)
+            bad += bool(problems)
+            state = "ok" if not problems else "DAMAGED: " + "; ".join(problems[:3])
+            print(f"{file}: {state}", file=out)
+            for backup in dbsafety.list_backups(file):
+                print(f"    backup {backup.name}", file=out)
+            if problems:
+                print(f"    -> {dbsafety.restore_hint(file)}", file=out)
+        return EXIT_ERROR if bad else EXIT_OK
+    target = next((f for f in files if f.name == Path(args.database).name), None)
+    if target is None:
+        names = ", ".join(f.name for f in files)
+        print(f"botpsy: {args.database} is not one of the databases ({names}).", file=err)
+        return EXIT_USAGE
+    try:
+        chosen = None if args.backup is None else Path(args.backup)
+        if chosen is not None and not chosen.is_absolute():
+            chosen = target.parent / chosen
+        used, aside = dbsafety.restore(target, chosen)
+    except BotpsyError as exc:
+        print(f"botpsy: {exc}", file=err)
+        return EXIT_ERROR
+    kept = f"; the replaced file is kept as {aside}" if aside is not None else ""
+    print(f"Restored {target} from {used.name}{kept}.", file=out)
+    return EXIT_OK
+
+
+COMMANDS["history"] = cmd_history
 
 
 def _add_account_commands(sub: Any) -> None:
@@ -797,16 +920,22 @@ def cmd_bench(app: App, args: argparse.Namespace, out: TextIO, err: TextIO) -> i
 
 
 COMMANDS["bench"] = cmd_bench
+COMMANDS["eval"] = cmd_eval
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     out, err = sys.stdout, sys.stderr
+    if args.command == "db":  # works on a database the app would refuse to open
+        return cmd_db(Paths.resolve(args.home), args, out, err)
     try:
         app = build_app(args.home)
     except BotpsyError as exc:
         print(f"botpsy: {exc}", file=err)
         return EXIT_ERROR
+    from botpsy_desktop.agent.logs import setup_logging
+
+    logs = setup_logging(app.paths, app.config.logs, app.secrets.known_values, face="cli")
     try:
         return COMMANDS[args.command](app, args, out, err)
     except BotpsyError as exc:
@@ -817,6 +946,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_CANCELLED
     finally:
         app.close()
+        logs.close()
 
 
 if __name__ == "__main__":  # pragma: no cover

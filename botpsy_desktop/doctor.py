@@ -85,6 +85,7 @@ def run_checks(app: App, model: str | None = None) -> list[Check]:
     checks.append(
         Check("conversations", "ok", f"{app.paths.database} (journal {app.store.journal_mode()})")
     )
+    checks.append(_integrity_check(app))
 
     path = model or app.config.model.path
     if not path:
@@ -123,7 +124,32 @@ def run_checks(app: App, model: str | None = None) -> list[Check]:
             )
         )
     checks.append(Check("tools", "info", ", ".join(app.registry.names()) or "none"))
+    from botpsy_desktop.agent.logs import log_folder
+
+    checks.append(
+        Check("logs", "info", f"{log_folder(app.paths)} (`botpsy doctor --bundle` for a report)")
+    )
     return checks
+
+
+def _integrity_check(app: App) -> Check:
+    """PRAGMA integrity_check of each SQLite file the app keeps (read-only)."""
+    from botpsy_desktop.core.dbsafety import check_file, restore_hint
+
+    data = app.paths.data_dir
+    checked, bad = [], []
+    for file in (app.paths.database, data / "alarms.sqlite3", data / "music.sqlite3"):
+        if file.exists():
+            problems = check_file(file)
+            checked.append(file.name)
+            if problems:
+                bad.append((file, problems[0]))
+    if bad:
+        file, problem = bad[0]
+        return Check(
+            "database integrity", "fail", f"{file} is damaged: {problem}", restore_hint(file)
+        )
+    return Check("database integrity", "ok", f"{', '.join(checked) or 'no databases yet'}: ok")
 
 
 def _installed_models_check(app: App) -> Check:

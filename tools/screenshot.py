@@ -74,7 +74,7 @@ def main() -> int:
                     path="Documents/todo.md",
                     text="- file the 2025 taxes\n- renew the lease",
                 ),
-                "Saved your to-do note.",
+                "All right, I did not write the note.",
                 call("list_folder", path="Documents"),
                 "Documents has 4 files: two PDFs, notes.md and holiday-plan.txt.",
             ]
@@ -121,6 +121,58 @@ def main() -> int:
     wait(qt, lambda: False, 0.3)
     saved.append(args.out / "quick-command.png")
     quick.grab().save(str(saved[-1]))
+
+    # a scheduled (background) run asks for approval: it waits in the queue, the status bar
+    # counts it, and the pending-approvals panel shows it
+    import threading
+
+    from botpsy_desktop.llm.replay import ReplayBackend
+    from botpsy_desktop.ui.style import DARK
+
+    note = call(
+        "write_text_note",
+        path="Documents/morning-summary.md",
+        text="- 3 new mails (1 from the landlord)\n- lease renewal due Friday",
+    )
+    background = app.session(ReplayBackend([note, "Saved the summary."]), background=True)
+    run = threading.Thread(
+        target=lambda: list(background.run("Every morning at 8: summarise my new mail")),
+        daemon=True,
+    )
+    run.start()
+    wait(qt, lambda: window.pending.count() == 1)
+    wait(qt, lambda: False, 1.2)  # so the panel says how long it has waited
+    panel = window.show_approvals()
+    wait(qt, lambda: False, 0.3)
+    saved.append(args.out / "approvals-queue.png")
+    panel.grab().save(str(saved[-1]))
+    qt.setStyleSheet(STYLE + DARK)  # the same window in the dark theme, badge included
+    panel.hide()
+    wait(qt, lambda: False, 0.3)
+    saved.append(args.out / "main-window-dark.png")
+    window.grab().save(str(saved[-1]))
+    qt.setStyleSheet(STYLE)
+    panel.deny()
+    run.join(10)
+
+    from botpsy_desktop.ui.firstrun import FirstRunWizard
+    from botpsy_desktop.ui.settings import SettingsDialog
+
+    settings = SettingsDialog(app, window)
+    settings.tabs.setCurrentWidget(settings.accounts)
+    settings.show()
+    wait(qt, lambda: bool(settings.accounts.rows))
+    wait(qt, lambda: False, 0.3)
+    saved.append(args.out / "settings-accounts.png")
+    settings.grab().save(str(saved[-1]))
+    settings.reject()
+    guide = FirstRunWizard(app, window)
+    guide.show()
+    wait(qt, lambda: False, 0.3)
+    saved.append(args.out / "first-run.png")
+    guide.grab().save(str(saved[-1]))
+    guide.model_dialog.shutdown()
+    guide.hide()
     for path in saved:
         print(path)
     quick.close()

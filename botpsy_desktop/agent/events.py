@@ -218,11 +218,38 @@ class Answer:
 class Error:
     """The request ended without an answer; ``kind`` is machine-readable, ``message`` for people."""
 
-    kind: Literal["step_limit", "cancelled", "model", "internal"]
+    kind: Literal["step_limit", "cancelled", "model", "internal", "context"]
     message: str
 
 
-Event = Thinking | Token | ToolStarted | ApprovalNeeded | ToolResult | TurnFinished | Answer | Error
+@dataclass(frozen=True)
+class ContextTrimmed:
+    """Parts of the conversation were left out of the prompt to fit the model's context.
+
+    The stored conversation keeps everything; only what this model turn is sent changed.
+    ``dropped_turns`` oldest turns (``dropped_messages`` messages) were left out and the results
+    of the tools in ``clipped`` were cut short. ``message`` says so for people.
+    """
+
+    dropped_turns: int
+    dropped_messages: int
+    clipped: tuple[str, ...]
+    prompt_tokens: int
+    n_ctx: int
+    message: str
+
+
+Event = (
+    Thinking
+    | Token
+    | ToolStarted
+    | ApprovalNeeded
+    | ToolResult
+    | TurnFinished
+    | Answer
+    | Error
+    | ContextTrimmed
+)
 
 
 @dataclass
@@ -236,6 +263,8 @@ class Transcript:
     answer: str | None = None
     thinking: str = ""
     error: dict[str, str] | None = None
+    context: list[dict[str, Any]] = field(default_factory=list)
+    """What was left out of the prompt to fit the context (ContextTrimmed events)."""
 
     def add(self, event: Event) -> None:
         if isinstance(event, ApprovalNeeded):
@@ -262,6 +291,17 @@ class Transcript:
             self.thinking = event.thinking
         elif isinstance(event, Error):
             self.error = {"kind": event.kind, "message": event.message}
+        elif isinstance(event, ContextTrimmed):
+            self.context.append(
+                {
+                    "dropped_turns": event.dropped_turns,
+                    "dropped_messages": event.dropped_messages,
+                    "clipped": list(event.clipped),
+                    "prompt_tokens": event.prompt_tokens,
+                    "n_ctx": event.n_ctx,
+                    "message": event.message,
+                }
+            )
 
     def as_dict(self) -> dict[str, Any]:
         totals: dict[str, float | int] = {}
@@ -304,6 +344,7 @@ class Transcript:
             "answer": self.answer,
             "thinking": self.thinking,
             "error": self.error,
+            "context": self.context,
             "turns": self.turns,
             "totals": totals,
         }

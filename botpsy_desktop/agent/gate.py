@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import threading
+import time
 import unicodedata
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -12,9 +13,12 @@ from enum import StrEnum
 from typing import Any
 
 from botpsy_desktop.agent.events import ApprovalRequest, Scope
-from botpsy_desktop.agent.policy import Assessment, Policy, within
+from botpsy_desktop.agent.policy import NEVER_SCOPED, Assessment, Policy, within
 from botpsy_desktop.agent.provenance import Finding, Provenance
-from botpsy_desktop.agent.tools import Tool, ToolRegistry
+from botpsy_desktop.agent.tools import Effect, Tool, ToolRegistry
+
+ALWAYS_ASK = NEVER_SCOPED | {Effect.OUTBOUND, Effect.PERSONAL_DATA}
+"""What the app never lets "allow for this conversation" cover: sending, money, deleting."""
 
 
 class Decision(StrEnum):
@@ -90,25 +94,55 @@ class ScopeGrants:
         with self._lock:
             self._grants.pop(conversation_id, None)
 
+    def clear(self) -> None:
+        """Forget every grant (the user switched conversation-wide allowances off)."""
+        with self._lock:
+            self._grants.clear()
+
     def of(self, conversation_id: str) -> list[Scope]:
         with self._lock:
             return list(self._grants.get(conversation_id, ()))
 
 
+@dataclass(frozen=True)
+class InboxEntry:
+    """A waiting request, which run asked (its conversation) and when (``time.time()``)."""
+
+    request: ApprovalRequest
+    origin: str
+    posted_at: float
+
+
 class ApprovalInbox:
-    """Approval requests nobody is looking at yet (background runs): they wait here."""
+    """Approval requests nobody is looking at yet (background runs): they wait here.
+
+    Listeners are called (on the posting thread) with each new request and again when a
+    request leaves the inbox (decided, stopped or timed out): ``request.decided`` tells which.
+    """
 
     def __init__(self) -> None:
         self._pending: list[ApprovalRequest] = []
         self._listeners: list[Callable[[ApprovalRequest], None]] = []
         self._lock = threading.Lock()
+        self._info: dict[int, tuple[str, float]] = {}
 
-    def post(self, request: ApprovalRequest) -> None:
+    def post(self, request: ApprovalRequest, *, origin: str = "") -> None:
+        """Add ``request``; ``origin`` names the run that asked (its conversation id)."""
         with self._lock:
             self._pending.append(request)
+            self._info[id(request)] = (origin, time.time())
             listeners = list(self._listeners)
         for listener in listeners:
             listener(request)
+
+    def entries(self) -> list[InboxEntry]:
+        """The undecided requests, oldest first, with their origin and posting time."""
+        with self._lock:
+            return [
+                InboxEntry(r, *self._info.get(id(r), ("", 0.0)))
+                for r in self._pending
+                if not r.decided
+            ]
 
     def pending(self) -> list[ApprovalRequest]:
         with self._lock:
@@ -118,6 +152,10 @@ class ApprovalInbox:
     def discard(self, request: ApprovalRequest) -> None:
         with self._lock:
             self._pending = [r for r in self._pending if r is not request]
+            was = self._info.pop(id(request), None) is not None
+            listeners = list(self._listeners) if was else []
+        for listener in listeners:
+            listener(request)
 
     def add_listener(self, listener: Callable[[ApprovalRequest], None]) -> None:
         with self._lock:
@@ -143,6 +181,10 @@ class Gate:
     policy: Policy = field(default_factory=Policy)
     grants: ScopeGrants = field(default_factory=ScopeGrants)
     inbox: ApprovalInbox = field(default_factory=ApprovalInbox)
+    offer_scopes: bool = True
+    """Whether "allow for this conversation" is offered at all (a user preference)."""
+    never_scoped: frozenset[Effect] = NEVER_SCOPED
+    """Effects a conversation-wide allowance never covers (the app passes ``ALWAYS_ASK``)."""
 
     # --- names ---------------------------------------------------------------------------------
 
@@ -207,10 +249,19 @@ class Gate:
 
     def scope_for(self, conversation_id: str, verdict: Verdict) -> Scope | None:
         """What "allow for this conversation" would cover, or None where it is not offered."""
-        if not verdict.scopable or verdict.assessment is None:
+        if not self.scopable(verdict) or verdict.assessment is None:
             return None
         a = verdict.assessment
         return Scope(conversation_id, a.tool, a.targets)
+
+    def scopable(self, verdict: Verdict) -> bool:
+        """May a conversation-wide allowance offer or cover this call (preference included)?"""
+        return (
+            self.offer_scopes
+            and verdict.scopable
+            and verdict.assessment is not None
+            and not (verdict.assessment.effects & self.never_scoped)
+        )
 
     def request(
         self,

@@ -7,15 +7,17 @@ import json
 import threading
 import time
 import uuid
-from collections.abc import Generator, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Generator, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from botpsy_desktop.agent.audit import AuditLog
+from botpsy_desktop.agent.budget import ContextBudget, ContextFull, Fitted
 from botpsy_desktop.agent.events import (
     Answer,
     ApprovalNeeded,
     ApprovalRequest,
+    ContextTrimmed,
     Error,
     Event,
     GateDecision,
@@ -27,9 +29,11 @@ from botpsy_desktop.agent.events import (
 )
 from botpsy_desktop.agent.gate import Decision, Gate, Verdict
 from botpsy_desktop.agent.hardening import clean_output, frame, known_secrets
+from botpsy_desktop.agent.logs import logged_events
 from botpsy_desktop.agent.provenance import Provenance
-from botpsy_desktop.agent.store import ConversationStore
-from botpsy_desktop.agent.tools import ToolArgumentsError, ToolRegistry
+from botpsy_desktop.agent.reply import PendingReply
+from botpsy_desktop.agent.store import ConversationStore, prompt_history
+from botpsy_desktop.agent.tools import Tool, ToolArgumentsError, ToolRegistry
 from botpsy_desktop.core.errors import BotpsyError
 from botpsy_desktop.llm.backend import Backend
 from botpsy_desktop.llm.parser import StreamSplitter, parse_turn
@@ -41,11 +45,17 @@ class LoopSettings:
     system_prompt: str
     max_steps: int = 8
     tool_timeout_s: float = 30.0
+    tool_timeouts: Mapping[str, float] = field(default_factory=dict)
+    """Seconds per adapter (``weather``) or per tool (``send_email``), over tool_timeout_s."""
     max_observation_chars: int = 6000
     secrets: frozenset[str] = frozenset()
     """Values (passwords, tokens) scrubbed from every tool output before the model sees it."""
     background_approval_timeout_s: float | None = None
     """How long a background run's approval request waits (None: until decided or stopped)."""
+    reply_tokens: int = 2048
+    """Context tokens kept free for the reply (the prompt is trimmed to leave them)."""
+    trim_chunk_turns: int = 4
+    """Older turns are left out of the prompt this many at a time (see agent/budget.py)."""
 
 
 class _Outcome:
@@ -105,40 +115,100 @@ class AgentSession:
         """The prompt: tool output is framed as data from that tool, not instructions."""
         system = {"role": "system", "content": self.settings.system_prompt}
         out: list[dict[str, Any]] = [system]
-        for m in self.store.messages(self.conversation_id):
+        # an interrupted reply is marked as cut off or left out: agent/store.py prompt_view
+        for m in prompt_history(self.store.messages(self.conversation_id)):
             if m.get("role") == "tool" and m.get("data"):
                 m = {k: v for k, v in m.items() if k != "data"}
                 m["content"] = frame(str(m.get("name") or "the tool"), str(m.get("content", "")))
             out.append(m)
         return out
 
+    def _fit(
+        self, tools: list[dict[str, Any]], think: bool, extra: list[dict[str, Any]] | None = None
+    ) -> tuple[list[dict[str, Any]], Fitted]:
+        """``_messages()`` (+ ``extra``) fitted into the backend's context (agent/budget.py)."""
+        messages = self._messages() + (extra or [])
+        n_ctx = self.backend.n_ctx
+        if n_ctx is None:  # a backend with no context limit (a replay without one)
+            return messages, Fitted(messages, 0)
+        budget = ContextBudget(
+            lambda m, t: self.backend.count_tokens(m, t, enable_thinking=think),
+            n_ctx=n_ctx,
+            reply_tokens=min(self.settings.reply_tokens, n_ctx // 2),
+            chunk_turns=self.settings.trim_chunk_turns,
+        )
+        fitted = budget.fit(messages, tools)
+        return fitted.messages, fitted
+
+    def warm_messages(self, tools: list[dict[str, Any]], think: bool) -> list[dict[str, Any]]:
+        """The history as the next (short) request will send it, after the context budget: what
+        ``App.warm`` evaluates ahead, so that the tokens match."""
+        try:
+            messages, _ = self._fit(tools, think, [{"role": "user", "content": ""}])
+        except (ContextFull, BotpsyError):
+            return self._messages()[:1]
+        return messages[:-1]
+
     def run(
         self, text: str, *, cancel: threading.Event | None = None, think: bool = False
     ) -> Iterator[Event]:
-        """Handle one user request, yielding events until an Answer or an Error."""
+        """Handle one user request, yielding events until an Answer or an Error.
+
+        The user's message is committed before the model is called; the reply is saved as it
+        streams (agent/reply.py). A reply left unfinished (an error, Stop, the generator
+        dropped) is kept marked interrupted; one cut off by a crash is marked on the next open.
+        """
+        self._reply = PendingReply(self.store, self.conversation_id)
+        try:
+            events = self._run(text, cancel=cancel, think=think)
+            yield from logged_events(events, self.conversation_id, text)  # agent/logs.py
+        finally:
+            self._reply.abandon()
+
+    def _next_row(
+        self, stubs: list[dict[str, Any]], step: int, cancel: threading.Event
+    ) -> dict[str, Any] | None:
+        """The row to open when a tool row is finished: the next call's, or the next turn's."""
+        if stubs:
+            return stubs.pop(0)
+        if cancel.is_set() or step >= self.settings.max_steps:
+            return None
+        return self._reply.next_turn()
+
+    def _run(
+        self, text: str, *, cancel: threading.Event | None = None, think: bool = False
+    ) -> Iterator[Event]:
         cancel = cancel or threading.Event()
         if not self.store.messages(self.conversation_id):
             self.store.rename(self.conversation_id, text[:60])
-        self.store.append(self.conversation_id, {"role": "user", "content": text})
+        self._reply.start({"role": "user", "content": text})
         tools = self.registry.schemas()
+        trimmed: Fitted | None = None  # what was last reported as left out of the prompt
         for step in range(1, self.settings.max_steps + 1):
             splitter: StreamSplitter | None = None
             completion: Completion | None = None
             try:
+                prompt, fitted = self._fit(tools, think)
+                if fitted.trimmed and (trimmed is None or _trim_key(trimmed) != _trim_key(fitted)):
+                    trimmed = fitted
+                    yield _trimmed_event(fitted, self.backend.n_ctx or 0)
                 for item in self.backend.complete(
-                    self._messages(), tools, enable_thinking=think, cancel=cancel
+                    prompt, tools, enable_thinking=think, cancel=cancel
                 ):
                     if isinstance(item, Completion):
                         completion = item
                         break
                     if splitter is None:
                         splitter = StreamSplitter(started_in_thinking=item.started_in_thinking)
-                    yield from _stream_events(splitter.feed(item.text))
+                    yield from self._reply.stream(_stream_events(splitter.feed(item.text)))
+            except ContextFull as exc:
+                yield Error("context", _context_full_message(exc))
+                return
             except BotpsyError as exc:
                 yield Error("model", str(exc))
                 return
             if splitter is not None:
-                yield from _stream_events(splitter.finish())
+                yield from self._reply.stream(_stream_events(splitter.finish()))
             if completion is None:
                 yield Error("internal", "The model backend ended without a completion.")
                 return
@@ -147,16 +217,14 @@ class AgentSession:
                 completion.text, tools, started_in_thinking=completion.started_in_thinking
             )
             if completion.finish_reason == "cancelled":
-                if parsed.content:
-                    self.store.append(
-                        self.conversation_id,
-                        {"role": "assistant", "content": parsed.content, "interrupted": True},
-                    )
+                self._reply.finish(
+                    {"role": "assistant", "content": parsed.content} if parsed.content else None,
+                    interrupted=True,
+                )
                 yield Error("cancelled", "Stopped.")
                 return
             if not parsed.calls:
-                self.store.append(
-                    self.conversation_id,
+                self._reply.finish(
                     {
                         "role": "assistant",
                         "content": parsed.content,
@@ -187,7 +255,11 @@ class AgentSession:
             }
             if tool_calls:
                 assistant["tool_calls"] = tool_calls
-            self.store.append(self.conversation_id, assistant)
+            stubs = [  # each call's result row, opened as the one before it is finished
+                {"role": "tool", "tool_call_id": i, "name": c.name or "", "content": ""}
+                for i, c in zip(call_ids, parsed.calls, strict=True)
+            ]
+            self._reply.finish(assistant, then=stubs.pop(0))
 
             for call_id, call in zip(call_ids, parsed.calls, strict=True):
                 if cancel.is_set():
@@ -217,7 +289,7 @@ class AgentSession:
                 }
                 if outcome.ran:
                     message["data"] = True
-                self.store.append(self.conversation_id, message)
+                self._reply.finish(message, then=self._next_row(stubs, step, cancel))
                 self.store.record_tool_call(
                     self.conversation_id,
                     call_id=call_id,
@@ -265,13 +337,13 @@ class AgentSession:
             return _Outcome(False, verdict.message or f"{tool.name} is not allowed.", "denied")
         if verdict.decision is Decision.ALLOW:
             return _run_with_timeout(
-                lambda: tool.call(args_model), self.settings.tool_timeout_s, tool.name, "allowed"
+                lambda: tool.call(args_model), *self._timeout(tool), tool.name, "allowed", cancel
             )
 
         # ASK: a conversation-wide allowance, or the user's decision on this exact call
         edited: dict[str, Any] | None = None
         scope = None
-        if not self.background and verdict.scopable and verdict.assessment is not None:
+        if not self.background and self.gate.scopable(verdict) and verdict.assessment is not None:
             scope = self.gate.grants.covering(self.conversation_id, tool.name, verdict.assessment)
         if scope is not None:
             decided_by = f"allowed for this conversation ({scope.describe()})"
@@ -316,7 +388,7 @@ class AgentSession:
                 self.gate.grants.add(request.scope)
             decided_by = request.decided_by or "user"
         outcome = _run_with_timeout(
-            lambda: tool.call(args_model), self.settings.tool_timeout_s, tool.name, "approved"
+            lambda: tool.call(args_model), *self._timeout(tool), tool.name, "approved", cancel
         )
         outcome.decided_by = decided_by
         ran_with = arguments if edited is None else edited
@@ -327,11 +399,20 @@ class AgentSession:
             outcome.output = f"(The user changed the arguments to {shown}.)\n{outcome.output}"
         return outcome
 
+    def _timeout(self, tool: Tool) -> tuple[float, str]:
+        """Seconds ``tool`` may run and the setting that says so: the tool's own entry in
+        agent.tool_timeouts, else its adapter's, else agent.tool_timeout_s."""
+        overrides = self.settings.tool_timeouts
+        for key in (tool.name, tool_family(tool)):
+            if key and key in overrides:
+                return overrides[key], f"agent.tool_timeouts.{key}"
+        return self.settings.tool_timeout_s, "agent.tool_timeout_s"
+
     def _wait_in_inbox(self, request: ApprovalRequest, cancel: threading.Event) -> None:
         """A background run's request waits for the user: never answered automatically."""
         timeout = self.settings.background_approval_timeout_s
         deadline = None if timeout is None else time.monotonic() + timeout
-        self.gate.inbox.post(request)
+        self.gate.inbox.post(request, origin=self.conversation_id)
         try:
             while not request.decided:
                 if cancel.is_set() or (deadline is not None and time.monotonic() >= deadline):
@@ -370,31 +451,75 @@ class AgentSession:
         )
 
 
-def _run_with_timeout(fn: Any, timeout: float, name: str, verdict: GateDecision) -> _Outcome:
+def tool_family(tool: Tool) -> str:
+    """The adapter a tool comes from (``botpsy_desktop.adapters.weather...`` -> ``weather``)."""
+    parts = str(getattr(tool.handler, "__module__", "") or "").split(".")
+    if len(parts) > 2 and parts[:2] == ["botpsy_desktop", "adapters"]:
+        return parts[2]
+    return ""
+
+
+def _run_with_timeout(
+    fn: Any,
+    timeout: float,
+    setting: str,
+    name: str,
+    verdict: GateDecision,
+    cancel: threading.Event | None = None,
+) -> _Outcome:
+    """Run a tool on its own thread; give up after ``timeout`` s or as soon as ``cancel`` is set.
+
+    An abandoned call's thread is left to finish in the background (a thread cannot be killed);
+    whatever it returns or raises then is dropped, never reported or applied a second time.
+    """
     result: dict[str, Any] = {}
+    lock = threading.Lock()
+    done = threading.Event()
+    abandoned = False
 
     def target() -> None:
         try:
-            result["value"] = fn()
+            value: dict[str, Any] = {"value": fn()}
         except BotpsyError as exc:
-            result["error"] = str(exc)
+            value = {"error": str(exc)}
         except Exception as exc:  # an adapter bug must not take the session down
-            result["error"] = f"{name} failed: {type(exc).__name__}: {exc}"
+            value = {"error": f"{name} failed: {type(exc).__name__}: {exc}"}
+        with lock:
+            if not abandoned:
+                result.update(value)
+            done.set()
 
+    cancel = cancel or threading.Event()
     started = time.perf_counter()
+    deadline = time.monotonic() + timeout
     worker = threading.Thread(target=target, name=f"tool-{name}", daemon=True)
     worker.start()
-    worker.join(timeout)
+    while not done.is_set() and not cancel.is_set():
+        left = deadline - time.monotonic()
+        if left <= 0:
+            break
+        done.wait(min(left, 0.02))  # Stop is noticed within 20 ms
+    with lock:
+        finished = done.is_set()
+        abandoned = not finished
     duration = time.perf_counter() - started
-    if worker.is_alive():
-        abandoned = _Outcome(
-            False,
-            f"{name} did not finish within {timeout:g} s and was abandoned.",
-            verdict,
-            duration,
-        )
-        abandoned.ran = True
-        return abandoned
+    if abandoned:
+        if cancel.is_set():
+            message = (
+                f"The user stopped the request while {name} was running ({duration:.1f} s); "
+                "its result, if it still comes, is ignored. It may still complete in the "
+                "background: check before trying it again."
+            )
+        else:
+            message = (
+                f"{name} did not finish within {timeout:g} s ({setting}) and was abandoned; "
+                "its result, if it still comes, is ignored. It may still complete in the "
+                "background: tell the user it did not answer in time, and check before "
+                "trying it again."
+            )
+        outcome = _Outcome(False, message, verdict, duration)
+        outcome.ran = True
+        return outcome
     if "error" in result:
         outcome = _Outcome(False, str(result["error"]), verdict, duration)
     else:
@@ -414,6 +539,40 @@ def _clip(text: str, limit: int) -> str:
     if len(text) <= limit:
         return text
     return f"{text[:limit]}\n[clipped: {len(text) - limit} more characters not shown]"
+
+
+def _trim_key(fitted: Fitted) -> tuple[int, tuple[str, ...]]:
+    return fitted.dropped_turns, tuple(fitted.clipped)
+
+
+def _trimmed_event(fitted: Fitted, n_ctx: int) -> ContextTrimmed:
+    parts = []
+    if fitted.dropped_turns:
+        turns = "turn" if fitted.dropped_turns == 1 else f"{fitted.dropped_turns} turns"
+        parts.append(
+            f"Left out the oldest {turns} ({fitted.dropped_messages} messages) of this "
+            f"conversation to fit the model's context of {n_ctx} tokens; they are still saved."
+        )
+    if fitted.clipped:
+        names = ", ".join(dict.fromkeys(fitted.clipped))
+        parts.append(f"Clipped long results of {names} to fit the context.")
+    return ContextTrimmed(
+        fitted.dropped_turns,
+        fitted.dropped_messages,
+        tuple(fitted.clipped),
+        fitted.prompt_tokens,
+        n_ctx,
+        " ".join(parts),
+    )
+
+
+def _context_full_message(exc: ContextFull) -> str:
+    return (
+        f"This request does not fit the model's context: the system prompt, the tools and the "
+        f"request need {exc.needed} tokens, but only {max(exc.limit, 0)} of the {exc.n_ctx} are "
+        f"left after keeping {exc.reply_tokens} for the reply. Write a shorter request, or "
+        "raise model.n_ctx in the settings."
+    )
 
 
 def _stream_events(parts: Sequence[tuple[str, str]]) -> Iterator[Event]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 import threading
@@ -11,9 +12,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from botpsy_desktop.agent.owners import OwnerLock
+from botpsy_desktop.core.dbsafety import backup_before_migration, restore_hint
 from botpsy_desktop.core.errors import StoreError
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
+# 3: messages.state ('done', 'pending': being written by its owner process, 'interrupted': its
+#    owner died or stopped before finishing it) and messages.owner (see agent/owners.py)
+
+INTERRUPTED_NOTE = "[This reply was cut off before it was finished.]"
+"""How an interrupted partial reply appears in the prompt: its text, then this note."""
+INTERRUPTED_TOOL = (
+    "The app stopped before this tool call finished, so whether it ran is unknown. "
+    "Check its effect before running it again."
+)
+"""The tool result the model reads for a call that was interrupted while it ran."""
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS conversations (
@@ -59,7 +72,43 @@ CREATE TABLE IF NOT EXISTS actions (
     undoes INTEGER,
     undone_by INTEGER
 );
+-- Per-conversation settings (e.g. "think"): JSON values, gone with their conversation.
+-- A new table only, so it needs no schema version of its own: older versions ignore it.
+CREATE TABLE IF NOT EXISTS conversation_settings (
+    conversation_id TEXT NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+    key TEXT NOT NULL,
+    value TEXT NOT NULL,
+    PRIMARY KEY (conversation_id, key)
+);
 """
+
+
+def prompt_view(message: dict[str, Any]) -> dict[str, Any] | None:
+    """How a stored message goes into the prompt (None: left out).
+
+    An interrupted reply is never passed off as complete: its partial text is kept with
+    :data:`INTERRUPTED_NOTE` after it (its thinking dropped), and one that had not said anything
+    yet is left out. An interrupted tool call gets :data:`INTERRUPTED_TOOL` as its result, so no
+    call is left unanswered.
+    """
+    if not message.get("interrupted"):
+        return message
+    message = {k: v for k, v in message.items() if k != "interrupted"}
+    if message.get("role") == "tool":
+        return {**message, "content": str(message.get("content") or INTERRUPTED_TOOL)}
+    if message.get("role") != "assistant":
+        return message
+    text = str(message.get("content") or "").strip()
+    if not text and not message.get("tool_calls"):
+        return None
+    message.pop("reasoning_content", None)
+    message["content"] = f"{text}\n\n{INTERRUPTED_NOTE}".strip()
+    return message
+
+
+def prompt_history(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Stored messages as the prompt shows them (see :func:`prompt_view`)."""
+    return [v for v in map(prompt_view, messages) if v is not None]
 
 
 @dataclass(frozen=True)
@@ -74,19 +123,35 @@ class ConversationInfo:
 class ConversationStore:
     """One database file; safe to share between threads (one connection behind a lock).
 
-    WAL with ``synchronous=NORMAL``: a committed message survives the app being killed; a power
-    cut may lose the last few commits but never corrupts the file.
+    WAL mode. Commits are ``synchronous=FULL`` (the WAL is flushed to disk: a committed user
+    message, finished reply, tool result or audit entry survives a power cut), except the
+    progress updates of a reply being streamed, which are ``NORMAL`` (they survive the app being
+    killed; a power cut may lose the text streamed since the last FULL commit). Neither a kill
+    nor a power cut corrupts the file.
+
+    A reply is a *pending* row from the moment the user's message is committed: updated as the
+    text streams (:meth:`update`), finished by :meth:`finish`. Pending rows belong to this
+    store's owner lock; when a store is opened, pending rows whose owner process is gone are
+    marked interrupted (a running process's rows are left alone).
     """
 
     def __init__(self, path: Path | str) -> None:
         self.path = Path(path)
         self._lock = threading.Lock()
+        memory = str(path) == ":memory:"
         try:
-            if str(path) != ":memory:":
+            self._owner = OwnerLock(None if memory else self.path)
+        except OSError as exc:
+            raise StoreError(
+                f"Cannot use the folder of the conversation database {self.path}: {exc}.",
+                "Check the disk and permissions of that folder.",
+            ) from exc
+        try:
+            if not memory:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
             self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
             self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.execute("PRAGMA synchronous=FULL")
             self._db.execute("PRAGMA foreign_keys=ON")
             self._db.execute("PRAGMA busy_timeout=5000")
             version = self._db.execute("PRAGMA user_version").fetchone()[0]
@@ -95,17 +160,204 @@ class ConversationStore:
                     f"The conversation database {self.path} was written by a newer version.",
                     "Update botpsy-desktop, or move the file away to start fresh.",
                 )
+            if 0 < version < SCHEMA_VERSION and not memory:
+                self.backup = backup_before_migration(self._db, self.path, version)
             self._db.executescript(_SCHEMA)
+            self._migrate()
             self._db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+            self.recovered = self._recover()
         except sqlite3.DatabaseError as exc:
+            self._abandon()
             raise StoreError(
                 f"Cannot open the conversation database {self.path}: {exc}.",
-                "Check the disk and permissions; a damaged file can be moved away to start fresh.",
+                "Check the disk and permissions. " + restore_hint(self.path),
             ) from exc
+        except BaseException:
+            self._abandon()
+            raise
+
+    backup: Path | None = None
+    """The copy made before this open upgraded the file's schema (None: no upgrade)."""
+    recovered: int = 0
+    """Pending rows of dead processes this open marked interrupted."""
+
+    def _abandon(self) -> None:
+        if getattr(self, "_db", None) is not None:
+            self._db.close()
+        self._owner.release()
+
+    def _migrate(self) -> None:
+        """Add the columns of schema 3 (idempotent; one process at a time)."""
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            columns = {r[1] for r in self._db.execute("PRAGMA table_info(messages)")}
+            if "state" not in columns:
+                self._db.execute(
+                    "ALTER TABLE messages ADD COLUMN state TEXT NOT NULL DEFAULT 'done'"
+                )
+            if "owner" not in columns:
+                self._db.execute("ALTER TABLE messages ADD COLUMN owner TEXT")
+            self._db.execute(
+                "CREATE INDEX IF NOT EXISTS messages_pending ON messages(state) "
+                "WHERE state = 'pending'"
+            )
+            self._db.execute("COMMIT")
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+
+    def _recover(self) -> int:
+        """Mark interrupted the pending rows whose owner process has died; returns how many."""
+        owners = [
+            str(r[0])
+            for r in self._db.execute(
+                "SELECT DISTINCT owner FROM messages WHERE state = 'pending'"
+            ).fetchall()
+            if r[0] != self._owner.token
+        ]
+        marked = 0
+        for owner in owners:
+            with self._owner.if_dead(owner) as dead:
+                if dead:
+                    cur = self._db.execute(
+                        "UPDATE messages SET state = 'interrupted' "
+                        "WHERE state = 'pending' AND owner IS ?",
+                        (owner,),
+                    )
+                    marked += cur.rowcount
+        return marked
 
     def close(self) -> None:
+        """Close the file; this store's unfinished replies are marked interrupted first."""
         with self._lock:
+            with contextlib.suppress(sqlite3.Error):  # closing anyway: the next open marks them
+                self._db.execute(
+                    "UPDATE messages SET state = 'interrupted' WHERE state = 'pending' "
+                    "AND owner = ?",
+                    (self._owner.token,),
+                )
             self._db.close()
+            self._owner.release()
+
+    # --- replies written as they stream ---------------------------------------------------
+
+    def _commit(self, steps: list[tuple[str, tuple[Any, ...]]], *, durable: bool = True) -> int:
+        """Run ``steps`` in one transaction; returns the last statement's lastrowid."""
+        with self._lock:
+            if not durable:
+                self._db.execute("PRAGMA synchronous=NORMAL")
+            last = 0
+            try:
+                self._db.execute("BEGIN IMMEDIATE")
+                for sql, params in steps:
+                    cur = self._db.execute(sql, params)
+                    if sql.startswith("INSERT"):
+                        last = int(cur.lastrowid or 0)
+                self._db.execute("COMMIT")
+            except sqlite3.Error as exc:
+                if self._db.in_transaction:
+                    self._db.execute("ROLLBACK")
+                raise StoreError(
+                    f"Could not save a message to {self.path}: {exc}.",
+                    "Check free disk space and permissions.",
+                ) from exc
+            finally:
+                if not durable:
+                    self._db.execute("PRAGMA synchronous=FULL")
+            return last
+
+    def _insert(
+        self, conversation_id: str, message: dict[str, Any], state: str
+    ) -> list[tuple[str, tuple[Any, ...]]]:
+        now = time.time()
+        return [
+            (
+                "INSERT INTO messages (conversation_id, role, payload, created_at, state, owner) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                (
+                    conversation_id,
+                    message["role"],
+                    json.dumps(message, ensure_ascii=False),
+                    now,
+                    state,
+                    self._owner.token if state == "pending" else None,
+                ),
+            ),
+            ("UPDATE conversations SET updated_at = ? WHERE id = ?", (now, conversation_id)),
+        ]
+
+    def start_turn(self, conversation_id: str, user: dict[str, Any]) -> int:
+        """Commit the user's message (durably) and open a pending reply row after it, together.
+
+        Returns the pending row's id, for :meth:`update` and :meth:`finish`.
+        """
+        return self._commit(
+            self._insert(conversation_id, user, "done")[:1]
+            + self._insert(conversation_id, {"role": "assistant", "content": ""}, "pending")
+        )
+
+    def update(self, row_id: int, message: dict[str, Any]) -> None:
+        """Save the progress of a pending row (cheap: not flushed to disk at once)."""
+        self._commit(
+            [
+                (
+                    "UPDATE messages SET payload = ? WHERE id = ? AND state = 'pending'",
+                    (json.dumps(message, ensure_ascii=False), row_id),
+                )
+            ],
+            durable=False,
+        )
+
+    def finish(
+        self,
+        row_id: int,
+        message: dict[str, Any] | None,
+        *,
+        interrupted: bool = False,
+        then: dict[str, Any] | None = None,
+    ) -> int | None:
+        """End a pending row with its final ``message`` (None: remove it, nothing was said).
+
+        ``interrupted`` keeps it marked as cut off (stopped, failed). ``then`` opens the next
+        pending row (the next tool call or model turn) in the same transaction, so there is no
+        moment without one while the request runs; its id is returned.
+        """
+        row = self._db_row_conversation(row_id)
+        if message is None:
+            steps: list[tuple[str, tuple[Any, ...]]] = [
+                ("DELETE FROM messages WHERE id = ? AND state = 'pending'", (row_id,))
+            ]
+        else:
+            steps = [
+                (
+                    "UPDATE messages SET payload = ?, state = ?, owner = NULL "
+                    "WHERE id = ? AND state = 'pending'",
+                    (
+                        json.dumps(message, ensure_ascii=False),
+                        "interrupted" if interrupted else "done",
+                        row_id,
+                    ),
+                )
+            ]
+        if then is not None and row is not None:
+            steps += self._insert(row, then, "pending")
+        last = self._commit(steps)
+        return last if then is not None and row is not None else None
+
+    def _db_row_conversation(self, row_id: int) -> str | None:
+        with self._lock:
+            found = self._db.execute(
+                "SELECT conversation_id FROM messages WHERE id = ?", (row_id,)
+            ).fetchone()
+        return None if found is None else str(found[0])
+
+    def state(self, row_id: int) -> str | None:
+        """A message row's state: 'done', 'pending', 'interrupted' (None: no such row)."""
+        with self._lock:
+            found = self._db.execute(
+                "SELECT state FROM messages WHERE id = ?", (row_id,)
+            ).fetchone()
+        return None if found is None else str(found[0])
 
     def _write(self, sql: str, params: tuple[Any, ...]) -> int:
         with self._lock:
@@ -190,13 +442,24 @@ class ConversationStore:
                 ) from exc
             return int(cur.lastrowid or 0)
 
-    def messages(self, conversation_id: str) -> list[dict[str, Any]]:
+    def messages(self, conversation_id: str, *, pending: bool = False) -> list[dict[str, Any]]:
+        """The conversation's messages in order. An interrupted one carries ``interrupted:
+        True``; rows still being written are left out unless ``pending`` (then ``pending:
+        True``)."""
         with self._lock:
             rows = self._db.execute(
-                "SELECT payload FROM messages WHERE conversation_id = ? ORDER BY id",
+                "SELECT payload, state FROM messages WHERE conversation_id = ? ORDER BY id",
                 (conversation_id,),
             ).fetchall()
-        return [json.loads(r[0]) for r in rows]
+        out = []
+        for payload, state in rows:
+            if state == "pending" and not pending:
+                continue
+            message = json.loads(payload)
+            if state in ("interrupted", "pending"):
+                message[state] = True
+            out.append(message)
+        return out
 
     def record_tool_call(
         self,
@@ -336,3 +599,25 @@ class ConversationStore:
             }
             for r in rows
         ]
+
+    def setting(self, conversation_id: str, key: str, default: Any = None) -> Any:
+        """A per-conversation setting (e.g. "think"), or ``default`` if it was never set."""
+        with self._lock:
+            row = self._db.execute(
+                "SELECT value FROM conversation_settings WHERE conversation_id = ? AND key = ?",
+                (conversation_id, key),
+            ).fetchone()
+        return default if row is None else json.loads(row[0])
+
+    def set_setting(self, conversation_id: str, key: str, value: Any) -> None:
+        """Keep ``value`` (JSON) with the conversation; unknown conversations are an error."""
+        if not self.exists(conversation_id):
+            raise StoreError(
+                f"There is no conversation {conversation_id}.",
+                "Open or create the conversation first.",
+            )
+        self._write(
+            "INSERT INTO conversation_settings (conversation_id, key, value) VALUES (?, ?, ?) "
+            "ON CONFLICT(conversation_id, key) DO UPDATE SET value = excluded.value",
+            (conversation_id, key, json.dumps(value)),
+        )

@@ -84,6 +84,7 @@ class SecretStore:
         self.timeout_s = timeout_s
         self._session: dict[str, str] = {}
         self._lock = threading.Lock()
+        self._seen: set[str] = set()  # passwords handled this session: never logged
 
     def backend(self) -> Any:
         """The keyring backend in use (the OS default unless one was given)."""
@@ -100,12 +101,18 @@ class SecretStore:
                 return self._session[account]
         backend = self.backend()
         value = self._call(lambda: backend.get_password(self.service, _entry(account)), "read")
-        return None if value is None else str(value)
+        if value is None:
+            return None
+        with self._lock:
+            self._seen.add(str(value))
+        return str(value)
 
     def set(self, account: str, secret: str, *, session_only: bool = False) -> None:
         """Store the password in the keyring, or (``session_only``) in memory until exit."""
         if not secret:
             raise BotpsyError("The password is empty.", "Enter the account's password.")
+        with self._lock:
+            self._seen.add(secret)
         if session_only:
             with self._lock:
                 self._session[account] = secret
@@ -149,6 +156,11 @@ class SecretStore:
     def provider(self, account: str) -> Callable[[], str]:
         """A callable giving the account's password when a connection is made (never earlier)."""
         return lambda: self.require(account)
+
+    def known_values(self) -> frozenset[str]:
+        """Every password read, stored or given this session (the log filter removes them)."""
+        with self._lock:
+            return frozenset(self._seen | set(self._session.values()))
 
     def in_session(self, account: str) -> bool:
         """Whether a this-session-only password is held for the account."""

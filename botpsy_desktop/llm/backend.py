@@ -16,10 +16,24 @@ class Backend(Protocol):
 
     ``complete`` yields TextPiece items as text is generated and ends with exactly one Completion.
     Setting ``cancel`` stops generation within one token; the Completion then says "cancelled".
+    ``count_tokens`` says how many tokens ``complete`` would evaluate for the same arguments (the
+    whole prompt, before the reply); ``n_ctx`` is the context window those tokens and the reply
+    must fit in, or None when the backend has no limit (a replay without a configured context).
     """
 
     @property
     def name(self) -> str: ...
+
+    @property
+    def n_ctx(self) -> int | None: ...
+
+    def count_tokens(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[Mapping[str, Any]],
+        *,
+        enable_thinking: bool,
+    ) -> int: ...
 
     def complete(
         self,

@@ -124,6 +124,8 @@ class LlamaBackend:
         self._literal_sets: dict[str, tuple[npt.NDArray[np.intc], _TokenDataArray]] = {}
         self._grammars: dict[str, str] = {}
         self._evaluated_text = ""  # the text whose tokens the context holds (for continuation)
+        self.last_prompt_tokens: list[int] = []
+        """The prompt tokens the last generation evaluated or reused (the fidelity check)."""
         self._prefix_texts: dict[str, str] = {}
         self.states: StateCache | None = None
         if self.hybrid and settings.state_checkpoints > 0:
@@ -139,7 +141,9 @@ class LlamaBackend:
 
     @property
     def n_ctx(self) -> int:
-        return int(self._llama.n_ctx())
+        # llama.cpp pads the context (384 becomes 512), but the binding's token buffer holds
+        # only what was asked for: evaluating past it fails, so that is the real limit
+        return min(int(self._llama.n_ctx()), len(self._llama.input_ids))
 
     def _token_text(self, token: int) -> str:
         if token < 0:
@@ -410,6 +414,36 @@ class LlamaBackend:
             cuts=self._cuts(messages, tools, enable_thinking, rendered.text),
         )
 
+    def count_tokens(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[Mapping[str, Any]],
+        *,
+        enable_thinking: bool,
+    ) -> int:
+        """How many tokens ``complete`` would evaluate for this prompt: rendered and tokenized
+        exactly as it would be (reusing the tokens the context already holds of its start)."""
+        if self._closed:
+            raise ModelError("The model was closed.", "Load it again.")
+        rendered = self.renderer.render(messages, tools, enable_thinking=enable_thinking)
+        tokens, _ = self._tokenize_continuing(rendered.text)
+        return len(tokens)
+
+    def prompt_tokens(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[Mapping[str, Any]],
+        *,
+        enable_thinking: bool,
+    ) -> list[int]:
+        """The prompt tokens ``complete`` would evaluate or reuse, without evaluating them (the
+        prompt-path fidelity check)."""
+        if self._closed:
+            raise ModelError("The model was closed.", "Load it again.")
+        rendered = self.renderer.render(messages, tools, enable_thinking=enable_thinking)
+        cuts = self._cuts(messages, tools, enable_thinking, rendered.text)
+        return self._tokenize_continuing(rendered.text, cuts)[0]
+
     def warm(
         self,
         messages: Sequence[Message],
@@ -486,6 +520,7 @@ class LlamaBackend:
                 )
             prompt += TOOL_CALL_OPEN
         tokens, marks = self._tokenize_continuing(prompt, cuts)
+        self.last_prompt_tokens = list(tokens)
         if not tokens:
             raise ModelError("The prompt is empty.")
         stats.prompt_tokens = len(tokens)

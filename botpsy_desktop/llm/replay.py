@@ -3,17 +3,22 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from botpsy_desktop.core.errors import ModelError
 from botpsy_desktop.llm.backend import Message
+from botpsy_desktop.llm.prompt import PromptRenderer
 from botpsy_desktop.llm.types import Completion, GenerationStats, TextPiece
 
 _PIECE = re.compile(r"<[^<>\s]{1,40}>|\s*\S+|\s+")
+BYTES_PER_TOKEN = 3.0
+"""A replay has no tokenizer: its prompt size is estimated as UTF-8 bytes / 3 of the ChatML
+rendering, a little above what Qwen's tokenizer counts for English prose and JSON schemas."""
 
 
 class ReplayBackend:
@@ -23,9 +28,20 @@ class ReplayBackend:
     format), or an object ``{"text": ..., "thinking_open": bool}`` where ``thinking_open`` says the
     prompt ended inside an open ``<think>`` block. Text is streamed in word-sized pieces so the
     streaming path is exercised too.
+
+    ``n_ctx`` is the context window the agent loop budgets prompts against (None: no limit);
+    ``count_tokens`` then estimates a prompt's size (see ``BYTES_PER_TOKEN``), or counts it
+    exactly when ``count_text`` (a tokenizer's counting function) is given.
     """
 
-    def __init__(self, turns: Sequence[str | Mapping[str, Any]], *, source: str = "replay") -> None:
+    def __init__(
+        self,
+        turns: Sequence[str | Mapping[str, Any]],
+        *,
+        source: str = "replay",
+        n_ctx: int | None = None,
+        count_text: Callable[[str], int] | None = None,
+    ) -> None:
         self._turns: list[tuple[str, bool]] = []
         for i, turn in enumerate(turns):
             if isinstance(turn, str):
@@ -40,10 +56,13 @@ class ReplayBackend:
                 )
         self._source = source
         self._next = 0
+        self._n_ctx = n_ctx
+        self._count_text = count_text
+        self._renderer: PromptRenderer | None = None
         self.prompts: list[list[dict[str, Any]]] = []
 
     @classmethod
-    def from_file(cls, path: str | Path) -> ReplayBackend:
+    def from_file(cls, path: str | Path, *, n_ctx: int | None = None) -> ReplayBackend:
         file = Path(path)
         try:
             data = json.loads(file.read_text(encoding="utf-8"))
@@ -61,11 +80,30 @@ class ReplayBackend:
                 f"Replay file {file} holds a JSON {type(data).__name__}, not a list.",
                 "It must be a JSON list of raw model completions, one per model turn.",
             )
-        return cls(data, source=str(file))
+        return cls(data, source=str(file), n_ctx=n_ctx)
 
     @property
     def name(self) -> str:
         return f"replay:{self._source}"
+
+    @property
+    def n_ctx(self) -> int | None:
+        return self._n_ctx
+
+    def count_tokens(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[Mapping[str, Any]],
+        *,
+        enable_thinking: bool,
+    ) -> int:
+        """The prompt's size: the ChatML tool prompt, estimated or counted with ``count_text``."""
+        if self._renderer is None:
+            self._renderer = PromptRenderer(None)
+        text = self._renderer.render(messages, tools, enable_thinking=enable_thinking).text
+        if self._count_text is not None:
+            return self._count_text(text)
+        return math.ceil(len(text.encode("utf-8")) / BYTES_PER_TOKEN)
 
     @property
     def remaining(self) -> int:

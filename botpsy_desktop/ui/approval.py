@@ -29,10 +29,18 @@ EFFECT_WORDS = {
 }
 
 
+def plain_words(request: ApprovalRequest) -> str:
+    """What will happen if approved, in plain words (the tool, its effects, the receipt)."""
+    effects = "; ".join(EFFECT_WORDS.get(e, e) for e in request.effects) or "has effects"
+    return f"This {effects}.\n{request.receipt}"
+
+
 class ApprovalDialog(QDialog):
     """Shows the gate's receipt. Deny is the default; Edit lets the user change the arguments.
 
     The decision goes straight to the request (approve/deny); closing the dialog denies.
+    Keyboard: Deny has the focus (Enter denies), Alt+A or Ctrl+Enter approves, Alt+E edits,
+    Alt+D or Escape denies; Tab goes Deny, Edit, Approve, the arguments.
     """
 
     def __init__(self, request: ApprovalRequest, parent: Any = None) -> None:
@@ -100,6 +108,20 @@ class ApprovalDialog(QDialog):
         row.addWidget(buttons)
         layout.addLayout(row)
         self._approve_shortcut = QShortcut(QKeySequence("Ctrl+Return"), self, self.approve)
+        self._approve_enter = QShortcut(QKeySequence("Ctrl+Enter"), self, self.approve)
+        for button, words in (
+            (self.deny_button, "Deny: do not run it (Escape)"),
+            (self.edit_button, "Edit the arguments before approving"),
+            (self.approve_button, "Approve: run exactly this (Ctrl+Enter)"),
+        ):
+            button.setToolTip(words)
+            button.setAccessibleDescription(words)
+        self.arguments.setAccessibleName("Exact arguments")
+        self.arguments.setTabChangesFocus(True)
+        self.setTabOrder(self.deny_button, self.edit_button)
+        self.setTabOrder(self.edit_button, self.approve_button)
+        self.setTabOrder(self.approve_button, self.scope_button)
+        self.setTabOrder(self.scope_button, self.arguments)
         self.deny_button.setFocus()
 
     def start_edit(self) -> None:

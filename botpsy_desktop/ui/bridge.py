@@ -1,4 +1,4 @@
-"""The bridge between the Qt window and the Qt-free core: one worker thread owns the model."""
+"""The bridge between the Qt window and the Qt-free core: one scheduler thread owns the model."""
 
 from __future__ import annotations
 
@@ -8,11 +8,12 @@ import time
 import uuid
 from typing import Any
 
-from PySide6.QtCore import QObject, QThread, Signal, Slot
+from PySide6.QtCore import QObject, QThread, QTimer, Signal
 
 from botpsy_desktop.agent.events import (
     Answer,
     ApprovalNeeded,
+    ContextTrimmed,
     Error,
     Thinking,
     Token,
@@ -20,24 +21,40 @@ from botpsy_desktop.agent.events import (
     ToolStarted,
     TurnFinished,
 )
+from botpsy_desktop.agent.loop import AgentSession
+from botpsy_desktop.agent.scheduler import (
+    EngineContext,
+    Finished,
+    Item,
+    Priority,
+    Queued,
+    Request,
+    RequestScheduler,
+    session_job,
+)
 from botpsy_desktop.app import App
 from botpsy_desktop.core.errors import BotpsyError
 from botpsy_desktop.llm.backend import Backend
 
+NO_MODEL = "No model is loaded yet. Use File ▸ Open model…."
 TOKEN_BATCH_S = 0.03  # streamed text reaches the GUI at most ~33 times a second
 
 
 class EngineWorker(QObject):
-    """Lives on a worker QThread. Loads the backend there and runs requests there.
+    """The window's face of the request scheduler (``agent/scheduler.py``) that owns the model.
 
-    Every core event becomes a signal; the GUI thread never waits on the model, the disk or a
-    tool. Approvals block this thread (never the GUI) until the user decides or Stop is pressed.
+    Requests from the window, the quick-command box and warm-ups go through one priority queue
+    and run one at a time on the scheduler's engine thread; every core event becomes a signal
+    (emitted from that thread, delivered queued to GUI objects). The GUI thread never waits on
+    the model, the disk or a tool. Approvals hold the engine (never the GUI) until the user
+    decides or Stop is pressed.
     """
 
     modelLoaded = Signal(str, dict)  # backend name, details (quantization, context, ...)
     modelFailed = Signal(str)
     # every request signal starts with the request id, so several callers (the window, the
     # quick-command box) can share one engine and each take only its own events
+    queued = Signal(str, int)  # request id, requests that run before it (while it waits)
     requestStarted = Signal(str, str)  # request id, conversation id
     thinking = Signal(str, str)  # request id, text
     token = Signal(str, str)  # request id, text
@@ -47,152 +64,178 @@ class EngineWorker(QObject):
     turnFinished = Signal(str, object)  # request id, TurnFinished
     answer = Signal(str, object)  # request id, Answer
     failed = Signal(str, str, str)  # request id, kind, message
+    contextTrimmed = Signal(str, str)  # request id, what was left out of the prompt (a sentence)
     requestFinished = Signal(str, str)  # request id, conversation id
 
     def __init__(self, app: App) -> None:
         super().__init__()
         self.app = app
-        self.backend: Backend | None = None
-        self._cancels: dict[str, threading.Event] = {}
+        self.scheduler = RequestScheduler(name="botpsy-engine")
+        self._requests: dict[str, Request] = {}
         self._lock = threading.Lock()
-        self._warm_stop = threading.Event()  # set when a request arrives: it goes first
-        self._ran_in: str | None = None  # the conversation the last request ran in
         self._closing = False
 
-    def cancel_event(self, request_id: str) -> threading.Event:
-        """The Stop switch of one request (created on first use, from any thread)."""
+    @property
+    def backend(self) -> Backend | None:
+        return self.scheduler.backend
+
+    def submit(
+        self,
+        conversation_id: str,
+        text: str,
+        think: bool,
+        priority: Priority = Priority.INTERACTIVE,
+        request_id: str | None = None,
+    ) -> str:
+        """Queue a request (from any thread); returns its id at once."""
+        rid = request_id or uuid.uuid4().hex
+        conv = {"id": conversation_id}
+        relay = _Relay(self, rid, conv, think)
+
+        def make_session(backend: Backend) -> AgentSession:
+            session = self.app.session(backend, conversation_id or None)
+            conv["id"] = session.conversation_id
+            self.requestStarted.emit(rid, session.conversation_id)
+            return session
+
+        request = self.scheduler.submit(
+            session_job(make_session, text, think=think, no_model=NO_MODEL),
+            priority,
+            label=text[:40],
+            on_item=relay.on_item,
+            request_id=rid,
+        )
         with self._lock:
-            if request_id not in self._cancels:
-                self._warm_stop.set()
-            return self._cancels.setdefault(request_id, threading.Event())
+            if not request.finished:
+                self._requests[rid] = request
+        return rid
 
     def cancel(self, request_id: str) -> None:
         with self._lock:
-            event = self._cancels.get(request_id)
-        if event is not None:
-            event.set()
+            request = self._requests.get(request_id)
+        if request is not None:
+            request.cancel()
 
     def cancel_all(self) -> None:
         """Stop every request and any warm-up for good (the window is closing)."""
         with self._lock:
             self._closing = True
-            self._warm_stop.set()
-            for event in self._cancels.values():
-                event.set()
+            requests = list(self._requests.values())
+        for request in requests:
+            request.cancel()
 
-    @Slot(str, str)
     def load(self, model: str, replay: str) -> None:
-        """Load a GGUF (``model``) or a replay file (``replay``); empty strings mean 'none'."""
-        if self.backend is not None:
-            self.backend.close()
-            self.backend = None
-        try:
-            backend = self.app.backend(model=model or None, replay=replay or None)
-        except BotpsyError as exc:
-            self.modelFailed.emit(str(exc))
-            return
-        self.backend = backend
-        self.modelLoaded.emit(backend.name, _details(backend))
-        self._warm(None, None)  # the system prompt and tool schemas, before the first request
+        """Load a GGUF (``model``) or a replay file (``replay``); empty strings mean 'none'.
+
+        Runs on the engine thread before anything still waiting; the prefix is then warmed.
+        """
+
+        def job(ctx: EngineContext) -> None:
+            ctx.replace_backend(None)
+            try:
+                backend = self.app.backend(model=model or None, replay=replay or None)
+            except BotpsyError as exc:
+                self.modelFailed.emit(str(exc))
+                return
+            ctx.replace_backend(backend)
+            self.modelLoaded.emit(backend.name, _details(backend))
+            self._warm(None, None)  # the system prompt and tool schemas, before any request
+
+        self.scheduler.submit(job, Priority.CONTROL, label="load model")
 
     def _warm(self, conversation_id: str | None, think: bool | None) -> None:
-        """While idle, evaluate what the next request will start with (see App.warm).
-
-        Skipped when a request is already waiting; a request that arrives stops it within one
-        small batch, and continues from what was evaluated.
-        """
+        """Queue a warm-up (see App.warm): it runs when nothing else waits, and gives way (is
+        cancelled within one small batch) as soon as the user asks something."""
         with self._lock:
-            if self._cancels or self._closing or self.backend is None:
+            if self._closing:
                 return
-            self._warm_stop.clear()
-        # only a head start: the next request evaluates what it needs and reports any error
-        with contextlib.suppress(BotpsyError, RuntimeError):
-            self.app.warm(self.backend, conversation_id, think=think, cancel=self._warm_stop)
 
-    @Slot(str, str, str, bool)
-    def run(self, request_id: str, conversation_id: str, text: str, think: bool) -> None:
-        cancel = self.cancel_event(request_id)
-        self._ran_in = None
-        try:
-            self._run(request_id, conversation_id, text, think, cancel)
-        finally:
-            with self._lock:
-                self._cancels.pop(request_id, None)
-        if self._ran_in is not None:
-            self._warm(self._ran_in, think)  # the follow-up then evaluates only its message
+        def job(ctx: EngineContext) -> None:
+            if ctx.backend is None:
+                return
+            # only a head start: the next request evaluates what it needs and reports errors
+            with contextlib.suppress(BotpsyError, RuntimeError):
+                self.app.warm(ctx.backend, conversation_id, think=think, cancel=ctx.cancel)
 
-    def _run(
-        self, rid: str, conversation_id: str, text: str, think: bool, cancel: threading.Event
-    ) -> None:
-        if cancel.is_set():
-            self.failed.emit(rid, "cancelled", "Stopped.")
-            self.requestFinished.emit(rid, conversation_id)
-            return
-        if self.backend is None:
-            self.failed.emit(rid, "model", "No model is loaded yet. Use File ▸ Open model….")
-            self.requestFinished.emit(rid, conversation_id)
-            return
-        try:
-            session = self.app.session(self.backend, conversation_id or None)
-            self._ran_in = session.conversation_id
-        except BotpsyError as exc:
-            self.failed.emit(rid, "internal", str(exc))
-            self.requestFinished.emit(rid, conversation_id)
-            return
-        self.requestStarted.emit(rid, session.conversation_id)
-        pending: dict[str, list[str]] = {"thinking": [], "token": []}
-        last_flush = time.monotonic()
+        self.scheduler.submit(job, Priority.WARMUP, label="warm-up")
 
-        def flush() -> None:
-            nonlocal last_flush
-            if pending["thinking"]:
-                self.thinking.emit(rid, "".join(pending["thinking"]))
-                pending["thinking"].clear()
-            if pending["token"]:
-                self.token.emit(rid, "".join(pending["token"]))
-                pending["token"].clear()
-            last_flush = time.monotonic()
+    def _finished(self, rid: str, conversation_id: str, started: bool, think: bool) -> None:
+        with self._lock:
+            self._requests.pop(rid, None)
+        self.requestFinished.emit(rid, conversation_id)
+        if started and conversation_id:
+            self._warm(conversation_id, think)  # the follow-up then evaluates only its message
 
-        try:
-            for event in session.run(text, cancel=cancel, think=think):
-                if isinstance(event, Thinking | Token):
-                    pending["thinking" if isinstance(event, Thinking) else "token"].append(
-                        event.text
-                    )
-                    if time.monotonic() - last_flush >= TOKEN_BATCH_S:
-                        flush()
-                    continue
-                flush()
-                if isinstance(event, ApprovalNeeded):
-                    self.approvalNeeded.emit(rid, event.request)
-                    while not event.request.decided:
-                        if cancel.is_set():
-                            event.request.deny(by="stopped")
-                            break
-                        event.request.wait(0.05)
-                elif isinstance(event, ToolStarted):
-                    self.toolStarted.emit(rid, event.call_id, event.name, event.arguments)
-                elif isinstance(event, ToolResult):
-                    self.toolResult.emit(rid, event)
-                elif isinstance(event, TurnFinished):
-                    self.turnFinished.emit(rid, event)
-                elif isinstance(event, Answer):
-                    self.answer.emit(rid, event)
-                elif isinstance(event, Error):
-                    self.failed.emit(rid, event.kind, event.message)
-        except BotpsyError as exc:
-            flush()
-            self.failed.emit(rid, "internal", str(exc))
-        except Exception as exc:  # a bug must not kill the worker thread silently
-            flush()
-            self.failed.emit(rid, "internal", f"{type(exc).__name__}: {exc}")
-        self.requestFinished.emit(rid, session.conversation_id)
+    def wait_idle(self, timeout: float = 60.0) -> bool:
+        """Block until nothing runs or waits (tests, the self-test); True if idle in time."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.scheduler.running is None and not self.scheduler.pending():
+                return True
+            time.sleep(0.01)
+        return False
 
-    @Slot()
     def shutdown(self) -> None:
-        if self.backend is not None:
-            self.backend.close()
-            self.backend = None
+        """Cancel everything, close the model on the engine thread and end that thread."""
+        self.cancel_all()
+        self.scheduler.close()
+
+
+class _Relay:
+    """Turns one request's items into the worker's signals; streamed text is batched."""
+
+    def __init__(self, worker: EngineWorker, rid: str, conv: dict[str, str], think: bool):
+        self.worker = worker
+        self.rid = rid
+        self.conv = conv
+        self.think = think
+        self.pending: dict[str, list[str]] = {"thinking": [], "token": []}
+        self.last_flush = time.monotonic()
+
+    def flush(self) -> None:
+        w, rid = self.worker, self.rid
+        if self.pending["thinking"]:
+            w.thinking.emit(rid, "".join(self.pending["thinking"]))
+            self.pending["thinking"].clear()
+        if self.pending["token"]:
+            w.token.emit(rid, "".join(self.pending["token"]))
+            self.pending["token"].clear()
+        self.last_flush = time.monotonic()
+
+    def on_item(self, item: Item) -> None:
+        w, rid = self.worker, self.rid
+        if isinstance(item, Thinking | Token):
+            self.pending["thinking" if isinstance(item, Thinking) else "token"].append(item.text)
+            if time.monotonic() - self.last_flush >= TOKEN_BATCH_S:
+                self.flush()
+            return
+        self.flush()
+        if isinstance(item, Queued):
+            ahead = item.ahead
+            if QThread.currentThread() is w.thread():
+                # said while ``submit`` still runs on the GUI thread: deliver it once the
+                # caller knows the request's id (posted, so it still comes before its start)
+                QTimer.singleShot(0, w, lambda: w.queued.emit(rid, ahead))
+            else:
+                w.queued.emit(rid, ahead)
+        elif isinstance(item, ApprovalNeeded):
+            w.approvalNeeded.emit(rid, item.request)
+        elif isinstance(item, ToolStarted):
+            w.toolStarted.emit(rid, item.call_id, item.name, item.arguments)
+        elif isinstance(item, ToolResult):
+            w.toolResult.emit(rid, item)
+        elif isinstance(item, TurnFinished):
+            w.turnFinished.emit(rid, item)
+        elif isinstance(item, Answer):
+            w.answer.emit(rid, item)
+        elif isinstance(item, Error):
+            w.failed.emit(rid, item.kind, item.message)
+        elif isinstance(item, ContextTrimmed):
+            w.contextTrimmed.emit(rid, item.message)
+        elif isinstance(item, Finished):
+            if not item.started:
+                w.failed.emit(rid, "cancelled", "Stopped before it started.")
+            w._finished(rid, self.conv["id"], item.started, self.think)
 
 
 def _details(backend: Backend) -> dict[str, Any]:
@@ -212,43 +255,29 @@ def _details(backend: Backend) -> dict[str, Any]:
 
 
 class EngineThread(QObject):
-    """Starts the worker on its own QThread. ``submit`` queues a request (requests run one at a
-    time, in order); ``stop`` sets that request's cancel event directly, from the GUI thread.
+    """The window's handle on the engine. ``submit`` queues a request (the window's messages
+    first, then quick commands); ``stop`` cancels that request directly, from the GUI thread.
     """
-
-    _run = Signal(str, str, str, bool)
-    _load = Signal(str, str)
 
     def __init__(self, app: App) -> None:
         super().__init__()
-        self.qthread = QThread()
-        self.qthread.setObjectName("botpsy-engine")
         self.worker = EngineWorker(app)
-        self.worker.moveToThread(self.qthread)
-        self._run.connect(self.worker.run)
-        self._load.connect(self.worker.load)
-        self.qthread.start()
 
-    def submit(self, conversation_id: str, text: str, think: bool) -> str:
-        request_id = uuid.uuid4().hex
-        self.worker.cancel_event(request_id)
-        self._run.emit(request_id, conversation_id, text, think)
-        return request_id
+    def submit(
+        self,
+        conversation_id: str,
+        text: str,
+        think: bool,
+        priority: Priority = Priority.INTERACTIVE,
+    ) -> str:
+        return self.worker.submit(conversation_id, text, think, priority)
 
     def load(self, model: str, replay: str) -> None:
-        self._load.emit(model, replay)
+        self.worker.load(model, replay)
 
     def stop(self, request_id: str) -> None:
         self.worker.cancel(request_id)
 
     def close(self, timeout_ms: int = 5000) -> None:
         self.worker.cancel_all()
-        if self.qthread.isRunning():
-            # run shutdown on the worker thread, then end its event loop
-            from PySide6.QtCore import QMetaObject, Qt
-
-            QMetaObject.invokeMethod(
-                self.worker, "shutdown", Qt.ConnectionType.BlockingQueuedConnection
-            )
-            self.qthread.quit()
-            self.qthread.wait(timeout_ms)
+        self.worker.scheduler.close(timeout_ms / 1000)

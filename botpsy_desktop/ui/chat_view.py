@@ -113,6 +113,8 @@ class Collapsible(QFrame):
         self.toggle.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
         self.toggle.setArrowType(Qt.ArrowType.RightArrow)
         self.toggle.setText(title)
+        # a long header is cut at the card's edge instead of widening the whole chat
+        self.toggle.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Fixed)
         self.toggle.toggled.connect(self._on_toggled)
         self.body = QPlainTextEdit()
         self.body.setReadOnly(True)
@@ -323,13 +325,19 @@ class ChatView(QScrollArea):
                     bubble = self.add_assistant(str(m["content"]))
                     if m.get("interrupted"):
                         bubble.append("\n\n*(interrupted)*")
+                elif m.get("interrupted"):  # cut off before it said anything: still shown
+                    self.add_assistant("*(interrupted before the reply started)*")
                 for call in m.get("tool_calls") or []:
                     fn = call.get("function", {})
                     card = self.tool_started(
                         call.get("id", ""), fn.get("name", "?"), dict(fn.get("arguments") or {})
                     )
                     result = results.get(call.get("id"))
-                    if result is not None:
+                    if result is not None and result.get("interrupted"):
+                        card.set_status(
+                            "interrupted", "The app stopped while this ran; its result is unknown."
+                        )
+                    elif result is not None:
                         card.set_status("ok", str(result.get("content", "")))
         self.current = None
         self.current_thinking = None

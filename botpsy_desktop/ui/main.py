@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import getpass
 import hashlib
+import logging
 import sys
 from collections.abc import Sequence
 
@@ -88,6 +89,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BotpsyError as exc:
         QMessageBox.critical(None, "BotPsy cannot start", str(exc))
         return 1
+    from botpsy_desktop.agent.logs import setup_logging
+
+    setup_logging(app.paths, app.config.logs, app.secrets.known_values, face="window")
     from botpsy_desktop.ui.settings import system_is_dark
 
     qt.setStyleSheet(style_for(app.config.ui.theme, system_is_dark()))
@@ -106,12 +110,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     if app.alarms is not None:
         # alarms ring while the app runs, window closed or not; missed ones are listed at start
         sound = alarm_sound(app.paths.cache_dir / "chime.wav")  # shipped, or generated
-        notifier = AlarmNotifier(app.alarms, sound, tray.icon, window)
+        from botpsy_desktop.ui.desktop_notify import FreedesktopNotifications
+
+        # native notifications while the window is hidden: the desktop's D-Bus notification
+        # server where there is one (Linux), else the tray's message
+        desktop = FreedesktopNotifications(parent=window)
+        notifier = AlarmNotifier(app.alarms, sound, tray.icon, window, desktop=desktop)
         missed = app.alarms.start()
         if missed:
-            window.chat.add_note(
-                "While BotPsy was closed:\n" + notifier.missed_text(missed), kind="info"
-            )
+            window.show_missed(notifier.missed_text(missed))
+
+    from botpsy_desktop.ui.hotkey import GlobalShortcut
+
+    # the global shortcut for the quick box (X11); elsewhere the reason is logged and shown in
+    # the settings, and `botpsy-desktop --quick` can be bound in the desktop's own settings
+    shortcut = GlobalShortcut(window)
+    shortcut.activated.connect(quick.popup)
+    window.global_shortcut = shortcut
+    problem = shortcut.start(app.config.ui.quick_shortcut)
+    if problem:
+        logging.getLogger("botpsy_desktop").info("global shortcut: %s", problem)
 
     server = QLocalServer()
     QLocalServer.removeServer(name)  # a stale socket left by a crash
@@ -138,9 +156,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(qt.exec())
     finally:
+        shortcut.stop()
         window.shutdown()
         if notifier is not None:
             notifier.close()
+            if notifier.desktop is not None:
+                notifier.desktop.shutdown()
         server.close()
         app.close()
 

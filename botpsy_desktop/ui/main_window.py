@@ -24,6 +24,7 @@ from PySide6.QtWidgets import (
     QPlainTextEdit,
     QPushButton,
     QSplitter,
+    QToolButton,
     QVBoxLayout,
     QWidget,
 )
@@ -31,9 +32,12 @@ from PySide6.QtWidgets import (
 from botpsy_desktop.agent.events import Answer, ApprovalRequest, ToolResult, TurnFinished
 from botpsy_desktop.app import App
 from botpsy_desktop.ui.approval import ApprovalDialog
+from botpsy_desktop.ui.approvals import ApprovalsPanel, PendingApprovals
 from botpsy_desktop.ui.bridge import EngineThread
 from botpsy_desktop.ui.chat_view import ChatView
 from botpsy_desktop.ui.download import ModelDialog
+from botpsy_desktop.ui.firstrun import FirstRunWizard, needs_first_run
+from botpsy_desktop.ui.hotkey import GlobalShortcut
 from botpsy_desktop.ui.settings import SettingsDialog
 
 
@@ -85,6 +89,7 @@ class MainWindow(QMainWindow):
         self.open_dialogs: list[ApprovalDialog] = []
         self.model_dialog: ModelDialog | None = None
         self.hide_on_close = False  # set when a tray icon keeps the app running
+        self.global_shortcut: GlobalShortcut | None = None  # set by main(): the quick box's key
         self.quitting = False
         self.engine_closed = False
 
@@ -103,9 +108,17 @@ class MainWindow(QMainWindow):
         w.turnFinished.connect(self._on_turn_finished)
         w.answer.connect(self._on_answer)
         w.failed.connect(self._on_failed)
+        w.contextTrimmed.connect(self._on_context_trimmed)
         w.requestFinished.connect(self._on_request_finished)
+        w.queued.connect(self._on_queued)
+
+        # approvals that background runs wait for (the gate's inbox), counted live
+        self.pending = PendingApprovals(app.gate.inbox, app.store.title, self)
+        self.approvals_panel: ApprovalsPanel | None = None
 
         self._build()
+        self.pending.changed.connect(self._on_pending_changed)
+        self._on_pending_changed(self.pending.count())
         self.refresh_conversations()
         self.engine.load(model or app.config.model.path or "", replay or "")
         self.memory_timer = QTimer(self)
@@ -138,6 +151,20 @@ class MainWindow(QMainWindow):
         rv = QVBoxLayout(right)
         rv.setContentsMargins(0, 0, 0, 0)
         self.chat = ChatView()
+        self.banner = QWidget()  # missed alarms at start: stays until dismissed
+        self.banner.setObjectName("missedBanner")
+        bv = QHBoxLayout(self.banner)
+        self.banner_text = QLabel("")
+        self.banner_text.setObjectName("missedText")
+        self.banner_text.setWordWrap(True)
+        self.banner_text.setTextFormat(Qt.TextFormat.PlainText)
+        self.banner_close = QPushButton("&OK")
+        self.banner_close.setToolTip("Hide this list")
+        self.banner_close.clicked.connect(self.banner.hide)
+        bv.addWidget(self.banner_text, 1)
+        bv.addWidget(self.banner_close, 0, Qt.AlignmentFlag.AlignTop)
+        self.banner.setVisible(False)
+        rv.addWidget(self.banner)
         rv.addWidget(self.chat, 1)
         composer = QWidget()
         composer.setObjectName("composer")
@@ -152,6 +179,7 @@ class MainWindow(QMainWindow):
         self.think = QCheckBox("Think")
         self.think.setToolTip("Let the model think before answering (slower, sometimes better)")
         self.think.setChecked(self.app.config.model.think)
+        self.think.toggled.connect(self._on_think_toggled)  # kept per conversation
         self.send_button = QPushButton("Send")
         self.send_button.setObjectName("sendButton")
         self.send_button.clicked.connect(self.send)
@@ -177,6 +205,15 @@ class MainWindow(QMainWindow):
         self.context_label = QLabel("")
         self.speed_label = QLabel("")
         self.memory_label = QLabel("")
+        self.model_label.setToolTip("The model and its quantization")
+        self.context_label.setToolTip("Context used by the last reply: tokens of the model's n_ctx")
+        self.speed_label.setToolTip("Last reply: time to first token and decoding speed")
+        self.memory_label.setToolTip("Memory this app uses, model included")
+        self.approvals_button = QToolButton()
+        self.approvals_button.setObjectName("approvalsButton")
+        self.approvals_button.setToolTip("Actions from background runs waiting for your approval")
+        self.approvals_button.clicked.connect(self.show_approvals)
+        self.statusBar().addPermanentWidget(self.approvals_button)
         for label in (self.model_label, self.context_label, self.speed_label, self.memory_label):
             self.statusBar().addPermanentWidget(label)
 
@@ -189,9 +226,14 @@ class MainWindow(QMainWindow):
         get_model.triggered.connect(self.get_model)
         settings = QAction("&Settings…", self, shortcut=QKeySequence("Ctrl+,"))
         settings.triggered.connect(self.open_settings)
+        guide = QAction("First-run &guide…", self)
+        guide.triggered.connect(self.first_run)
+        self.menuBar().addMenu("&Help").addAction(guide)
         quit_action = QAction("&Quit", self, shortcut=QKeySequence(QKeySequence.StandardKey.Quit))
         quit_action.triggered.connect(self.quit)
-        for action in (new, get_model, open_model, settings, quit_action):
+        approvals = QAction("Pending &approvals…", self, shortcut=QKeySequence("Ctrl+Shift+A"))
+        approvals.triggered.connect(self.show_approvals)
+        for action in (new, get_model, open_model, settings, approvals, quit_action):
             menu.addAction(action)
 
     # -- conversations ------------------------------------------------------------------
@@ -215,6 +257,7 @@ class MainWindow(QMainWindow):
         self.conversation_id = ""
         self.chat.clear()
         self.conversations.clearSelection()
+        self._restore_think()
         self.input.setFocus()
 
     def open_conversation(self, conversation_id: str) -> None:
@@ -222,6 +265,45 @@ class MainWindow(QMainWindow):
             return
         self.conversation_id = conversation_id
         self.chat.show_history(self.app.store.messages(conversation_id))
+        self._restore_think()
+
+    def _restore_think(self) -> None:
+        """The Think box as this conversation left it (a new one: ``model.think``)."""
+        default = self.app.config.model.think
+        think = default
+        if self.conversation_id:
+            think = bool(self.app.store.setting(self.conversation_id, "think", default))
+        self.think.blockSignals(True)
+        self.think.setChecked(think)
+        self.think.blockSignals(False)
+
+    def _on_think_toggled(self, checked: bool) -> None:
+        if self.conversation_id and self.app.store.exists(self.conversation_id):
+            self.app.store.set_setting(self.conversation_id, "think", bool(checked))
+
+    # -- approvals from background runs ---------------------------------------------------
+    def _on_pending_changed(self, count: int) -> None:
+        self.approvals_button.setText(
+            f"⚠ {count} approval{'s' if count != 1 else ''} waiting" if count else ""
+        )
+        self.approvals_button.setVisible(count > 0)
+
+    def show_approvals(self) -> ApprovalsPanel:
+        """The pending-approvals panel (one per window), raised and focused."""
+        if self.approvals_panel is None:
+            self.approvals_panel = ApprovalsPanel(self.pending, self)
+        panel = self.approvals_panel
+        panel.reload()
+        panel.show()
+        panel.raise_()
+        panel.activateWindow()
+        panel.list.setFocus()
+        return panel
+
+    def show_missed(self, text: str) -> None:
+        """List alarms that rang while the app was closed, above the chat, until dismissed."""
+        self.banner_text.setText("Missed while BotPsy was closed:\n" + text)
+        self.banner.setVisible(True)
 
     def _on_pick(self, item: QListWidgetItem) -> None:
         self.open_conversation(str(item.data(Qt.ItemDataRole.UserRole)))
@@ -276,11 +358,17 @@ class MainWindow(QMainWindow):
     def _mine(self, request_id: str) -> bool:
         return bool(request_id) and request_id == self.request_id
 
+    def _on_queued(self, request_id: str, ahead: int) -> None:
+        if self._mine(request_id):
+            self.statusBar().showMessage(f"queued ({ahead} ahead)")
+
     def _on_request_started(self, request_id: str, conversation_id: str) -> None:
         if not self._mine(request_id):
             return
+        self.statusBar().clearMessage()
         if not self.conversation_id:
             self.conversation_id = conversation_id
+            self._on_think_toggled(self.think.isChecked())  # a new conversation keeps its choice
             self.refresh_conversations()
 
     @Slot(str, str)
@@ -351,6 +439,10 @@ class MainWindow(QMainWindow):
                 kind="info",
             )
 
+    def _on_context_trimmed(self, request_id: str, message: str) -> None:
+        if self._mine(request_id):
+            self.chat.add_note(message, kind="info")
+
     def _on_failed(self, request_id: str, kind: str, message: str) -> None:
         if not self._mine(request_id):
             return
@@ -366,6 +458,7 @@ class MainWindow(QMainWindow):
             return
         self.request_id = ""
         self._set_busy(False)
+        self.statusBar().clearMessage()
         self.refresh_conversations()
         self.input.setFocus()
 
@@ -380,9 +473,12 @@ class MainWindow(QMainWindow):
         self.model_details = details
         if "quantization" in details:
             text = f"{details.get('model', name)} · {details['quantization']}"
+        elif name.startswith("replay:"):  # the file's name; the whole path in the tooltip
+            text = f"replay: {os.path.basename(name.removeprefix('replay:'))}"
         else:
             text = name
         self.model_label.setText(text)
+        self.model_label.setToolTip(f"The model and its quantization\n{name}")
         if details.get("n_ctx"):
             self.context_label.setText(f"context 0/{details['n_ctx']:,}")
 
@@ -393,6 +489,15 @@ class MainWindow(QMainWindow):
         self.model_dialog = dialog
         dialog.open()
         return dialog
+
+    def first_run(self) -> FirstRunWizard:
+        """The guide: get the model, choose folders, add accounts, weather (Help menu too)."""
+        wizard = FirstRunWizard(self.app, self)
+        wizard.modelReady.connect(self._on_model_ready)
+        wizard.accepted.connect(lambda: self.chat.add_note(wizard.note, kind="info"))
+        self.model_dialog = wizard.model_dialog
+        wizard.open()
+        return wizard
 
     def open_settings(self) -> SettingsDialog:
         dialog = SettingsDialog(self.app, self)
@@ -415,8 +520,13 @@ class MainWindow(QMainWindow):
         self.chat.add_note(
             f"{message}\nUse File ▸ Get a model… to download BotPsy or import a GGUF file."
         )
+        if self.engine_closed:  # the news came after shutdown: open no dialog (or thread) now
+            return
         if not self.app.config.model.path and self.model_dialog is None:
-            self.get_model()  # first run: offer the download right away
+            if needs_first_run(self.app.config):
+                self.first_run()  # first run: the guide, which starts with getting the model
+            else:
+                self.get_model()  # no model yet: offer the download right away
 
     def _update_memory(self) -> None:
         rss = rss_bytes()
@@ -447,5 +557,6 @@ class MainWindow(QMainWindow):
         if self.model_dialog is not None:
             self.model_dialog.shutdown()
         self.memory_timer.stop()
+        self.pending.close()
         self.stop()
         self.engine.close()

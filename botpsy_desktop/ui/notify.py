@@ -1,4 +1,4 @@
-"""Alarm notifications: a ringing alarm shows a small window with Snooze/Dismiss and a sound."""
+"""Alarm notifications: a small window, or a native notification while hidden, with a sound."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import struct
 import wave
 from pathlib import Path
 
-from PySide6.QtCore import QObject, Qt, QUrl, Signal
+from PySide6.QtCore import QObject, Qt, QTimer, QUrl, Signal
 from PySide6.QtWidgets import (
     QDialog,
     QHBoxLayout,
@@ -21,6 +21,7 @@ from PySide6.QtWidgets import (
 from botpsy_desktop.adapters.alarms import AlarmService
 from botpsy_desktop.adapters.alarms.service import AlarmFired, MissedAlarm
 from botpsy_desktop.ui.assets import asset
+from botpsy_desktop.ui.desktop_notify import FreedesktopNotifications
 
 
 def alarm_sound(fallback: Path) -> Path:
@@ -98,7 +99,14 @@ class AlarmWindow(QDialog):
 
 
 class AlarmNotifier(QObject):
-    """Carries alarms from the scheduler thread to the GUI thread and shows them."""
+    """Carries alarms from the scheduler thread to the GUI thread and shows them, with sound.
+
+    While the window is open a ringing alarm is a small window (Snooze/Dismiss). While it is
+    hidden or closed (the app in the tray) the alarm is a native notification: the desktop's
+    notification server over D-Bus (``desktop``) with Snooze and Dismiss buttons where the
+    server offers actions, else the tray's message. Without either, the small window shows.
+    Notifications of alarms snoozed or dismissed elsewhere (the tray menu, ``botpsy``) close.
+    """
 
     fired = Signal(object)  # AlarmFired, emitted on the scheduler thread, queued to the GUI
 
@@ -108,12 +116,16 @@ class AlarmNotifier(QObject):
         sound_file: Path,
         tray: QSystemTrayIcon | None = None,
         parent: QWidget | None = None,
+        desktop: FreedesktopNotifications | None = None,
     ) -> None:
         super().__init__()
         self.service = service
         self.tray = tray
         self.parent_widget = parent
+        self.desktop = desktop
         self.windows: list[AlarmWindow] = []
+        self.native: dict[int, int] = {}  # notification id -> alarm id
+        self.sent: list[tuple[str, str, str]] = []  # (channel, title, text) of each notification
         self.sound = None
         try:
             from PySide6.QtMultimedia import QSoundEffect
@@ -123,29 +135,104 @@ class AlarmNotifier(QObject):
             self.sound.setLoopCount(3)
         except (ImportError, OSError):  # no QtMultimedia (libpulse missing): notify silently
             self.sound = None
+        if desktop is not None:
+            desktop.shown.connect(self._on_shown)
+            desktop.actionInvoked.connect(self._on_action)
+            desktop.closed.connect(self._on_closed)
+        self.sweeper = QTimer(self)  # closes what was handled elsewhere
+        self.sweeper.timeout.connect(self.sweep)
+        self.sweeper.start(2000)
         self.fired.connect(self.show_alarm)
-        service.add_listener(self.fired.emit)
+        self._listener = self.fired.emit  # one object, so remove_listener finds it
+        service.add_listener(self._listener)
 
-    def show_alarm(self, event: AlarmFired) -> AlarmWindow:
+    def window_hidden(self) -> bool:
+        w = self.parent_widget
+        return w is not None and (not w.isVisible() or w.isMinimized())
+
+    def show_alarm(self, event: AlarmFired) -> AlarmWindow | None:
+        """Ring: the sound, and a notification or the small window (see the class)."""
+        if self.sound is not None:
+            self.sound.play()
+        title = f"⏰ {event.label or event.kind.value.capitalize()}"
+        text = event.line()
+        channel = ""
+        if self.window_hidden():
+            channel = self._notify_natively(event, title, text)
+        if channel == "dbus-actions":
+            return None  # Snooze and Dismiss are on the notification itself
         window = AlarmWindow(event, self.service, self.parent_widget)
         self.windows.append(window)
         window.finished.connect(self._forget)
         window.show()
         window.raise_()
-        if self.tray is not None:
-            self.tray.showMessage(
-                f"BotPsy {event.kind.value}",
-                event.line(),
-                QSystemTrayIcon.MessageIcon.Information,
-                15000,
-            )
-        if self.sound is not None:
-            self.sound.play()
         return window
+
+    def _notify_natively(self, event: AlarmFired, title: str, text: str) -> str:
+        desktop = self.desktop
+        if desktop is not None and desktop.available:
+            actions = [("default", "Open BotPsy"), ("snooze", "Snooze"), ("dismiss", "Dismiss")]
+            if desktop.notify(f"alarm:{event.id}", title, text, actions, urgency=2):
+                channel = "dbus-actions" if desktop.actions else "dbus"
+                self.sent.append((channel, title, text))
+                return channel
+        if self.tray is not None and QSystemTrayIcon.supportsMessages():
+            self.tray.showMessage(title, text, QSystemTrayIcon.MessageIcon.Information, 15000)
+            self.sent.append(("tray", title, text))
+            return "tray"
+        return ""
+
+    def _on_shown(self, key: str, nid: int) -> None:
+        if key.startswith("alarm:"):
+            self.native[nid] = int(key.split(":", 1)[1])
+
+    def _on_action(self, nid: int, action: str) -> None:
+        alarm_id = self.native.get(nid)
+        if alarm_id is None:
+            return
+        try:
+            if action == "snooze":
+                self.service.snooze(alarm_id)
+            elif action == "dismiss":
+                self.service.dismiss(alarm_id)
+            elif action == "default" and self.parent_widget is not None:
+                self.parent_widget.show()
+                self.parent_widget.raise_()
+                self.parent_widget.activateWindow()
+                return
+        except Exception as exc:  # shown, never raised into Qt
+            self.sent.append(("error", "Alarm", f"could not {action}: {exc}"))
+        self.native.pop(nid, None)
+        self._stop_sound_if_quiet()
+
+    def _on_closed(self, nid: int, _reason: int) -> None:
+        self.native.pop(nid, None)
+        self._stop_sound_if_quiet()
+
+    def sweep(self) -> None:
+        """Close notifications and windows of alarms no longer ringing (handled elsewhere)."""
+        if not self.native and not self.windows:
+            return
+        try:
+            ringing = {a.id for a in self.service.ringing()}
+        except Exception:  # a busy database: next time
+            return
+        for nid, alarm_id in list(self.native.items()):
+            if alarm_id not in ringing and self.desktop is not None:
+                self.desktop.close_notification(nid)
+                self.native.pop(nid, None)
+        for window in list(self.windows):
+            if window.fired.id not in ringing and window.isVisible():
+                window.outcome = window.outcome or "handled elsewhere"
+                window.accept()
+        self._stop_sound_if_quiet()
 
     def _forget(self) -> None:
         self.windows = [w for w in self.windows if w.isVisible()]
-        if not self.windows and self.sound is not None:
+        self._stop_sound_if_quiet()
+
+    def _stop_sound_if_quiet(self) -> None:
+        if not self.windows and not self.native and self.sound is not None:
             self.sound.stop()
 
     def missed_text(self, missed: list[MissedAlarm]) -> str:
@@ -153,4 +240,5 @@ class AlarmNotifier(QObject):
         return "\n".join(m.line(now) for m in missed)
 
     def close(self) -> None:
-        self.service.remove_listener(self.fired.emit)
+        self.sweeper.stop()
+        self.service.remove_listener(self._listener)

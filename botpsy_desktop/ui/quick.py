@@ -9,6 +9,7 @@ from PySide6.QtGui import QGuiApplication, QKeyEvent
 from PySide6.QtWidgets import QFrame, QLabel, QLineEdit, QVBoxLayout, QWidget
 
 from botpsy_desktop.agent.events import Answer, ApprovalRequest, ToolResult
+from botpsy_desktop.agent.scheduler import Priority
 from botpsy_desktop.ui.approval import ApprovalDialog
 from botpsy_desktop.ui.bridge import EngineThread
 
@@ -52,6 +53,8 @@ class QuickCommandBox(QFrame):
         self.dialogs: list[ApprovalDialog] = []
         self._text = ""
         w = engine.worker
+        w.queued.connect(self._on_queued)
+        w.requestStarted.connect(self._on_started)
         w.token.connect(self._on_token)
         w.toolStarted.connect(self._on_tool_started)
         w.toolResult.connect(self._on_tool_result)
@@ -90,10 +93,18 @@ class QuickCommandBox(QFrame):
         self.answer.setText("")
         self.answer.setVisible(False)
         self.status.setText("Working…")
-        self.request_id = self.engine.submit("", text, False)
+        self.request_id = self.engine.submit("", text, False, Priority.QUICK)
 
     def _mine(self, request_id: str) -> bool:
         return bool(request_id) and request_id == self.request_id
+
+    def _on_queued(self, request_id: str, ahead: int) -> None:
+        if self._mine(request_id):
+            self.status.setText(f"Queued ({ahead} ahead)…")
+
+    def _on_started(self, request_id: str, _conversation: str) -> None:
+        if self._mine(request_id):
+            self.status.setText("Working…")
 
     def _on_token(self, request_id: str, text: str) -> None:
         if self._mine(request_id):

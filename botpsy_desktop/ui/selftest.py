@@ -145,7 +145,7 @@ class SelfTest:
         config = {
             "files": {"roots": [str(profile / "files")]},
             "music": {"folders": [str(profile / "music")]},
-            "model": {"n_ctx": 1024, "max_tokens": 8, "temperature": 0.0, "seed": 1},
+            "model": {"n_ctx": 16384, "max_tokens": 8, "temperature": 0.0, "seed": 1},
         }
         (profile / "config" / "config.json").write_text(json.dumps(config), encoding="utf-8")
         return profile

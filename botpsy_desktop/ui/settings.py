@@ -1,4 +1,4 @@
-"""The settings dialog: model and threads, folders, weather and music, appearance."""
+"""The settings dialog: model, folders, weather and music, accounts, approvals, appearance."""
 
 from __future__ import annotations
 
@@ -31,6 +31,7 @@ from botpsy_desktop.app import App
 from botpsy_desktop.core import autostart
 from botpsy_desktop.core.config import Config
 from botpsy_desktop.core.errors import BotpsyError
+from botpsy_desktop.ui.accounts import AccountsPanel
 from botpsy_desktop.ui.style import style_for
 
 
@@ -81,7 +82,8 @@ class SettingsDialog(QDialog):
     """Edits a copy of the config; Save validates it, writes config.json and says what applies.
 
     Model settings reload the model at once (``modelSettingsChanged``); folders, weather and
-    music take effect at the next start, as the dialog says.
+    music take effect at the next start, as the dialog says; approval preferences apply to the
+    next request. Accounts are changed at once by their own tab (passwords to the keyring).
     """
 
     modelSettingsChanged = Signal()
@@ -93,7 +95,7 @@ class SettingsDialog(QDialog):
         self.setWindowTitle("Settings")
         self.setMinimumWidth(560)
         c = app.config
-        tabs = QTabWidget()
+        tabs = self.tabs = QTabWidget()
 
         model = QWidget()
         mf = QFormLayout(model)
@@ -154,6 +156,56 @@ class SettingsDialog(QDialog):
         wf.addRow("Music folders:", self.music)
         tabs.addTab(more, "Weather && music")
 
+        self.accounts = AccountsPanel(app)
+        tabs.addTab(self.accounts, "Accounts")
+
+        approvals = QWidget()
+        av = QVBoxLayout(approvals)
+
+        def note(text: str) -> QLabel:
+            label = QLabel(text)
+            label.setWordWrap(True)
+            return label
+
+        self.allow_for_conversation = QCheckBox(
+            "Offer “Allow for this conversation” for changes on this computer"
+        )
+        self.allow_for_conversation.setObjectName("allowForConversation")
+        self.allow_for_conversation.setChecked(c.agent.allow_for_conversation)
+        self.background_wait = QSpinBox()
+        self.background_wait.setObjectName("backgroundWait")
+        self.background_wait.setRange(0, 7 * 24 * 60)
+        self.background_wait.setSuffix(" min")
+        self.background_wait.setSpecialValueText("until I decide")
+        timeout = c.agent.background_approval_timeout_s
+        self.background_wait.setValue(0 if timeout is None else max(1, round(timeout / 60)))
+        always = note(
+            "<b>Always asked, every time, whatever is set here:</b> sending anything off this "
+            "computer (mail, invitations, uploads, web requests), anything involving money, and "
+            "deleting things. Each such request shows exactly what will run, and Deny is the "
+            "default. Read-only requests (looking things up) never ask."
+        )
+        always.setObjectName("alwaysAsk")
+        av.addWidget(self.allow_for_conversation)
+        av.addWidget(
+            note(
+                "Changes to files, alarms, calendar entries and music can then be approved once "
+                "for the rest of a conversation, for the same targets only."
+            )
+        )
+        wait_row = QFormLayout()
+        wait_row.addRow("Requests from background runs wait:", self.background_wait)
+        av.addLayout(wait_row)
+        av.addWidget(
+            note(
+                "Background runs are alarms and scheduled tasks; when the time is up, the "
+                "request is denied. Nothing is ever approved on its own."
+            )
+        )
+        av.addWidget(always)
+        av.addStretch(1)
+        tabs.addTab(approvals, "Approvals")
+
         look = QWidget()
         lf = QFormLayout(look)
         self.theme = QComboBox()
@@ -163,9 +215,24 @@ class SettingsDialog(QDialog):
         self.close_to_tray.setChecked(c.ui.close_to_tray)
         self.autostart = QCheckBox("Start BotPsy (in the tray) when I log in")
         self.autostart.setChecked(autostart.is_enabled())
+        self.quick_shortcut = QLineEdit(c.ui.quick_shortcut)
+        self.quick_shortcut.setPlaceholderText("none")
+        self.quick_shortcut.setToolTip(
+            "Opens the quick-command box from any program, e.g. Ctrl+Alt+Space; empty: none"
+        )
+        shortcut = getattr(parent, "global_shortcut", None)
+        problem = getattr(shortcut, "problem", None)
+        self.shortcut_note = QLabel(
+            problem
+            or "Works on X11 desktops. On Wayland, Windows and macOS, bind the command "
+            "`botpsy-desktop --quick` to a key in the system's keyboard settings."
+        )
+        self.shortcut_note.setWordWrap(True)
         lf.addRow("Appearance:", self.theme)
         lf.addRow("", self.close_to_tray)
         lf.addRow("", self.autostart)
+        lf.addRow("Quick command key:", self.quick_shortcut)
+        lf.addRow("", self.shortcut_note)
         tabs.addTab(look, "Appearance")
 
         self.error = QLabel("")
@@ -201,8 +268,15 @@ class SettingsDialog(QDialog):
             default_location=self.location.text().strip() or None, units=self.units.currentText()
         )
         data["music"]["folders"] = self.music.folders()
+        wait = self.background_wait.value()
+        data["agent"].update(
+            allow_for_conversation=self.allow_for_conversation.isChecked(),
+            background_approval_timeout_s=float(wait * 60) if wait else None,
+        )
         data["ui"].update(
-            theme=self.theme.currentText(), close_to_tray=self.close_to_tray.isChecked()
+            theme=self.theme.currentText(),
+            close_to_tray=self.close_to_tray.isChecked(),
+            quick_shortcut=self.quick_shortcut.text().strip(),
         )
         return data
 
@@ -220,11 +294,16 @@ class SettingsDialog(QDialog):
             self.error.setText(f"Not saved: {problems}.")
             return
         old = self.app.config
+        old_key = old.ui.quick_shortcut
         model_changed = new.model != old.model
         later = new.files != old.files or new.weather != old.weather or new.music != old.music
-        for section in ("model", "files", "weather", "music", "ui"):
+        for section in ("model", "files", "weather", "music", "ui", "agent"):
             setattr(old, section, getattr(new, section))
         old.save(self.app.paths)
+        gate = self.app.gate
+        gate.offer_scopes = new.agent.allow_for_conversation
+        if not gate.offer_scopes:
+            gate.grants.clear()  # allowances already given stop at once
         if self.autostart.isChecked() != autostart.is_enabled():
             try:
                 autostart.set_enabled(self.autostart.isChecked())
@@ -235,6 +314,13 @@ class SettingsDialog(QDialog):
             app.setStyleSheet(style_for(new.ui.theme, system_is_dark()))
         if model_changed:
             self.modelSettingsChanged.emit()
+        shortcut = getattr(self.parent(), "global_shortcut", None)
+        if shortcut is not None and new.ui.quick_shortcut != old_key:
+            problem = shortcut.start(new.ui.quick_shortcut)
+            if problem:
+                self.shortcut_note.setText(problem)
+                self.error.setText(f"Saved, but the quick command key does not work: {problem}")
+                return
         self.note.setText(
             "Saved. Folders, weather and music settings apply at the next start."
             if later

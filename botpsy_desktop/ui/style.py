@@ -35,6 +35,12 @@ QLineEdit#quickLine { font-size: 16px; padding: 8px; border: 1px solid #d1d5db;
 QLabel#quickStatus { color: #6b7280; }
 QLabel#quickAnswer { font-size: 14px; padding: 4px 2px; }
 QLabel#alarmTitle { font-size: 18px; font-weight: 600; }
+QToolButton#approvalsButton { color: #92400e; background: #fef3c7; border: 1px solid #f59e0b;
+                              border-radius: 4px; padding: 1px 6px; font-weight: 600; }
+QLabel#approvalsOrigin { font-weight: 600; }
+QListWidget#approvalsList::item { padding: 4px; }
+QWidget#missedBanner { background: #fef3c7; border-bottom: 1px solid #f59e0b; }
+QLabel#missedText { color: #78350f; background: transparent; }
 """
 
 
@@ -54,6 +60,12 @@ QFrame#thinking { background: #0f172a; border: 1px dashed #374151; border-radius
 QPlainTextEdit, QLineEdit { background: #0f172a; color: #e5e7eb; border: 1px solid #374151; }
 QLabel#approvalReceipt { background: #1f2937; }
 QFrame#quickBox { background: #111827; border: 1px solid #374151; }
+QCheckBox::indicator { width: 13px; height: 13px; border: 1px solid #9ca3af; border-radius: 3px;
+                       background: #0f172a; }
+QCheckBox::indicator:checked { background: #3b82f6; border-color: #93c5fd; }
+QToolButton#approvalsButton { color: #fde68a; background: #451a03; border-color: #b45309; }
+QWidget#missedBanner { background: #451a03; border-bottom: 1px solid #b45309; }
+QLabel#missedText { color: #fde68a; }
 """
 
 

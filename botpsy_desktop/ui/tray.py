@@ -6,13 +6,16 @@ from PySide6.QtCore import QObject
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QApplication, QMenu, QSystemTrayIcon
 
+from botpsy_desktop.agent.gate import InboxEntry
 from botpsy_desktop.ui.icons import tray_icon
 from botpsy_desktop.ui.main_window import MainWindow
 from botpsy_desktop.ui.quick import QuickCommandBox
 
 
 class Tray(QObject):
-    """Open, quick command, pending approvals, quit. ``available`` is False without a tray."""
+    """Open, quick command, pending approvals, alarms, quit. ``available`` is False without a
+    tray. A background run's new approval request is announced with a tray message while the
+    window is hidden; the "approvals waiting" entry opens the pending-approvals panel."""
 
     def __init__(self, window: MainWindow, quick: QuickCommandBox) -> None:
         super().__init__()
@@ -41,12 +44,20 @@ class Tray(QObject):
             self.icon.setToolTip("BotPsy")
             self.icon.setContextMenu(self.menu)
             self.icon.activated.connect(self._activated)
+            self.icon.messageClicked.connect(self._message_clicked)
             self.icon.show()
+        self.last_message: tuple[str, str] | None = None  # what the tray last announced
+        self._message_opens = ""  # what clicking that message opens
+        window.pending.changed.connect(lambda _n: self.refresh())
+        window.pending.arrived.connect(self._approval_arrived)
         self.refresh()
 
     def pending(self) -> int:
+        """Approvals waiting: open approval dialogs plus the background runs' queue."""
         dialogs = [*self.window.open_dialogs, *self.quick.dialogs]
-        return sum(1 for d in dialogs if not d.request.decided)
+        shown = {id(d.request) for d in dialogs if not d.request.decided}
+        queued = {id(e.request) for e in self.window.pending.entries()}
+        return len(shown | queued)
 
     def refresh(self) -> None:
         n = self.pending()
@@ -96,12 +107,41 @@ class Tray(QObject):
         self.window.activateWindow()
 
     def show_pending(self) -> None:
+        """The open approval dialog of a request in the foreground, else the queue's panel."""
         for dialog in [*self.window.open_dialogs, *self.quick.dialogs]:
             if not dialog.request.decided:
                 dialog.show()
                 dialog.raise_()
                 dialog.activateWindow()
                 return
+        self.window.show_approvals()
+
+    def notify(self, title: str, text: str, opens: str = "") -> bool:
+        """A tray message (the portable notification); False where there is no tray."""
+        self.last_message = (title, text)
+        self._message_opens = opens
+        if self.icon is None or not QSystemTrayIcon.supportsMessages():
+            return False
+        self.icon.showMessage(title, text, QSystemTrayIcon.MessageIcon.Information, 15000)
+        return True
+
+    def _approval_arrived(self, entry: InboxEntry) -> None:
+        self.refresh()
+        if self.window.isVisible() and not self.window.isMinimized():
+            return  # the status bar shows it
+        origin = self.window.pending.origin_text(entry)
+        self.notify(
+            "BotPsy needs your approval",
+            f"{origin[0].upper()}{origin[1:]} wants to run {entry.request.tool}. "
+            "Nothing runs until you approve it.",
+            opens="approvals",
+        )
+
+    def _message_clicked(self) -> None:
+        if self._message_opens == "approvals":
+            self.show_pending()
+        else:
+            self.show_window()
 
     def quit(self) -> None:
         self.window.quitting = True

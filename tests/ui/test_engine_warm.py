@@ -18,6 +18,12 @@ from tests.helpers.models import tiny_qwen35_gguf
 pytestmark = pytest.mark.model
 
 
+def idle(qtbot: QtBot, worker: EngineWorker) -> None:
+    """Wait (delivering the engine thread's signals) until nothing runs or waits."""
+    qtbot.waitUntil(lambda: worker.wait_idle(0.01), timeout=120_000)
+    qtbot.wait(20)
+
+
 def test_the_worker_warms_the_prefix_then_each_conversation(qtbot: QtBot, tmp_path: Path) -> None:
     app = build_app(tmp_path)
     try:
@@ -27,6 +33,7 @@ def test_the_worker_warms_the_prefix_then_each_conversation(qtbot: QtBot, tmp_pa
         app.config.model.temperature = 0.0
         worker = EngineWorker(app)
         worker.load(str(tiny_qwen35_gguf()), "")
+        idle(qtbot, worker)  # loaded, then the prefix warmed
         backend = worker.backend
         assert isinstance(backend, LlamaBackend) and backend.states is not None
         (prefix,) = backend.states.checkpoints
@@ -36,20 +43,20 @@ def test_the_worker_warms_the_prefix_then_each_conversation(qtbot: QtBot, tmp_pa
         stats: list[Any] = []
         worker.requestStarted.connect(lambda rid, cid: started.append(cid))
         worker.turnFinished.connect(lambda rid, event: stats.append(event.stats))
-        worker.cancel_event("one")
-        worker.run("one", "", "List my Documents folder.", False)
+        worker.submit("", "List my Documents folder.", False)
+        idle(qtbot, worker)  # the request, then its conversation warmed
         assert stats[-1].reused_tokens == prefix.n_tokens  # the warmed prefix, not evaluated
         # after the request the worker warmed the conversation as the next request renders it
-        worker.cancel_event("two")
-        worker.run("two", started[0], "And the Music folder?", False)
+        worker.submit(started[0], "And the Music folder?", False)
+        idle(qtbot, worker)
         assert stats[-1].evaluated_tokens < 30, stats[-1].as_dict()
 
-        # a request waiting in the queue goes first: no warm-up then
+        # a warm-up gives way to a request (tests/agent/test_scheduler.py), which then runs
+        # and warms its conversation again
         backend.reset()
-        worker.cancel_event("queued")
         worker._warm(started[0], False)
-        assert backend._llama.n_tokens == 0
-        worker.run("queued", started[0], "Thanks.", False)  # runs, then warms again
+        worker.submit(started[0], "Thanks.", False)
+        idle(qtbot, worker)
         assert backend._llama.n_tokens > prefix.n_tokens
     finally:
         worker.shutdown()

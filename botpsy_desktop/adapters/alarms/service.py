@@ -42,6 +42,7 @@ from botpsy_desktop.adapters.alarms.when import (
     utc,
 )
 from botpsy_desktop.core.config import AlarmSettings
+from botpsy_desktop.core.dbsafety import backup_before_migration
 from botpsy_desktop.core.errors import ConfigError, StoreError, ToolError
 
 log = logging.getLogger(__name__)
@@ -740,6 +741,12 @@ class AlarmService:
                     f"The alarms database {self.path} was written by a newer version.",
                     "Update botpsy-desktop, or move the file away to start fresh.",
                 )
+            if 0 < version < SCHEMA_VERSION:  # an upgrade: integrity check and backup first
+                try:
+                    backup_before_migration(db, self.path, version)
+                except StoreError:
+                    db.close()
+                    raise
             db.executescript(_SCHEMA)
             db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
         except sqlite3.Error as exc:

@@ -222,6 +222,11 @@ class MailClient:
                 f"Check the account's {side}_security (ssl or starttls) and port.",
             ) from None
         except (imaplib.IMAP4.abort, smtplib.SMTPServerDisconnected) as exc:
+            if "timed out" in str(exc):  # smtplib reports a read timeout as a disconnect
+                raise ToolError(
+                    f"{cap} did not answer within {self.timeout_s:g} s.",
+                    "Check the network, or try again later.",
+                ) from None
             raise ToolError(
                 f"{cap} closed the connection ({_server_text(exc)}).",
                 "Try again; if it keeps happening, check the account's security and port.",

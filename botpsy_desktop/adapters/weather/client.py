@@ -216,10 +216,25 @@ class OpenMeteo:
                 self._cache[key] = (now + self._cache_s, data)
         return data
 
+    def _get(self, url: str, params: Mapping[str, str]) -> httpx.Response:
+        """GET with the read timeout also bounding the whole answer: a server that trickles a
+        byte at a time (never idle long enough for a read timeout) cannot hold the call."""
+        limit = self._http.timeout.read
+        deadline = None if limit is None else time.monotonic() + limit
+        with self._http.stream("GET", url, params=dict(params), follow_redirects=False) as got:
+            raw = bytearray()
+            for chunk in got.iter_raw():
+                raw += chunk
+                if deadline is not None and time.monotonic() > deadline:
+                    raise httpx.ReadTimeout("the answer came too slowly", request=got.request)
+            return httpx.Response(
+                got.status_code, headers=got.headers, content=bytes(raw), request=got.request
+            )
+
     def _fetch(self, url: str, params: Mapping[str, str], what: str) -> Any:
         host = urlsplit(url).netloc
         try:
-            response = self._http.get(url, params=dict(params), follow_redirects=False)
+            response = self._get(url, params)
         except httpx.TimeoutException as exc:
             limit = self._http.timeout.read or self._http.timeout.connect
             within = f" within {limit:g} s" if limit else ""

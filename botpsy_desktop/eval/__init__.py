@@ -1,0 +1,1 @@
+"""The evaluation harness: cases, a sandbox per case, the full app path, scores and reports."""

@@ -1,0 +1,350 @@
+"""A global keyboard shortcut for the quick-command box, where the desktop lets an app grab one.
+
+X11 (Linux and BSD desktops on Xorg) lets any client grab a key on the root window: the grab is
+made on a separate connection to the X server (libxcb through ctypes: nothing to install, and
+Qt's own connection is left alone), and a thread waits for the key. Wayland compositors do not
+let applications grab keys (an X11 app under XWayland only sees keys while one of its windows
+has focus); Windows and macOS are not implemented here. There the user binds
+`botpsy-desktop --quick` in the desktop's keyboard settings, and the settings say so.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+import select
+import threading
+from collections.abc import Callable
+
+from PySide6.QtCore import QObject, Signal
+from PySide6.QtGui import QGuiApplication, QKeySequence
+
+# X11 modifier masks
+_SHIFT, _LOCK, _CONTROL, _MOD1, _MOD2, _MOD4 = 1, 2, 4, 8, 16, 64
+_GRAB_MODE_ASYNC = 1
+_KEY_PRESS = 2
+
+# Qt key -> X keysym for the keys that are not a printable Latin-1 character
+_SPECIAL_KEYSYMS = {
+    "space": 0x0020,
+    "return": 0xFF0D,
+    "enter": 0xFF0D,
+    "tab": 0xFF09,
+    "backspace": 0xFF08,
+    "esc": 0xFF1B,
+    "escape": 0xFF1B,
+    "ins": 0xFF63,
+    "insert": 0xFF63,
+    "del": 0xFFFF,
+    "delete": 0xFFFF,
+    "home": 0xFF50,
+    "end": 0xFF57,
+    "pgup": 0xFF55,
+    "pgdown": 0xFF56,
+    "left": 0xFF51,
+    "up": 0xFF52,
+    "right": 0xFF53,
+    "down": 0xFF54,
+    "pause": 0xFF13,
+    "print": 0xFF61,
+}
+
+
+class HotkeyError(Exception):
+    """The shortcut could not be set up; the message says why and what to do instead."""
+
+
+def parse_shortcut(text: str) -> tuple[int, int]:
+    """``"Ctrl+Alt+Space"`` -> (X modifier mask, X keysym); HotkeyError if it cannot be grabbed."""
+    parts = [p.strip() for p in text.replace(" ", "").split("+")]
+    if not text.strip() or any(not p for p in parts[:-1]) or not parts[-1]:
+        raise HotkeyError(f"{text!r} is not a shortcut. Write it like Ctrl+Alt+Space.")
+    mods = 0
+    for name in parts[:-1]:
+        mask = {"ctrl": _CONTROL, "control": _CONTROL, "alt": _MOD1, "shift": _SHIFT}.get(
+            name.lower(), _MOD4 if name.lower() in ("meta", "super", "win") else None
+        )
+        if mask is None:
+            raise HotkeyError(
+                f"Unknown modifier {name!r} in {text!r}: use Ctrl, Alt, Shift or Super."
+            )
+        mods |= mask
+    key = parts[-1]
+    if key.lower() in _SPECIAL_KEYSYMS:
+        keysym = _SPECIAL_KEYSYMS[key.lower()]
+    elif key.upper().startswith("F") and key[1:].isdigit() and 1 <= int(key[1:]) <= 24:
+        keysym = 0xFFBE + int(key[1:]) - 1
+    elif len(key) == 1 and 0x20 < ord(key.lower()) <= 0xFF:
+        keysym = ord(key.lower())
+    else:
+        raise HotkeyError(f"Unknown key {key!r} in {text!r}: use a letter, digit, F1-F24 or Space.")
+    if mods == 0:
+        raise HotkeyError(
+            f"{text!r} has no modifier: a global shortcut needs Ctrl, Alt or Super, "
+            "or it would take the key from every other program."
+        )
+    return mods, keysym
+
+
+def normalise_shortcut(text: str) -> str:
+    """The shortcut as Qt writes it (for display in the settings)."""
+    return QKeySequence(text).toString(QKeySequence.SequenceFormat.PortableText) or text
+
+
+class _KeyPressEvent(ctypes.Structure):
+    _fields_ = [
+        ("response_type", ctypes.c_uint8),
+        ("detail", ctypes.c_uint8),
+        ("sequence", ctypes.c_uint16),
+        ("time", ctypes.c_uint32),
+        ("root", ctypes.c_uint32),
+        ("event", ctypes.c_uint32),
+        ("child", ctypes.c_uint32),
+        ("root_x", ctypes.c_int16),
+        ("root_y", ctypes.c_int16),
+        ("event_x", ctypes.c_int16),
+        ("event_y", ctypes.c_int16),
+        ("state", ctypes.c_uint16),
+        ("same_screen", ctypes.c_uint8),
+        ("pad0", ctypes.c_uint8),
+    ]
+
+
+class _VoidCookie(ctypes.Structure):
+    _fields_ = [("sequence", ctypes.c_uint)]
+
+
+class _ScreenIterator(ctypes.Structure):
+    _fields_ = [
+        ("data", ctypes.POINTER(ctypes.c_uint32)),  # xcb_screen_t*, whose first field is root
+        ("rem", ctypes.c_int),
+        ("index", ctypes.c_int),
+    ]
+
+
+def _load(name: str, soname: str) -> ctypes.CDLL:
+    path = ctypes.util.find_library(name) or soname
+    try:
+        return ctypes.CDLL(path)
+    except OSError as exc:
+        raise HotkeyError(
+            f"The X11 library {soname} is missing ({exc}); install it (Debian: "
+            f"{'libxcb1' if name == 'xcb' else 'libxcb-keysyms1'}) for the global shortcut."
+        ) from exc
+
+
+class X11Hotkey:
+    """Grabs one key combination on the X server's root window and calls ``on_press``.
+
+    ``on_press`` runs on the listener thread; the Qt wrapper turns it into a signal.
+    """
+
+    def __init__(self, shortcut: str, on_press: Callable[[], None], display: str | None = None):
+        self.shortcut = shortcut
+        self.mods, self.keysym = parse_shortcut(shortcut)
+        self._on_press = on_press
+        self._display = display if display is not None else os.environ.get("DISPLAY", "")
+        if not self._display:
+            raise HotkeyError("There is no X display (DISPLAY is not set).")
+        self._xcb = _load("xcb", "libxcb.so.1")
+        self._keysyms = _load("xcb-keysyms", "libxcb-keysyms.so.1")
+        self._libc = ctypes.CDLL(None)
+        self._declare()
+        self._conn: ctypes.c_void_p | None = None
+        self._root = 0
+        self._keycodes: list[int] = []
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.presses = 0
+
+    def _declare(self) -> None:
+        x, k = self._xcb, self._keysyms
+        x.xcb_connect.restype = ctypes.c_void_p
+        x.xcb_connect.argtypes = [ctypes.c_char_p, ctypes.POINTER(ctypes.c_int)]
+        x.xcb_connection_has_error.argtypes = [ctypes.c_void_p]
+        x.xcb_disconnect.argtypes = [ctypes.c_void_p]
+        x.xcb_get_setup.restype = ctypes.c_void_p
+        x.xcb_get_setup.argtypes = [ctypes.c_void_p]
+        x.xcb_setup_roots_iterator.restype = _ScreenIterator
+        x.xcb_setup_roots_iterator.argtypes = [ctypes.c_void_p]
+        x.xcb_screen_next.argtypes = [ctypes.POINTER(_ScreenIterator)]
+        x.xcb_grab_key_checked.restype = _VoidCookie
+        x.xcb_grab_key_checked.argtypes = [
+            ctypes.c_void_p,
+            ctypes.c_uint8,
+            ctypes.c_uint32,
+            ctypes.c_uint16,
+            ctypes.c_uint8,
+            ctypes.c_uint8,
+            ctypes.c_uint8,
+        ]
+        x.xcb_ungrab_key.restype = _VoidCookie
+        x.xcb_ungrab_key.argtypes = [
+            ctypes.c_void_p,
+            ctypes.c_uint8,
+            ctypes.c_uint32,
+            ctypes.c_uint16,
+        ]
+        x.xcb_request_check.restype = ctypes.c_void_p
+        x.xcb_request_check.argtypes = [ctypes.c_void_p, _VoidCookie]
+        x.xcb_flush.argtypes = [ctypes.c_void_p]
+        x.xcb_get_file_descriptor.argtypes = [ctypes.c_void_p]
+        x.xcb_poll_for_event.restype = ctypes.c_void_p
+        x.xcb_poll_for_event.argtypes = [ctypes.c_void_p]
+        k.xcb_key_symbols_alloc.restype = ctypes.c_void_p
+        k.xcb_key_symbols_alloc.argtypes = [ctypes.c_void_p]
+        k.xcb_key_symbols_free.argtypes = [ctypes.c_void_p]
+        k.xcb_key_symbols_get_keycode.restype = ctypes.POINTER(ctypes.c_uint8)
+        k.xcb_key_symbols_get_keycode.argtypes = [ctypes.c_void_p, ctypes.c_uint32]
+        self._libc.free.argtypes = [ctypes.c_void_p]
+
+    def start(self) -> None:
+        """Connect and grab; HotkeyError (with what to do) if another program holds the keys."""
+        x = self._xcb
+        screen = ctypes.c_int(0)
+        conn = x.xcb_connect(self._display.encode(), ctypes.byref(screen))
+        if not conn or x.xcb_connection_has_error(conn):
+            if conn:
+                x.xcb_disconnect(conn)
+            raise HotkeyError(f"Cannot connect to the X display {self._display}.")
+        self._conn = conn
+        try:
+            it = x.xcb_setup_roots_iterator(x.xcb_get_setup(conn))
+            for _ in range(screen.value):
+                x.xcb_screen_next(ctypes.byref(it))
+            self._root = int(it.data[0])
+            self._keycodes = self._keycodes_for(self.keysym)
+            if not self._keycodes:
+                raise HotkeyError(f"The keyboard has no key for {self.shortcut!r}.")
+            grabbed: list[tuple[int, int]] = []
+            # NumLock and CapsLock must not stop the shortcut: grab every combination of them
+            for extra in (0, _LOCK, _MOD2, _LOCK | _MOD2):
+                for code in self._keycodes:
+                    cookie = x.xcb_grab_key_checked(
+                        conn, 1, self._root, self.mods | extra, code, _GRAB_MODE_ASYNC,
+                        _GRAB_MODE_ASYNC,
+                    )  # fmt: skip
+                    error = x.xcb_request_check(conn, cookie)
+                    if error:
+                        self._libc.free(error)
+                        for m, c in grabbed:
+                            x.xcb_ungrab_key(conn, c, self._root, m)
+                        raise HotkeyError(
+                            f"{self.shortcut} is already taken by another program: choose "
+                            "another shortcut in Settings > Appearance."
+                        )
+                    grabbed.append((self.mods | extra, code))
+            x.xcb_flush(conn)
+        except BaseException:
+            self._conn = None
+            x.xcb_disconnect(conn)
+            raise
+        self._thread = threading.Thread(target=self._listen, name="global-shortcut", daemon=True)
+        self._thread.start()
+
+    def _keycodes_for(self, keysym: int) -> list[int]:
+        syms = self._keysyms.xcb_key_symbols_alloc(self._conn)
+        if not syms:
+            return []
+        try:
+            found = self._keysyms.xcb_key_symbols_get_keycode(syms, keysym)
+            if not found:
+                return []
+            codes: list[int] = []
+            i = 0
+            while found[i] != 0:  # XCB_NO_SYMBOL ends the list
+                codes.append(int(found[i]))
+                i += 1
+            self._libc.free(ctypes.cast(found, ctypes.c_void_p))
+            return codes
+        finally:
+            self._keysyms.xcb_key_symbols_free(syms)
+
+    def _listen(self) -> None:
+        x, conn = self._xcb, self._conn
+        fd = x.xcb_get_file_descriptor(conn)
+        wanted = self.mods
+        while not self._stop.is_set():
+            readable, _, _ = select.select([fd], [], [], 0.2)
+            if not readable:
+                continue
+            while True:
+                ptr = x.xcb_poll_for_event(conn)
+                if not ptr:
+                    break
+                event = ctypes.cast(ptr, ctypes.POINTER(_KeyPressEvent)).contents
+                pressed = (
+                    event.response_type & 0x7F == _KEY_PRESS
+                    and event.detail in self._keycodes
+                    and event.state & ~(_LOCK | _MOD2) & 0xFF == wanted
+                )
+                self._libc.free(ptr)
+                if pressed:
+                    self.presses += 1
+                    self._on_press()
+            if x.xcb_connection_has_error(conn):
+                return  # the X server went away: nothing more to listen to
+
+    def stop(self) -> None:
+        """Release the grab and the connection."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(2)
+            self._thread = None
+        if self._conn is not None:
+            conn, self._conn = self._conn, None
+            for extra in (0, _LOCK, _MOD2, _LOCK | _MOD2):
+                for code in self._keycodes:
+                    self._xcb.xcb_ungrab_key(conn, code, self._root, self.mods | extra)
+            self._xcb.xcb_flush(conn)
+            self._xcb.xcb_disconnect(conn)
+
+
+class GlobalShortcut(QObject):
+    """``activated`` fires on the GUI thread when the global shortcut is pressed.
+
+    ``start`` returns None when the shortcut is set up, else a sentence saying why not and what
+    to do instead (shown in the settings and logged; the app works without it).
+    """
+
+    activated = Signal()
+
+    def __init__(self, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self._grab: X11Hotkey | None = None
+        self.shortcut = ""
+        self.problem: str | None = None
+        """Why the last ``start`` set up no shortcut (None: it works, or it is turned off)."""
+
+    def start(self, shortcut: str, *, display: str | None = None) -> str | None:
+        self.problem = self._start(shortcut, display)
+        return self.problem
+
+    def _start(self, shortcut: str, display: str | None) -> str | None:
+        self.stop()
+        if not shortcut.strip():
+            return None  # turned off
+        platform = QGuiApplication.platformName()
+        if display is None and platform != "xcb":
+            where = "Wayland" if "wayland" in platform else platform or "this platform"
+            return (
+                f"A global shortcut is not available on {where}: bind the command "
+                "`botpsy-desktop --quick` to a key in your desktop's keyboard settings."
+            )
+        try:
+            grab = X11Hotkey(shortcut, self.activated.emit, display)
+            grab.start()
+        except HotkeyError as exc:
+            return str(exc)
+        self._grab, self.shortcut = grab, shortcut
+        return None
+
+    @property
+    def presses(self) -> int:
+        return self._grab.presses if self._grab is not None else 0
+
+    def stop(self) -> None:
+        if self._grab is not None:
+            self._grab.stop()
+            self._grab = None
