@@ -178,19 +178,30 @@ class ModelService:
             "See `botpsy model list`, or get it with `botpsy model pull`.",
         )
 
-    def first_run_message(self) -> str:
-        """One sentence for a user who has no active model: how to get one."""
+    def first_run_message(self, *, window: bool = False) -> str:
+        """One sentence for a user who has no active model: how to get one (``window``: in the
+        words of the window's buttons, not the command line's)."""
         models = self.installed()
+        entry = self.catalog.default_entry
+        quant = entry.default_quantization
+        size = entry.approx_size_mib.get(quant)
+        about = f", about {size} MiB" if size else ""
+        if window:
+            installed = (
+                f" Installed: {', '.join(m.id for m in models)} (choose one in Settings > Model)."
+                if models
+                else ""
+            )
+            return (
+                f"No model is set up yet. Download {entry.name} ({quant}{about}) from Hugging "
+                f"Face, or import a GGUF file you already have.{installed}"
+            )
         if models:
             names = ", ".join(m.id for m in models)
             return (
                 f"No model is set up yet: choose one of the installed models ({names}) with "
                 "`botpsy model use ID`, or download BotPsy-0.8B with `botpsy model pull`."
             )
-        entry = self.catalog.default_entry
-        quant = entry.default_quantization
-        size = entry.approx_size_mib.get(quant)
-        about = f", about {size} MiB" if size else ""
         return (
             f"No model is set up yet: run `botpsy model pull` to download {entry.name} "
             f"({quant}{about}) from Hugging Face, or `botpsy model import PATH` to add a GGUF "

@@ -98,7 +98,7 @@ class ModelDialog(QDialog):
         entry = service.catalog.default_entry
         self.quantization = entry.default_quantization
         layout = QVBoxLayout(self)
-        self.message = QLabel(service.first_run_message())
+        self.message = QLabel(service.first_run_message(window=True))
         self.message.setWordWrap(True)
         layout.addWidget(self.message)
         self.status = QLabel("")

@@ -502,6 +502,7 @@ class MainWindow(QMainWindow):
     def open_settings(self) -> SettingsDialog:
         dialog = SettingsDialog(self.app, self)
         dialog.modelSettingsChanged.connect(self._reload_model)
+        dialog.modelChosen.connect(self._on_model_ready)
         dialog.open()
         return dialog
 

@@ -87,6 +87,7 @@ class SettingsDialog(QDialog):
     """
 
     modelSettingsChanged = Signal()
+    modelChosen = Signal(str)  # an installed model was made the active one: load it
 
     def __init__(self, app: App, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -125,7 +126,13 @@ class SettingsDialog(QDialog):
         self.temperature.setValue(c.model.temperature)
         self.think = QCheckBox("Let the model think before answering by default")
         self.think.setChecked(c.model.think)
+        from botpsy_desktop.ui.installed import InstalledModels
+
+        self.installed = InstalledModels(app)
+        self.installed.modelChosen.connect(self._on_model_chosen)
+        self.installed.modelRemoved.connect(lambda: self.model_path.setText("none"))
         mf.addRow("Model file:", self.model_path)
+        mf.addRow("Installed:", self.installed)
         mf.addRow("Context (tokens):", self.n_ctx)
         mf.addRow("Decode threads:", self.n_threads)
         mf.addRow("Prompt threads:", self.n_threads_batch)
@@ -251,6 +258,10 @@ class SettingsDialog(QDialog):
         layout.addWidget(self.error)
         layout.addWidget(self.note)
         layout.addWidget(buttons)
+
+    def _on_model_chosen(self, path: str) -> None:
+        self.model_path.setText(path)
+        self.modelChosen.emit(path)
 
     def edited(self) -> dict[str, Any]:
         data = self.app.config.model_dump()

@@ -46,7 +46,8 @@ def test_first_run_offers_the_download_and_loads_the_model(
     window.show()
     qtbot.waitUntil(lambda: window.model_dialog is not None, timeout=10000)
     dialog = window.model_dialog
-    assert dialog is not None and "botpsy model pull" in dialog.message.text()
+    assert dialog is not None and "Download BotPsy-0.8B" in dialog.message.text()
+    assert "botpsy model" not in dialog.message.text()  # the window speaks of its buttons
     # a first try is cut half way; "Download again" resumes from where it stopped
     faults = Faults()
     faults.cut_after = 8 << 20

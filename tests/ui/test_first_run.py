@@ -63,7 +63,7 @@ def test_the_guide_walks_model_folders_accounts_weather(
     assert wizard.currentPage() is wizard.model_page
     assert window.model_dialog is wizard.model_dialog
     dialog = wizard.model_dialog
-    assert dialog.isVisible() and "botpsy model pull" in dialog.message.text()
+    assert dialog.isVisible() and "Download BotPsy-0.8B" in dialog.message.text()
 
     # 1) the model: downloaded from the Hub stand-in; the guide moves on by itself
     dialog.download_button.click()
