@@ -420,7 +420,7 @@ class MainWindow(QMainWindow):
         st = event.stats
         n_ctx = self.model_details.get("n_ctx")
         used = st.prompt_tokens + st.completion_tokens
-        if n_ctx:
+        if n_ctx and used:  # a replay counts no tokens
             self.context_label.setText(f"context {used:,}/{n_ctx:,}")
         if st.completion_tokens:
             self.speed_label.setText(
@@ -479,7 +479,8 @@ class MainWindow(QMainWindow):
             text = name
         self.model_label.setText(text)
         self.model_label.setToolTip(f"The model and its quantization\n{name}")
-        if details.get("n_ctx"):
+        self.context_label.setText("")
+        if details.get("n_ctx") and not name.startswith("replay:"):
             self.context_label.setText(f"context 0/{details['n_ctx']:,}")
 
     def get_model(self) -> ModelDialog:
