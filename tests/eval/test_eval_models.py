@@ -59,13 +59,15 @@ def test_smollm2_is_prompted_with_the_documented_fallback_token_for_token() -> N
     assert "ChatML tool fallback" in reference_template(model)[1]
     backend = _load(model)
     try:
-        # every prompt as the engine would tokenize it on a fresh context, without the prefill
-        # (SmolLM2 is not hybrid: reusing evaluated tokens is checked on the tiny qwen35 above)
-        result = check_fidelity(model, backend, evaluate=False)
+        # every prompt as the engine would tokenize it on a fresh context, without the prefill,
+        # and the last one (both requests, every kind of message) as it really evaluates it
+        planned = check_fidelity(model, backend, evaluate=False)
+        evaluated = check_fidelity(model, backend, thinking=(False,), every_prompt=False)
     finally:
         backend.close()
-    assert result.mismatches == []
-    assert result.ok and result.prompts == 10 and result.tokens > 5000
+    assert planned.mismatches == [] and evaluated.mismatches == []
+    assert planned.ok and planned.prompts == 10 and planned.tokens > 5000
+    assert evaluated.ok and evaluated.prompts == 1 and evaluated.tokens > 1000
 
 
 def test_a_smollm2_run_produces_a_well_formed_report(
