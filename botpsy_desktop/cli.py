@@ -25,6 +25,7 @@ from botpsy_desktop.agent.events import (
     Transcript,
     TurnFinished,
 )
+from botpsy_desktop.agent.routines import DaemonRoutines
 from botpsy_desktop.app import App, build_app
 from botpsy_desktop.core.errors import BotpsyError
 from botpsy_desktop.core.paths import Paths
@@ -101,9 +102,13 @@ def _parser() -> argparse.ArgumentParser:
     add_eval_command(sub)  # botpsy_desktop/eval/command.py
     _add_account_commands(sub)
     daemon = sub.add_parser(
-        "daemon", help="ring alarms, timers and reminders in the foreground until Ctrl-C"
+        "daemon",
+        help="ring alarms, timers and reminders and run routines in the foreground until Ctrl-C",
     )
     daemon.add_argument("--json", action="store_true", help="print one JSON object per event")
+    daemon_src = daemon.add_mutually_exclusive_group()  # routines run on it (else model.path)
+    daemon_src.add_argument("--model", metavar="PATH", help="GGUF model that runs routines")
+    daemon_src.add_argument("--replay", metavar="FILE", help="replay routines' model output")
     log = sub.add_parser("log", help="actions the assistant carried out (the audit log)")
     log.add_argument("--limit", type=int, default=20, metavar="N", help="newest N (default 20)")
     log.add_argument("--json", action="store_true", help="print the entries as JSON")
@@ -458,6 +463,7 @@ def cmd_daemon(app: App, args: argparse.Namespace, out: TextIO, err: TextIO) -> 
         for sig in (signal.SIGINT, signal.SIGTERM):
             previous[sig] = signal.signal(sig, lambda *_: stop.set())
     alarms.add_listener(on_ring)
+    routines = _daemon_routines(app, args, emit, err)
     try:
         now = alarms.now()
         for missed in alarms.start():
@@ -476,10 +482,73 @@ def cmd_daemon(app: App, args: argparse.Namespace, out: TextIO, err: TextIO) -> 
     finally:
         alarms.remove_listener(on_ring)
         alarms.shutdown()
+        if routines is not None:
+            routines.close()
         for signum, handler in previous.items():
             signal.signal(signum, handler)
     print("botpsy daemon: stopped.", file=err, flush=True)
     return EXIT_OK
+
+
+def _daemon_routines(
+    app: App, args: argparse.Namespace, emit: Any, err: TextIO
+) -> DaemonRoutines | None:
+    """Run routines in the daemon on the model (loaded once), or say why they will not run."""
+    from dataclasses import replace
+
+    from botpsy_desktop.adapters.alarms import AlarmFired, AlarmKind
+    from botpsy_desktop.agent.loop import AgentSession
+    from botpsy_desktop.agent.routines import DAEMON_APPROVAL_TIMEOUT_S, DaemonRoutines
+    from botpsy_desktop.llm.backend import Backend
+
+    alarms = app.alarms
+    assert alarms is not None
+    if args.model is None and args.replay is None and not app.config.model.path:
+
+        def not_run(event: AlarmFired) -> None:
+            if event.kind is AlarmKind.ROUTINE:
+                emit(
+                    json.dumps({"event": "routine_not_run", "id": event.id, "reason": "no model"})
+                    if args.json
+                    else f"routine {event.id}: not run, no model is set up (set model.path "
+                    "with `botpsy model use`, or start the daemon with --model or --replay)"
+                )
+
+        alarms.add_listener(not_run)
+        return None
+    backend = app.backend(model=args.model, replay=args.replay)
+    timeout = app.config.agent.background_approval_timeout_s or DAEMON_APPROVAL_TIMEOUT_S
+    settings = replace(app.loop_settings(), background_approval_timeout_s=timeout)
+
+    def make_session(backend: Backend, conversation_id: str) -> AgentSession:
+        return AgentSession(
+            backend,
+            app.registry,
+            app.gate,
+            app.store,
+            settings,
+            conversation_id,
+            background=True,
+        )
+
+    routines = DaemonRoutines(
+        backend,
+        app.store,
+        alarms,
+        make_session,
+        emit,
+        as_json=args.json,
+        think=app.config.model.think,
+        approval_timeout_s=timeout,
+    )
+    alarms.add_listener(routines.on_fired)
+    print(
+        f"botpsy daemon: routines run on {backend.name}; their approval requests are denied "
+        f"after {timeout:g} s (agent.background_approval_timeout_s), nobody can approve here.",
+        file=err,
+        flush=True,
+    )
+    return routines
 
 
 COMMANDS = {"ask": cmd_ask, "chat": cmd_chat, "tools": cmd_tools, "doctor": cmd_doctor}

@@ -68,6 +68,7 @@ INVERSES: dict[str, InverseRule] = {
     "set_alarm": _alarm,
     "set_timer": _alarm,
     "set_reminder": _alarm,
+    "set_routine": _alarm,
     "pause_music": _pause,
     "resume_music": _resume,
 }

@@ -346,7 +346,8 @@ def session_job(
         session = make_session(backend)
         for event in session.run(text, cancel=ctx.cancel, think=think):
             yield event
-            if isinstance(event, ApprovalNeeded):
+            # a background run's request waits in the gate's inbox, inside the loop
+            if isinstance(event, ApprovalNeeded) and not event.request.background:
                 while not event.request.decided:
                     if ctx.cancel.is_set():
                         with contextlib.suppress(RuntimeError):  # decided meanwhile

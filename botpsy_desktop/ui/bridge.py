@@ -22,6 +22,7 @@ from botpsy_desktop.agent.events import (
     TurnFinished,
 )
 from botpsy_desktop.agent.loop import AgentSession
+from botpsy_desktop.agent.routines import keep_title
 from botpsy_desktop.agent.scheduler import (
     EngineContext,
     Finished,
@@ -86,20 +87,31 @@ class EngineWorker(QObject):
         think: bool,
         priority: Priority = Priority.INTERACTIVE,
         request_id: str | None = None,
+        *,
+        background: bool = False,
+        title: str | None = None,
     ) -> str:
-        """Queue a request (from any thread); returns its id at once."""
+        """Queue a request (from any thread); returns its id at once.
+
+        ``background`` (a routine, nobody watching): its approval requests wait in the gate's
+        inbox (the pending-approvals queue), never in a dialog. ``title`` names the conversation
+        again once the request is over (a first request otherwise names it after its text).
+        """
         rid = request_id or uuid.uuid4().hex
         conv = {"id": conversation_id}
         relay = _Relay(self, rid, conv, think)
 
         def make_session(backend: Backend) -> AgentSession:
-            session = self.app.session(backend, conversation_id or None)
+            session = self.app.session(backend, conversation_id or None, background=background)
             conv["id"] = session.conversation_id
             self.requestStarted.emit(rid, session.conversation_id)
             return session
 
+        job = session_job(make_session, text, think=think, no_model=NO_MODEL)
+        if title:
+            job = keep_title(job, self.app.store, lambda: conv["id"], title)
         request = self.scheduler.submit(
-            session_job(make_session, text, think=think, no_model=NO_MODEL),
+            job,
             priority,
             label=text[:40],
             on_item=relay.on_item,
@@ -269,8 +281,13 @@ class EngineThread(QObject):
         text: str,
         think: bool,
         priority: Priority = Priority.INTERACTIVE,
+        *,
+        background: bool = False,
+        title: str | None = None,
     ) -> str:
-        return self.worker.submit(conversation_id, text, think, priority)
+        return self.worker.submit(
+            conversation_id, text, think, priority, background=background, title=title
+        )
 
     def load(self, model: str, replay: str) -> None:
         self.worker.load(model, replay)

@@ -116,6 +116,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         # server where there is one (Linux), else the tray's message
         desktop = FreedesktopNotifications(parent=window)
         notifier = AlarmNotifier(app.alarms, sound, tray.icon, window, desktop=desktop)
+        from botpsy_desktop.ui.routines import RoutineRunner
+
+        # routines run their request on the window's engine (background runs), never ring
+        RoutineRunner(
+            window.engine,
+            notifier,
+            app.store,
+            app.alarms,
+            think=app.config.model.think,
+            parent=window,  # kept alive (and ended) with the window
+        )
         missed = app.alarms.start()
         if missed:
             window.show_missed(notifier.missed_text(missed))

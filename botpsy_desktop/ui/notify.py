@@ -18,7 +18,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from botpsy_desktop.adapters.alarms import AlarmService
+from botpsy_desktop.adapters.alarms import AlarmKind, AlarmService
 from botpsy_desktop.adapters.alarms.service import AlarmFired, MissedAlarm
 from botpsy_desktop.ui.assets import asset
 from botpsy_desktop.ui.desktop_notify import FreedesktopNotifications
@@ -109,6 +109,7 @@ class AlarmNotifier(QObject):
     """
 
     fired = Signal(object)  # AlarmFired, emitted on the scheduler thread, queued to the GUI
+    routineFired = Signal(object)  # AlarmFired of a routine: run, never rung (ui/routines.py)
 
     def __init__(
         self,
@@ -151,7 +152,13 @@ class AlarmNotifier(QObject):
         return w is not None and (not w.isVisible() or w.isMinimized())
 
     def show_alarm(self, event: AlarmFired) -> AlarmWindow | None:
-        """Ring: the sound, and a notification or the small window (see the class)."""
+        """Ring: the sound, and a notification or the small window (see the class).
+
+        A routine does not ring: it is handed on (``routineFired``) to be run.
+        """
+        if event.kind is AlarmKind.ROUTINE:
+            self.routineFired.emit(event)
+            return None
         if self.sound is not None:
             self.sound.play()
         title = f"⏰ {event.label or event.kind.value.capitalize()}"
@@ -181,6 +188,24 @@ class AlarmNotifier(QObject):
             self.sent.append(("tray", title, text))
             return "tray"
         return ""
+
+    def notify(self, title: str, text: str) -> str:
+        """A plain notification (e.g. a routine's answer): the desktop's, else the tray's, else
+        the window's status bar. Returns the channel used."""
+        desktop = self.desktop
+        channel = ""
+        if desktop is not None and desktop.notify(f"note:{title}", title, text):
+            channel = "dbus"  # (notify says False when there is no notification server)
+        if not channel and self.tray is not None and QSystemTrayIcon.supportsMessages():
+            self.tray.showMessage(title, text, QSystemTrayIcon.MessageIcon.Information, 15000)
+            channel = "tray"
+        if not channel:
+            status = getattr(self.parent_widget, "statusBar", None)
+            if callable(status):
+                status().showMessage(f"{title}: {text}", 30000)
+                channel = "status"
+        self.sent.append((channel, title, text))
+        return channel
 
     def _on_shown(self, key: str, nid: int) -> None:
         if key.startswith("alarm:"):

@@ -627,6 +627,7 @@ def test_effects_and_descriptions(tools: dict[str, Tool]) -> None:
         "set_alarm",
         "set_timer",
         "set_reminder",
+        "set_routine",
         "list_alarms",
         "cancel_alarm",
         "snooze_alarm",

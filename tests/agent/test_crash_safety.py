@@ -332,8 +332,9 @@ def test_the_alarms_database_is_backed_up_before_an_upgrade_too(
     first = service.AlarmService(db)
     assert first.alarms() == []
     first.shutdown()
-    monkeypatch.setattr(service, "SCHEMA_VERSION", service.SCHEMA_VERSION + 1)  # a new release
+    old = service.SCHEMA_VERSION
+    monkeypatch.setattr(service, "SCHEMA_VERSION", old + 1)  # a new release
     upgraded = service.AlarmService(db)
     assert upgraded.alarms() == []
     upgraded.shutdown()
-    assert [p.name[:16] for p in list_backups(db)] == ["alarms.backup-v1"]
+    assert [p.name[:16] for p in list_backups(db)] == [f"alarms.backup-v{old}"]

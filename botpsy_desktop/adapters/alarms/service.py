@@ -47,7 +47,8 @@ from botpsy_desktop.core.errors import ConfigError, StoreError, ToolError
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+"""2: ``conversation`` (the conversation a routine runs in) added to ``alarms``."""
 MAX_AHEAD = timedelta(days=366)
 """Alarms further ahead than this are refused (almost always a misread date)."""
 KEEP_MISSED = timedelta(days=7)
@@ -70,7 +71,8 @@ CREATE TABLE IF NOT EXISTS alarms (
     missed_count INTEGER NOT NULL DEFAULT 0,
     missed_reported INTEGER NOT NULL DEFAULT 1,
     duration_s REAL,
-    created REAL NOT NULL
+    created REAL NOT NULL,
+    conversation TEXT
 );
 """
 
@@ -81,6 +83,8 @@ class AlarmKind(StrEnum):
     ALARM = "alarm"
     TIMER = "timer"
     REMINDER = "reminder"
+    ROUTINE = "routine"
+    """A request the assistant runs at the time (``label`` is the request); it never rings."""
 
 
 Status = Literal["scheduled", "ringing", "snoozed", "missed"]
@@ -107,6 +111,8 @@ class Alarm:
     missed_count: int
     duration: timedelta | None
     created: datetime
+    conversation: str | None = None
+    """The conversation a routine runs in (set at its first run)."""
 
     @property
     def repeats(self) -> bool:
@@ -143,6 +149,8 @@ class AlarmFired:
     due: datetime
     fired: datetime
     snoozed: bool = False
+    conversation: str | None = None
+    """A routine's conversation from its earlier runs (None before its first run)."""
 
     @property
     def late_by(self) -> timedelta:
@@ -151,7 +159,8 @@ class AlarmFired:
     def line(self) -> str:
         """One line for a terminal or a notification: "ringing: alarm 3 'Wake up' (due ...)"."""
         due = format_time(self.due, self.fired)
-        text = f"ringing: {_what(self.kind, self.id, self.label)} (due {due}"
+        verb = "running" if self.kind is AlarmKind.ROUTINE else "ringing"
+        text = f"{verb}: {_what(self.kind, self.id, self.label)} (due {due}"
         if self.snoozed:
             text += ", after a snooze"
         if self.late_by >= LATE:
@@ -160,7 +169,7 @@ class AlarmFired:
 
     def as_dict(self) -> dict[str, Any]:
         return {
-            "event": "ringing",
+            "event": "running" if self.kind is AlarmKind.ROUTINE else "ringing",
             "id": self.id,
             "kind": self.kind.value,
             "label": self.label,
@@ -533,6 +542,13 @@ class AlarmService:
         self._after_change()
         return [self._alarm(r) if r is not None else None for r in rows]
 
+    def set_conversation(self, alarm_id: int, conversation_id: str) -> None:
+        """Remember the conversation routine ``alarm_id`` runs in (reused by its next runs)."""
+        with self._lock, self._transaction() as db:
+            db.execute(
+                "UPDATE alarms SET conversation = ? WHERE id = ?", (conversation_id, alarm_id)
+            )
+
     def missed(self) -> list[Alarm]:
         """Alarms that missed a ring and were not dismissed yet."""
         return [a for a in self.alarms() if a.missed_due is not None]
@@ -588,13 +604,14 @@ class AlarmService:
                 missed_due, missed_count = None, 0
             else:
                 new_due = None
+        rings = alarm.kind is not AlarmKind.ROUTINE  # a routine runs its request, never rings
         cur = db.execute(
             "UPDATE alarms SET due = ?, snoozed_until = NULL, ringing_since = ?, ringing_due = ?, "
             "missed_due = ?, missed_count = ? WHERE id = ? AND due IS ? AND snoozed_until IS ?",
             (
                 _ts(new_due),
-                now.timestamp(),
-                due.timestamp(),
+                now.timestamp() if rings else None,
+                due.timestamp() if rings else None,
                 _ts(missed_due),
                 missed_count,
                 alarm.id,
@@ -605,7 +622,13 @@ class AlarmService:
         if cur.rowcount != 1:
             return None  # another service rang it first
         return AlarmFired(
-            alarm.id, alarm.kind, alarm.label, due, now, snoozed=snoozed and not regular
+            alarm.id,
+            alarm.kind,
+            alarm.label,
+            due,
+            now,
+            snoozed=snoozed and not regular,
+            conversation=alarm.conversation,
         )
 
     def _mark_missed(self, db: sqlite3.Connection, now: datetime) -> None:
@@ -720,6 +743,7 @@ class AlarmService:
             missed_count=int(row["missed_count"]),
             duration=timedelta(seconds=row["duration_s"]) if row["duration_s"] else None,
             created=created,
+            conversation=row["conversation"],
         )
 
     def _conn(self) -> sqlite3.Connection:
@@ -748,6 +772,9 @@ class AlarmService:
                     db.close()
                     raise
             db.executescript(_SCHEMA)
+            columns = {r["name"] for r in db.execute("PRAGMA table_info(alarms)")}
+            if "conversation" not in columns:  # version 1: routines' conversations
+                db.execute("ALTER TABLE alarms ADD COLUMN conversation TEXT")
             db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
         except sqlite3.Error as exc:
             raise StoreError(

@@ -75,15 +75,33 @@ class SetReminderArgs(BaseModel):
     repeat: str = Field("never", max_length=100, description=_REPEAT_FIELD)
 
 
+class SetRoutineArgs(BaseModel):
+    """Have the assistant carry out a request by itself at a time, once or repeating (a routine).
+
+    Examples: {"time": "8:00", "request": "What's on my calendar today and the weather?",
+    "repeat": "weekdays"}, {"time": "friday 17:00", "request": "List the files I changed this
+    week"}. At that time the request runs as if the user asked it; anything it wants to change
+    still waits for the user's approval. The result shows when it runs first.
+    """
+
+    time: str = Field(description=_TIME_FIELD, min_length=1, max_length=100)
+    request: str = Field(
+        description="What to ask the assistant then, in the user's words.",
+        min_length=1,
+        max_length=500,
+    )
+    repeat: str = Field("never", max_length=100, description=_REPEAT_FIELD)
+
+
 class ListAlarmsArgs(BaseModel):
-    """List the alarms, timers and reminders that are set, ringing or were missed.
+    """List the alarms, timers, reminders and routines that are set, ringing or were missed.
 
     Example: {}. Each has a number to use with cancel_alarm, snooze_alarm or dismiss_alarm.
     """
 
 
 class CancelAlarmArgs(BaseModel):
-    """Cancel an alarm, timer or reminder so it never rings (all repeats of a repeating one).
+    """Cancel an alarm, timer, reminder or routine so it never rings or runs (all repeats).
 
     Examples: {"alarm": "3"}, {"alarm": "Wake up"}, {"alarm": "7:30"}, {"alarm": "all"}.
     """
@@ -134,6 +152,14 @@ def alarms_tools(service: AlarmService) -> list[Tool]:
         if not text:
             raise ToolError("The reminder text is empty.", 'Say what to remind, e.g. "Call Ann".')
         return _set(service, AlarmKind.REMINDER, args.time, text, args.repeat)
+
+    def set_routine(args: SetRoutineArgs) -> dict[str, Any]:
+        request = " ".join(args.request.split())
+        if not request:
+            raise ToolError(
+                "The routine's request is empty.", 'Say what to ask then, e.g. "the weather".'
+            )
+        return _set(service, AlarmKind.ROUTINE, args.time, request, args.repeat)
 
     def list_alarms(args: ListAlarmsArgs) -> dict[str, Any]:
         now = service.now()
@@ -188,6 +214,7 @@ def alarms_tools(service: AlarmService) -> list[Tool]:
         make_tool(set_alarm, effects={Effect.LOCAL_WRITE}),
         make_tool(set_timer, effects={Effect.LOCAL_WRITE}),
         make_tool(set_reminder, effects={Effect.LOCAL_WRITE}),
+        make_tool(set_routine, effects={Effect.LOCAL_WRITE}),
         make_tool(list_alarms, effects={Effect.READ}),
         make_tool(cancel_alarm, effects={Effect.LOCAL_WRITE}),
         make_tool(snooze_alarm, effects={Effect.LOCAL_WRITE}),
@@ -204,7 +231,7 @@ def _set(
     if not days and resolved.days:
         days = resolved.days
     alarm = service.add(kind, resolved.at, label=label, days=days)
-    noun = "Reminder" if kind is AlarmKind.REMINDER else "Alarm"
+    noun = {AlarmKind.REMINDER: "Reminder", AlarmKind.ROUTINE: "Routine"}.get(kind, "Alarm")
     result = _confirmation(service, alarm, f"{noun} set")
     if resolved.note and not days:
         result["note"] = resolved.note
@@ -216,14 +243,20 @@ def _confirmation(service: AlarmService, alarm: Alarm, what: str) -> dict[str, A
     assert alarm.next_ring is not None
     rings = format_when(alarm.next_ring, now)
     label = f" ({alarm.label})" if alarm.label else ""
-    summary = f"{what}{label}: rings {rings}"
+    verb = "runs" if alarm.kind is AlarmKind.ROUTINE else "rings"
+    summary = f"{what}{label}: {verb} {rings}"
     if alarm.repeats:
         summary += f", then {repeat_text(alarm.days)}"
     result: dict[str, Any] = {"summary": summary + ".", **_describe(alarm, service)}
+    if alarm.kind is AlarmKind.ROUTINE:
+        result["approval_note"] = (
+            "It runs with nobody watching: anything it wants to change waits for the user's "
+            "approval."
+        )
     if not service.running:
         result["running_note"] = (
-            "It rings while BotPsy runs (the window or `botpsy daemon`); if neither runs then, "
-            "it is reported as missed at the next start."
+            f"It {verb} while BotPsy runs (the window or `botpsy daemon`); if neither runs "
+            "then, it is reported as missed at the next start."
         )
     return result
 
@@ -232,12 +265,15 @@ def _describe(alarm: Alarm, service: AlarmService) -> dict[str, Any]:
     now = service.now()
     item: dict[str, Any] = {"id": alarm.id, "kind": alarm.kind.value}
     if alarm.label:
-        item["text" if alarm.kind is AlarmKind.REMINDER else "label"] = alarm.label
+        key = {AlarmKind.REMINDER: "text", AlarmKind.ROUTINE: "request"}.get(alarm.kind, "label")
+        item[key] = alarm.label
     item["status"] = alarm.status
     if alarm.ringing_since is not None:
         item["ringing_since"] = format_time(alarm.ringing_since, now)
     if alarm.next_ring is not None:
-        item["rings"] = format_when(alarm.next_ring, now)
+        item["runs" if alarm.kind is AlarmKind.ROUTINE else "rings"] = format_when(
+            alarm.next_ring, now
+        )
         item["at"] = alarm.next_ring.isoformat()
     item["repeat"] = repeat_text(alarm.days)
     if alarm.duration is not None:
@@ -253,11 +289,12 @@ def _title(alarm: Alarm) -> str:
     return f"{alarm.kind.value} {alarm.id}{label}"
 
 
-_NOISE = re.compile(r"\b(the|my|a|an|number|alarm|timer|reminder)s?\b|#")
+_NOISE = re.compile(r"\b(the|my|a|an|number|alarm|timer|reminder|routine)s?\b|#")
 _KIND_WORDS = {
     "alarm": AlarmKind.ALARM,
     "timer": AlarmKind.TIMER,
     "reminder": AlarmKind.REMINDER,
+    "routine": AlarmKind.ROUTINE,
 }
 
 

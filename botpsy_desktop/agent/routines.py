@@ -1,0 +1,218 @@
+"""Routines: requests the assistant runs at a time, as background runs in their own conversation."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from botpsy_desktop.adapters.alarms import AlarmFired, AlarmKind, AlarmService
+from botpsy_desktop.agent.events import (
+    Answer,
+    ApprovalNeeded,
+    ApprovalRequest,
+    Error,
+    Event,
+    ToolResult,
+)
+from botpsy_desktop.agent.loop import AgentSession
+from botpsy_desktop.agent.scheduler import (
+    EngineContext,
+    Finished,
+    Item,
+    Job,
+    Priority,
+    RequestScheduler,
+    session_job,
+)
+from botpsy_desktop.agent.store import ConversationStore
+from botpsy_desktop.llm.backend import Backend
+
+TITLE_PREFIX = "Routine: "
+DAEMON_APPROVAL_TIMEOUT_S = 300.0
+"""How long ``botpsy daemon`` keeps a routine's approval request open when
+agent.background_approval_timeout_s is not set: nobody can answer it there."""
+
+
+def routine_title(request: str) -> str:
+    """The title of a routine's conversation: "Routine: <request>"."""
+    return (TITLE_PREFIX + " ".join(request.split()))[:200]
+
+
+def first_line(text: str, limit: int = 200) -> str:
+    """The first non-empty line of an answer, clipped for a notification."""
+    for line in text.splitlines():
+        line = line.strip()
+        if line:
+            return line if len(line) <= limit else line[: limit - 1].rstrip() + "…"
+    return ""
+
+
+def routine_conversation(store: ConversationStore, alarms: AlarmService, fired: AlarmFired) -> str:
+    """The conversation routine ``fired`` runs in: the one of its earlier runs, else a new one
+    titled "Routine: <request>" (remembered with the routine for its next runs)."""
+    if fired.kind is not AlarmKind.ROUTINE:
+        raise ValueError(f"{fired.kind.value} {fired.id} is not a routine")
+    if fired.conversation and store.exists(fired.conversation):
+        return fired.conversation
+    conversation = store.create(routine_title(fired.label))
+    alarms.set_conversation(fired.id, conversation)
+    return conversation
+
+
+def keep_title(
+    job: Job, store: ConversationStore, conversation: Callable[[], str], title: str
+) -> Job:
+    """``job``, with its conversation titled ``title`` throughout: a conversation's first request
+    names it after the request's text before its first event, so the title is put back then
+    (before any approval request is shown) and once more at the end."""
+
+    def retitle() -> None:
+        conversation_id = conversation()
+        if conversation_id and store.title(conversation_id) not in (None, title):
+            store.rename(conversation_id, title)
+
+    def titled(ctx: EngineContext) -> Iterator[Event]:
+        first = True
+        try:
+            for event in job(ctx) or ():
+                if first:
+                    retitle()
+                    first = False
+                yield event
+        finally:
+            retitle()
+
+    return titled
+
+
+@dataclass
+class _Run:
+    fired: AlarmFired
+    conversation: str
+    answer: str = ""
+    denied: list[str] = field(default_factory=list)
+    asked: dict[str, ApprovalRequest] = field(default_factory=dict)  # by call id
+
+
+class DaemonRoutines:
+    """Runs fired routines for ``botpsy daemon``: one model, loaded once, on a request scheduler
+    at SCHEDULED priority; each run prints lines through ``emit`` (JSON objects with ``as_json``).
+
+    Approval requests wait in the gate's inbox, where nobody can answer them in the daemon, until
+    agent.background_approval_timeout_s (``DAEMON_APPROVAL_TIMEOUT_S`` if unset) and are then
+    denied; the output says so.
+    """
+
+    def __init__(
+        self,
+        backend: Backend,
+        store: ConversationStore,
+        alarms: AlarmService,
+        make_session: Callable[[Backend, str], AgentSession],
+        emit: Callable[[str], None],
+        *,
+        as_json: bool = False,
+        think: bool = False,
+        approval_timeout_s: float = DAEMON_APPROVAL_TIMEOUT_S,
+    ) -> None:
+        self.store = store
+        self.alarms = alarms
+        self.make_session = make_session
+        self.emit = emit
+        self.as_json = as_json
+        self.think = think
+        self.approval_timeout_s = approval_timeout_s
+        self.scheduler = RequestScheduler(backend, name="botpsy-routines")
+        self._lock = threading.Lock()
+        self._active = 0
+        self._idle = threading.Condition(self._lock)
+
+    def on_fired(self, fired: AlarmFired) -> None:
+        """An alarm listener: queue a routine's run (other kinds are ignored)."""
+        if fired.kind is not AlarmKind.ROUTINE:
+            return
+        conversation = routine_conversation(self.store, self.alarms, fired)
+        run = _Run(fired, conversation)
+        job = session_job(
+            lambda backend: self.make_session(backend, conversation), fired.label, think=self.think
+        )
+        with self._lock:
+            self._active += 1
+        self.scheduler.submit(
+            keep_title(job, self.store, lambda: conversation, routine_title(fired.label)),
+            Priority.SCHEDULED,
+            label=fired.label[:40],
+            on_item=lambda item: self._on_item(run, item),
+        )
+
+    def wait_idle(self, timeout: float | None = None) -> bool:
+        """Block until every queued run is over; True if they are."""
+        with self._idle:
+            return self._idle.wait_for(lambda: self._active == 0, timeout)
+
+    def close(self) -> None:
+        """Stop what runs (its approval requests are denied) and close the model."""
+        self.scheduler.close()
+
+    def _on_item(self, run: _Run, item: Item) -> None:
+        fired = run.fired
+        if isinstance(item, ApprovalNeeded):
+            request = item.request
+            run.asked[request.call_id] = request
+            self._say(
+                {
+                    "event": "routine_approval",
+                    "id": fired.id,
+                    "tool": request.tool,
+                    "arguments": request.arguments,
+                    "waits_s": self.approval_timeout_s,
+                },
+                f"routine {fired.id}: {request.tool} needs approval; nobody can approve it in the "
+                f"daemon, so it is denied after {self.approval_timeout_s:g} s "
+                "(agent.background_approval_timeout_s)",
+            )
+        elif isinstance(item, ToolResult) and item.decision == "denied":
+            name = item.name or "a tool call"
+            run.denied.append(name)
+            asked = run.asked.get(item.call_id)
+            by = item.decided_by or (asked.decided_by if asked is not None else "")
+            self._say(
+                {"event": "routine_denied", "id": fired.id, "tool": name, "by": by},
+                f"routine {fired.id}: {name} was denied" + (f" ({by})" if by else ""),
+            )
+        elif isinstance(item, Answer):
+            run.answer = item.text
+        elif isinstance(item, Error) and item.kind != "cancelled":
+            self._say(
+                {
+                    "event": "routine_error",
+                    "id": fired.id,
+                    "kind": item.kind,
+                    "message": item.message,
+                },
+                f"routine {fired.id}: {item.message}",
+            )
+        elif isinstance(item, Finished):
+            line = first_line(run.answer)
+            self._say(
+                {
+                    "event": "routine_finished",
+                    "id": fired.id,
+                    "request": fired.label,
+                    "conversation": run.conversation,
+                    "state": item.state,
+                    "answer": run.answer,
+                    "denied": run.denied,
+                },
+                f"routine {fired.id} {fired.label!r} {item.state}: {line or '(no answer)'} "
+                f"(conversation {run.conversation})",
+            )
+            with self._idle:
+                self._active -= 1
+                self._idle.notify_all()
+
+    def _say(self, record: dict[str, Any], text: str) -> None:
+        self.emit(json.dumps(record, ensure_ascii=False) if self.as_json else text)

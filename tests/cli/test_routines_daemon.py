@@ -1,0 +1,162 @@
+"""`botpsy daemon` runs routines on a replay backend: missed ones reported, approvals denied."""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import IO, Any
+from zoneinfo import ZoneInfo
+
+import pytest
+
+from botpsy_desktop.adapters.alarms import AlarmKind, AlarmService
+from botpsy_desktop.agent.store import ConversationStore
+
+PARIS = ZoneInfo("Europe/Paris")
+ROOT = Path(__file__).resolve().parents[2]
+REQUEST = "Start a tea timer"
+
+
+@pytest.fixture
+def profile(tmp_path: Path) -> Path:
+    home = tmp_path / "profile"
+    (home / "config").mkdir(parents=True)
+    config = {
+        "files": {"roots": [str(tmp_path)]},
+        "alarms": {"time_zone": "Europe/Paris"},
+        "agent": {"background_approval_timeout_s": 1},
+    }
+    (home / "config" / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    return home
+
+
+class Lines:
+    """Reads a pipe on a thread so a test can wait for the next line with a timeout."""
+
+    def __init__(self, pipe: IO[str]) -> None:
+        self._q: queue.Queue[str] = queue.Queue()
+        threading.Thread(target=self._read, args=(pipe,), daemon=True).start()
+
+    def _read(self, pipe: IO[str]) -> None:
+        for line in pipe:
+            self._q.put(line.rstrip("\n"))
+
+    def next(self, timeout: float) -> str:
+        return self._q.get(timeout=timeout)
+
+
+def seed(profile: Path, *, due_in: float) -> tuple[int, int]:
+    """A routine missed two hours ago and one due in ``due_in`` seconds; their ids."""
+    db = profile / "data" / "alarms.sqlite3"
+    past = datetime.now(UTC) - timedelta(hours=2)
+    then = AlarmService(db, tz=PARIS, now=lambda: past)
+    old = then.add(AlarmKind.ROUTINE, past + timedelta(minutes=1), label="Old request")
+    then.shutdown()
+    now = AlarmService(db, tz=PARIS)
+    new = now.add(AlarmKind.ROUTINE, datetime.now(UTC) + timedelta(seconds=due_in), label=REQUEST)
+    now.shutdown()
+    return old.id, new.id
+
+
+def daemon(profile: Path, *extra: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "botpsy_desktop", "--home", str(profile), "daemon", *extra],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+
+
+def stop(proc: subprocess.Popen[str]) -> tuple[int, str]:
+    proc.send_signal(signal.SIGTERM)
+    try:
+        _, err = proc.communicate(timeout=15)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        raise
+    return proc.returncode, err
+
+
+def test_the_daemon_runs_a_routine_and_denies_its_approval_after_the_timeout(
+    profile: Path, tmp_path: Path
+) -> None:
+    turns = [
+        "<tool_call>\n<function=set_timer>\n<parameter=duration>\n10 minutes\n</parameter>\n"
+        "<parameter=label>\ntea\n</parameter>\n</function>\n</tool_call>",
+        "The timer was not approved, so none is set.\nAsk me again when you are back.",
+    ]
+    replay = tmp_path / "routine.json"
+    replay.write_text(json.dumps(turns), encoding="utf-8")
+    old_id, new_id = seed(profile, due_in=2.0)
+    proc = daemon(profile, "--replay", str(replay), "--json")
+    try:
+        assert proc.stdout is not None
+        lines = Lines(proc.stdout)
+        events: list[dict[str, Any]] = [json.loads(lines.next(timeout=30)) for _ in range(5)]
+    finally:
+        code, err = stop(proc)
+    assert code == 0, err
+    assert "Traceback" not in err
+    assert "denied after 1 s (agent.background_approval_timeout_s)" in err
+    missed, running, approval, denied, finished = events
+    assert missed["event"] == "missed" and missed["kind"] == "routine"
+    assert missed["id"] == old_id and missed["label"] == "Old request"  # reported, not run
+    assert running["event"] == "running" and running["id"] == new_id
+    assert running["label"] == REQUEST
+    assert approval == {
+        "event": "routine_approval",
+        "id": new_id,
+        "tool": "set_timer",
+        "arguments": {"duration": "10 minutes", "label": "tea"},
+        "waits_s": 1,
+    }
+    assert denied == {
+        "event": "routine_denied",
+        "id": new_id,
+        "tool": "set_timer",
+        "by": "nobody in time",
+    }
+    assert finished["event"] == "routine_finished" and finished["state"] == "done"
+    assert finished["answer"].startswith("The timer was not approved")
+    assert finished["denied"] == ["set_timer"]
+
+    store = ConversationStore(profile / "data" / "conversations.sqlite3")
+    try:
+        assert store.title(finished["conversation"]) == f"Routine: {REQUEST}"
+        assert store.messages(finished["conversation"])[0]["content"] == REQUEST
+    finally:
+        store.close()
+    alarms = AlarmService(profile / "data" / "alarms.sqlite3", tz=PARIS)
+    try:
+        kinds = [(a.kind, a.status) for a in alarms.alarms()]
+    finally:
+        alarms.shutdown()
+    assert kinds == [(AlarmKind.ROUTINE, "missed")]  # no timer was set; the run is done
+
+
+def test_without_a_model_the_daemon_says_the_routine_did_not_run(profile: Path) -> None:
+    _, new_id = seed(profile, due_in=1.0)
+    proc = daemon(profile)
+    try:
+        assert proc.stdout is not None
+        lines = Lines(proc.stdout)
+        got = [lines.next(timeout=30) for _ in range(3)]
+    finally:
+        code, err = stop(proc)
+    assert code == 0, err
+    assert got[0].startswith("missed: routine 1 'Old request' was due ")
+    assert got[1].startswith(f"running: routine {new_id} {REQUEST!r} (due ")
+    assert got[2] == (
+        f"routine {new_id}: not run, no model is set up (set model.path with "
+        "`botpsy model use`, or start the daemon with --model or --replay)"
+    )
