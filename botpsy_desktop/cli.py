@@ -516,7 +516,11 @@ def _daemon_routines(
 
         alarms.add_listener(not_run)
         return None
-    backend = app.backend(model=args.model, replay=args.replay)
+    model = args.replay or args.model or app.config.model.path
+
+    def load() -> Backend:  # when the first routine fires, on the routines' engine thread
+        return app.backend(model=args.model, replay=args.replay)
+
     timeout = app.config.agent.background_approval_timeout_s or DAEMON_APPROVAL_TIMEOUT_S
     settings = replace(app.loop_settings(), background_approval_timeout_s=timeout)
 
@@ -532,7 +536,7 @@ def _daemon_routines(
         )
 
     routines = DaemonRoutines(
-        backend,
+        None,
         app.store,
         alarms,
         make_session,
@@ -540,10 +544,12 @@ def _daemon_routines(
         as_json=args.json,
         think=app.config.model.think,
         approval_timeout_s=timeout,
+        load=load,
     )
     alarms.add_listener(routines.on_fired)
     print(
-        f"botpsy daemon: routines run on {backend.name}; their approval requests are denied "
+        f"botpsy daemon: routines run on {model} (loaded when the first one is due); their "
+        "approval requests are denied "
         f"after {timeout:g} s (agent.background_approval_timeout_s), nobody can approve here.",
         file=err,
         flush=True,

@@ -28,6 +28,7 @@ from botpsy_desktop.agent.scheduler import (
     session_job,
 )
 from botpsy_desktop.agent.store import ConversationStore
+from botpsy_desktop.core.errors import BotpsyError
 from botpsy_desktop.llm.backend import Backend
 
 TITLE_PREFIX = "Routine: "
@@ -108,7 +109,7 @@ class DaemonRoutines:
 
     def __init__(
         self,
-        backend: Backend,
+        backend: Backend | None,
         store: ConversationStore,
         alarms: AlarmService,
         make_session: Callable[[Backend, str], AgentSession],
@@ -117,6 +118,7 @@ class DaemonRoutines:
         as_json: bool = False,
         think: bool = False,
         approval_timeout_s: float = DAEMON_APPROVAL_TIMEOUT_S,
+        load: Callable[[], Backend] | None = None,
     ) -> None:
         self.store = store
         self.alarms = alarms
@@ -125,6 +127,9 @@ class DaemonRoutines:
         self.as_json = as_json
         self.think = think
         self.approval_timeout_s = approval_timeout_s
+        # a loader is called on the engine thread when the first routine fires: a daemon that
+        # only rings alarms never holds the model in memory
+        self._load = load if backend is None else None
         self.scheduler = RequestScheduler(backend, name="botpsy-routines")
         self._lock = threading.Lock()
         self._active = 0
@@ -141,12 +146,28 @@ class DaemonRoutines:
         )
         with self._lock:
             self._active += 1
+            load, self._load = self._load, None
+        if load is not None:
+            self.scheduler.submit(self._loading(load), Priority.CONTROL, label="load model")
         self.scheduler.submit(
             keep_title(job, self.store, lambda: conversation, routine_title(fired.label)),
             Priority.SCHEDULED,
             label=fired.label[:40],
             on_item=lambda item: self._on_item(run, item),
         )
+
+    def _loading(self, load: Callable[[], Backend]) -> Job:
+        def job(ctx: EngineContext) -> Iterator[Event]:
+            try:
+                ctx.replace_backend(load())
+            except BotpsyError as exc:
+                self._say(
+                    {"event": "routine_error", "kind": "model", "message": str(exc)},
+                    f"routines: the model did not load: {exc}",
+                )
+            return iter(())
+
+        return job
 
     def wait_idle(self, timeout: float | None = None) -> bool:
         """Block until every queued run is over; True if they are."""

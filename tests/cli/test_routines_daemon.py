@@ -160,3 +160,24 @@ def test_without_a_model_the_daemon_says_the_routine_did_not_run(profile: Path) 
         f"routine {new_id}: not run, no model is set up (set model.path with "
         "`botpsy model use`, or start the daemon with --model or --replay)"
     )
+
+
+def test_the_model_is_loaded_only_when_a_routine_is_due(profile: Path, tmp_path: Path) -> None:
+    # a file that is not a GGUF: the daemon starts and rings alarms; only the due routine fails
+    broken = tmp_path / "broken.gguf"
+    broken.write_bytes(b"not a gguf file")
+    _, new_id = seed(profile, due_in=2.0)
+    proc = daemon(profile, "--model", str(broken))
+    try:
+        assert proc.stdout is not None and proc.stderr is not None
+        started = proc.stderr.readline()
+        lines = Lines(proc.stdout)
+        got = [lines.next(timeout=30) for _ in range(4)]
+    finally:
+        code, err = stop(proc)
+    assert code == 0, err
+    assert f"routines run on {broken} (loaded when the first one is due)" in started
+    assert got[1].startswith(f"running: routine {new_id} {REQUEST!r}")
+    assert got[2].startswith("routines: the model did not load: ")
+    assert "broken.gguf" in got[2]
+    assert got[3].startswith(f"routine {new_id}: No model is loaded yet.")
