@@ -126,6 +126,7 @@ class AlarmNotifier(QObject):
         self.desktop = desktop
         self.windows: list[AlarmWindow] = []
         self.native: dict[int, int] = {}  # notification id -> alarm id
+        self.notes: set[int] = set()  # plain notifications (a routine's answer) on the desktop
         self.sent: list[tuple[str, str, str]] = []  # (channel, title, text) of each notification
         self.sound = None
         try:
@@ -194,7 +195,9 @@ class AlarmNotifier(QObject):
         the window's status bar. Returns the channel used."""
         desktop = self.desktop
         channel = ""
-        if desktop is not None and desktop.notify(f"note:{title}", title, text):
+        if desktop is not None and desktop.notify(
+            f"note:{title}", title, text, [("default", "Open BotPsy")]
+        ):
             channel = "dbus"  # (notify says False when there is no notification server)
         if not channel and self.tray is not None and QSystemTrayIcon.supportsMessages():
             self.tray.showMessage(title, text, QSystemTrayIcon.MessageIcon.Information, 15000)
@@ -210,8 +213,21 @@ class AlarmNotifier(QObject):
     def _on_shown(self, key: str, nid: int) -> None:
         if key.startswith("alarm:"):
             self.native[nid] = int(key.split(":", 1)[1])
+        elif key.startswith("note:"):
+            self.notes.add(nid)  # clicking it opens the window
+
+    def _show_window(self) -> None:
+        if self.parent_widget is not None:
+            self.parent_widget.show()
+            self.parent_widget.raise_()
+            self.parent_widget.activateWindow()
 
     def _on_action(self, nid: int, action: str) -> None:
+        if nid in self.notes:
+            self.notes.discard(nid)
+            if action == "default":
+                self._show_window()
+            return
         alarm_id = self.native.get(nid)
         if alarm_id is None:
             return
@@ -220,10 +236,8 @@ class AlarmNotifier(QObject):
                 self.service.snooze(alarm_id)
             elif action == "dismiss":
                 self.service.dismiss(alarm_id)
-            elif action == "default" and self.parent_widget is not None:
-                self.parent_widget.show()
-                self.parent_widget.raise_()
-                self.parent_widget.activateWindow()
+            elif action == "default":
+                self._show_window()
                 return
         except Exception as exc:  # shown, never raised into Qt
             self.sent.append(("error", "Alarm", f"could not {action}: {exc}"))
@@ -231,6 +245,7 @@ class AlarmNotifier(QObject):
         self._stop_sound_if_quiet()
 
     def _on_closed(self, nid: int, _reason: int) -> None:
+        self.notes.discard(nid)
         self.native.pop(nid, None)
         self._stop_sound_if_quiet()
 

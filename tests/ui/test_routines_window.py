@@ -12,6 +12,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 from pydantic import BaseModel, Field
+from PySide6.QtWidgets import QWidget
 from pytestqt.qtbot import QtBot
 
 from botpsy_desktop.adapters.alarms import AlarmKind, AlarmService, alarms_tools
@@ -175,7 +176,9 @@ def test_the_answer_goes_to_the_desktop_notification_server(
     with notification_server() as server:
         desktop = FreedesktopNotifications(server.address)
         assert desktop.wait_ready()
-        notifier = AlarmNotifier(alarms, tmp_path / "chime.wav", None, None, desktop)
+        window = QWidget()  # the main window, hidden in the tray
+        qtbot.addWidget(window)
+        notifier = AlarmNotifier(alarms, tmp_path / "chime.wav", None, window, desktop)
         try:
             assert notifier.notify(f"Routine: {REQUEST}", "Sunny, 2 meetings.") == "dbus"
             shown = server.wait_for(lambda _e: bool(server.notifications()), 5)
@@ -183,6 +186,10 @@ def test_the_answer_goes_to_the_desktop_notification_server(
             [note] = server.notifications()
             assert note["summary"] == f"Routine: {REQUEST}"
             assert note["body"] == "Sunny, 2 meetings."
+            qtbot.waitUntil(lambda: bool(notifier.notes), timeout=5000)
+            assert not window.isVisible()
+            server.invoke(int(str(note["id"])), "default")  # the user clicks the notification
+            qtbot.waitUntil(window.isVisible, timeout=5000)
         finally:
             notifier.close()
             desktop.shutdown()

@@ -577,7 +577,8 @@ class AlarmService:
                 try:
                     listener(event)
                 except Exception:
-                    log.exception("an alarm listener failed on %s", event)
+                    # the id and kind only: a reminder's or routine's text is the user's words
+                    log.exception("an alarm listener failed on %s %s", event.kind.value, event.id)
         return fired
 
     # --- internals ----------------------------------------------------------------------------
