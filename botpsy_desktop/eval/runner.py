@@ -341,6 +341,7 @@ def run_case(
                 else None
             ),
             round(player.volume * 100) if player.volume is not None else None,
+            box.mailbox,
         )
         state_ok, state_problems = score_state(case, world)
         result.tool_ok, result.args_ok, result.state_ok = tool_ok, args_ok, state_ok

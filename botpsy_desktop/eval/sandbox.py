@@ -11,11 +11,15 @@ import socket
 import struct
 import tempfile
 import time
+import uuid
 import wave
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
+from email import policy
+from email.message import EmailMessage
+from email.utils import format_datetime
 from pathlib import Path
 from typing import Any
 
@@ -31,11 +35,13 @@ from botpsy_desktop.core.accounts import AccountBook, MailAccount
 from botpsy_desktop.core.errors import BotpsyError
 from botpsy_desktop.core.paths import Paths
 from botpsy_desktop.eval.checks import Context
-from botpsy_desktop.eval.spec import Case, FileSpec, TrackSpec
+from botpsy_desktop.eval.imap import ImapServer, Mailbox
+from botpsy_desktop.eval.spec import Case, FileSpec, MailSpec, TrackSpec
 from botpsy_desktop.eval.weather import WeatherStandIn
 
 MAIL_ACCOUNT = "mail"
 MAIL_ADDRESS = "me@example.org"
+MAIL_PASSWORD = "sandbox"
 _TEXT_SUFFIXES = {".txt", ".md", ".csv", ".json", ".py", ".html", ".log", ".ini", ".yaml", ".xml"}
 
 
@@ -104,6 +110,7 @@ class Sandbox:
     player: SilentPlayer
     context: Context
     tracks: dict[Path, TrackSpec] = field(default_factory=dict)
+    mailbox: Mailbox = field(default_factory=Mailbox)
 
 
 @dataclass(frozen=True)
@@ -153,6 +160,8 @@ def open_sandbox(case: Case, settings: SandboxSettings) -> Iterator[Sandbox]:
     home = root / "home"
     home.mkdir()
     closed = _closed_port()
+    mailbox = sandbox_mailbox(case)
+    imap = ImapServer(mailbox, MAIL_ADDRESS, MAIL_PASSWORD).start()
     try:
         with _environment(home, case.time_zone):
             tracks = _write_home(case, home)
@@ -160,12 +169,12 @@ def open_sandbox(case: Case, settings: SandboxSettings) -> Iterator[Sandbox]:
             paths = Paths.resolve(profile)
             paths.ensure()
             port = closed.getsockname()[1]
-            _write_config(case, paths, home, port, settings)
+            _write_config(case, paths, home, port, settings, imap.port)
             player = SilentPlayer()
             moment = case.moment
             app = build_app(profile, player=player, now=lambda: moment)
             try:
-                app.secrets.set(MAIL_ACCOUNT, "sandbox", session_only=True)
+                app.secrets.set(MAIL_ACCOUNT, MAIL_PASSWORD, session_only=True)
                 settings.weather.serve(case.sandbox.weather, moment)
                 box = Sandbox(
                     case,
@@ -175,19 +184,21 @@ def open_sandbox(case: Case, settings: SandboxSettings) -> Iterator[Sandbox]:
                     player,
                     Context(moment, case.zone, home),
                     {home / p: t for p, t in tracks.items()},
+                    mailbox,
                 )
                 _seed(box)
                 yield box
             finally:
                 app.close()
     finally:
+        imap.close()
         closed.close()
         if not settings.keep:
             shutil.rmtree(root, ignore_errors=True)
 
 
 def _write_config(
-    case: Case, paths: Paths, home: Path, port: int, settings: SandboxSettings
+    case: Case, paths: Paths, home: Path, port: int, settings: SandboxSettings, imap_port: int
 ) -> None:
     weather = settings.weather
     config: dict[str, Any] = {
@@ -213,13 +224,61 @@ def _write_config(
             address=MAIL_ADDRESS,
             display_name="Sandbox User",
             imap_host="127.0.0.1",
-            imap_port=port,
+            imap_port=imap_port,
             imap_security="none",
             smtp_host="127.0.0.1",
             smtp_port=port,
             smtp_security="none",
         )
     )
+
+
+def sandbox_mailbox(case: Case) -> Mailbox:
+    """The case's mailbox: each ``sandbox.mail`` entry as a message in its folder, in order (so
+    the UIDs of a folder are 1, 2, ... in the order the case lists its messages)."""
+    mailbox = Mailbox()
+    for i, spec in enumerate(case.sandbox.mail):
+        raw, at = _mail_message(case, spec, i)
+        mailbox.add(spec.folder, raw, () if spec.unread else ("\\Seen",), at)
+    return mailbox
+
+
+def _mail_message(case: Case, spec: MailSpec, index: int) -> tuple[bytes, datetime]:
+    at = datetime.fromisoformat(spec.date).replace(tzinfo=case.zone)
+    msg = EmailMessage()
+    try:
+        msg["From"] = spec.sender
+        msg["To"] = spec.to
+        if spec.cc:
+            msg["Cc"] = spec.cc
+        msg["Subject"] = spec.subject
+        msg["Date"] = format_datetime(at)
+        msg["Message-ID"] = f"<{case.id}.{index + 1}@sandbox.example.org>"
+        msg.set_content(spec.body)
+        fills: list[tuple[str, int]] = []
+        for a in spec.attachments:
+            maintype, _, subtype = a.type.partition("/")
+            msg.add_attachment(
+                b"",
+                maintype=maintype,
+                subtype=subtype or "octet-stream",
+                filename=a.name,
+            )
+            marker = f"attachment-{uuid.uuid4().hex}"
+            list(msg.iter_attachments())[-1].set_payload(marker)
+            fills.append((marker, a.size))
+        raw = msg.as_bytes(policy=policy.SMTP)
+        # the filler's base64 goes in afterwards: the email generator writes megabytes slowly
+        unit = b"sandbox attachment\n"
+        for marker, size in fills:
+            data = base64.encodebytes((unit * (size // len(unit) + 1))[:size])
+            raw = raw.replace(marker.encode(), data.rstrip(b"\n").replace(b"\n", b"\r\n"), 1)
+        return raw, at
+    except (ValueError, TypeError, IndexError) as exc:
+        raise SandboxError(
+            f"Case {case.id}: sandbox mail #{index + 1} ({spec.subject!r}) cannot be built: {exc}.",
+            "Fix its from, to, cc or attachment type.",
+        ) from None
 
 
 def _local_timestamp(text: str, case: Case) -> float:

@@ -8,6 +8,8 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime
+from email import policy
+from email.parser import BytesParser
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +28,7 @@ from botpsy_desktop.eval.checks import (
     parse_check,
     same,
 )
+from botpsy_desktop.eval.imap import Mailbox, Message
 from botpsy_desktop.eval.spec import Case, ExpectedCall, Group, StateCheck
 
 
@@ -54,6 +57,7 @@ class World:
     player_state: str = "stopped"
     player_track: Mapping[str, str] | None = None
     player_volume: int | None = None
+    mailbox: Mailbox | None = None
 
 
 @dataclass
@@ -267,6 +271,12 @@ def _state_problem(check: StateCheck, world: World) -> str | None:
             )
         )
         return _count_problem(check, found, "approval")
+    if kind == "mail":
+        if world.mailbox is None:
+            return "the run has no mailbox to look at"
+        messages = world.mailbox.messages(str(f.get("folder", "INBOX")))
+        found = sum(1 for m in messages if _mail_matches(check, m, ctx))
+        return _count_problem(check, found, "message")
     # player
     if "state" in f and world.player_state != f["state"]:
         return f"the player is {world.player_state}, not {f['state']}"
@@ -348,6 +358,23 @@ def _item_matches(check: StateCheck, item: Any, ctx: Context) -> bool:
             if found != c.value:
                 return False
         elif not c.passes(", ".join(found or []), ctx):
+            return False
+    return True
+
+
+def _mail_matches(check: StateCheck, stored: Message, ctx: Context) -> bool:
+    if "unread" in check.fields and stored.has("\\Seen") == check.fields["unread"]:
+        return False
+    msg = BytesParser(policy=policy.default).parsebytes(stored.raw)
+    for name, header in (("from", "From"), ("to", "To"), ("cc", "Cc"), ("subject", "Subject")):
+        c = check.check(name)
+        if c is not None and not c.passes(str(msg.get(header, "")), ctx):
+            return False
+    c = check.check("body")
+    if c is not None:
+        part = msg.get_body(("plain", "html"))
+        text = str(part.get_content()) if part is not None else ""
+        if not c.passes(text, ctx):
             return False
     return True
 

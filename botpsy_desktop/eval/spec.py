@@ -272,14 +272,14 @@ class Group(_Strict):
 
 Step = ExpectedCall | Group
 
-_STATE_KINDS = ("file", "event", "task", "alarm", "approval", "player")
+_STATE_KINDS = ("file", "event", "task", "alarm", "approval", "player", "mail")
 
 
 class StateCheck(_Strict):
     """One end-state check; the fields used depend on ``kind`` (docs/EVALUATION.md 1.4)."""
 
     model_config = ConfigDict(extra="allow", frozen=True)
-    kind: Literal["file", "event", "task", "alarm", "approval", "player"]
+    kind: Literal["file", "event", "task", "alarm", "approval", "player", "mail"]
 
     _FIELDS: dict[str, tuple[str, ...]] = {
         "file": ("path", "exists", "contains", "folder"),
@@ -297,6 +297,7 @@ class StateCheck(_Strict):
         "alarm": ("type", "time", "label", "repeat", "count"),
         "approval": ("tool", "arguments", "count"),
         "player": ("state", "title", "artist", "volume"),
+        "mail": ("folder", "from", "to", "cc", "subject", "body", "unread", "count"),
     }
 
     @model_validator(mode="after")
@@ -316,11 +317,16 @@ class StateCheck(_Strict):
                 raise ValueError("approval arguments are an object of checks")
             for name, spec in args.items():
                 _value_check(spec, f"approval.arguments.{name}", "exact")
+        if self.kind == "mail":
+            if not isinstance(extra.get("folder", "INBOX"), str):
+                raise ValueError("a mail check's folder is a folder name")
+            if not isinstance(extra.get("unread", False), bool):
+                raise ValueError("a mail check's unread is true or false")
         count = extra.get("count")
         if count is not None and (isinstance(count, bool) or not isinstance(count, int)):
             raise ValueError("count must be a whole number")
         for name in allowed:
-            if name in ("count", "arguments", "exists", "folder", "done", "path"):
+            if name in ("count", "arguments", "exists", "folder", "done", "path", "unread"):
                 continue
             if name in extra:
                 _value_check(extra[name], f"{self.kind}.{name}", _default_kind(name))
@@ -338,8 +344,12 @@ class StateCheck(_Strict):
 
 
 def _default_kind(field_name: str) -> str:
-    if field_name in ("title", "label", "location", "description"):
+    if field_name in ("title", "label", "location", "description", "subject"):
         return "text"
+    if field_name == "body":
+        return "contains"
+    if field_name in ("from", "to", "cc"):
+        return "email"
     if field_name in ("start", "end", "time", "due", "day"):
         return "time"
     if field_name == "attendees":

@@ -167,7 +167,9 @@ def test_pull_downloads_verifies_registers_and_activates(
     # a second quantization is installed but does not take over
     events.clear()
     q8 = service.pull("botpsy-0.8b", "Q8_0", on_event=events.append)
-    assert service.active() == model and q8.id == "botpsy-0.8b:Q8_0"
+    active = service.active()  # re-registered above: the same model, a later installed_at
+    assert active is not None and (active.id, active.sha256) == (model.id, model.sha256)
+    assert q8.id == "botpsy-0.8b:Q8_0"
     hint = events[-1]
     assert isinstance(hint, Status) and "botpsy model use botpsy-0.8b:Q8_0" in hint.message
     assert service.use("botpsy-0.8b:q8_0") == q8 and service.active() == q8
