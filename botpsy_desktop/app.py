@@ -89,7 +89,7 @@ def _account_tools(
     calendar = calendar_service(config.calendar, tz, folder, accounts, secrets, problem, now)
     tools = calendar_tools(calendar) if calendar.sources or problem else []
     if problem or any(isinstance(a, MailAccount) for a in accounts):
-        tools += email_tools(mail_service(config.email, tz, accounts, secrets, problem))
+        tools += email_tools(mail_service(config.email, tz, accounts, secrets, problem, now))
     return tools
 
 
@@ -233,7 +233,7 @@ def build_app(
     """Assemble the app for a profile: ``home`` (or $BOTPSY_HOME) or the user's folders.
 
     ``player`` plays music instead of the headless player (the window passes its Qt player);
-    ``now`` (aware) replaces the wall clock of alarms, calendar and files (the evaluation
+    ``now`` (aware) replaces the wall clock of alarms, calendar, mail and files (the evaluation
     harness fixes it per case).
     """
     paths = Paths.resolve(home)

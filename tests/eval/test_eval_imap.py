@@ -110,6 +110,9 @@ def test_the_app_lists_and_searches_the_sandbox_mailbox(box: Sandbox) -> None:
     assert [m["id"] for m in by_literal["messages"]] == [3]
     since = _tool(box, "search_emails", since="2026-03-09")
     assert [m["id"] for m in since["messages"]] == [3, 1]
+    # relative days count from the case's clock (Tuesday 10 March 2026), not the real date
+    yesterday = _tool(box, "search_emails", since="yesterday")
+    assert [m["id"] for m in yesterday["messages"]] == [3, 1]
     nothing = _tool(box, "search_emails", sender="nobody@example.org")
     assert nothing["messages"] == []
     archive = _tool(box, "list_emails", folder="archive")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, tzinfo
 from email.utils import getaddresses, parsedate_to_datetime
 from typing import Any
@@ -126,12 +126,18 @@ class MailService:
         max_results: int = 20,
         max_body_chars: int = 4000,
         problem: str | None = None,
+        now: Callable[[], datetime] | None = None,
     ) -> None:
         self.clients = list(clients)
         self.tz = tz
+        self._now = now
         self.max_results = max_results
         self.max_body_chars = max_body_chars
         self.problem = problem
+
+    def now(self) -> datetime:
+        """The current time in the user's zone (an injected clock where one is given)."""
+        return self._now().astimezone(self.tz) if self._now is not None else datetime.now(self.tz)
 
     def client(self, account: str | None) -> MailClient:
         if self.problem:
@@ -157,7 +163,7 @@ class MailService:
             return one_line(raw, 60)
         if at.tzinfo is None:
             at = at.replace(tzinfo=UTC)
-        return format_time(at, datetime.now(self.tz))
+        return format_time(at, self.now())
 
     def _row(self, s: Summary) -> dict[str, Any]:
         row: dict[str, Any] = {
@@ -181,9 +187,7 @@ class MailService:
     def search_emails(self, args: SearchEmailsArgs) -> dict[str, Any]:
         client = self.client(args.account)
         since = (
-            parse_day(args.since, datetime.now(self.tz), self.tz, past=True)
-            if args.since.strip()
-            else None
+            parse_day(args.since, self.now(), self.tz, past=True) if args.since.strip() else None
         )
         criteria = Search(
             args.sender.strip(), args.subject.strip(), args.text.strip(), since, args.unread_only
@@ -446,8 +450,12 @@ def mail_service(
     accounts: Sequence[Account],
     secrets: SecretStore,
     problem: str | None = None,
+    now: Callable[[], datetime] | None = None,
 ) -> MailService:
-    """The mail service over the mail accounts; passwords are read from ``secrets`` when used."""
+    """The mail service over the mail accounts; passwords are read from ``secrets`` when used.
+
+    ``now`` (aware) replaces the wall clock for relative dates ("since yesterday", "2 h ago").
+    """
     clients = [
         MailClient(
             a,
@@ -464,4 +472,5 @@ def mail_service(
         max_results=settings.max_results,
         max_body_chars=settings.max_body_chars,
         problem=problem,
+        now=now,
     )
