@@ -13,7 +13,7 @@ from email import policy
 from email.parser import BytesParser
 from typing import Any
 
-from botpsy_desktop.adapters.email.client import decode_mailbox, encode_mailbox
+from imapclient import imap_utf7
 
 CAPABILITIES = "IMAP4rev1 MOVE UIDPLUS SPECIAL-USE"
 UIDVALIDITY = 1
@@ -180,6 +180,21 @@ def _string(token: Any, what: str) -> str:
     if isinstance(token, str):
         return str(token)
     raise Bad(f"{what} must be a string, not a list.")
+
+
+def _wire_name(name: str) -> str:
+    """A folder name as IMAP sends it (modified UTF-7, RFC 3501 5.1.3)."""
+    return str(imap_utf7.encode(name).decode("ascii"))
+
+
+def _folder_name(wire: str) -> str:
+    """A folder name a client sent; one that is not valid modified UTF-7 is taken as it is."""
+    if not wire.isascii():
+        return wire
+    try:
+        return str(imap_utf7.decode(wire.encode("ascii")))
+    except (UnicodeError, ValueError):
+        return wire
 
 
 def _quote(text: str) -> str:
@@ -414,11 +429,11 @@ class _Handler(socketserver.StreamRequestHandler):
             if pattern and not rx.match(f.name):
                 continue
             flags = "\\HasNoChildren" + (f" {f.use}" if f.use else "")
-            self.send(f'* LIST ({flags}) "/" {_quote(encode_mailbox(f.name))}')
+            self.send(f'* LIST ({flags}) "/" {_quote(_wire_name(f.name))}')
         return "LIST completed"
 
     def _folder(self, token: Any) -> Folder:
-        name = decode_mailbox(_string(token, "The folder"))
+        name = _folder_name(_string(token, "The folder"))
         found = self.server.mailbox.folder(name)
         if found is None:
             raise No(f"[NONEXISTENT] There is no folder {name!r}.")
@@ -442,7 +457,7 @@ class _Handler(socketserver.StreamRequestHandler):
             if key not in values:
                 raise Bad(f"STATUS item {key} is not supported.")
             items.append(f"{key} {values[key]}")
-        self.send(f"* STATUS {_quote(encode_mailbox(box.name))} ({' '.join(items)})")
+        self.send(f"* STATUS {_quote(_wire_name(box.name))} ({' '.join(items)})")
         return "STATUS completed"
 
     def select(self, args: list[Any], *, readonly: bool) -> str:
