@@ -4,7 +4,7 @@ Why a server of our own: `botpsy eval` runs where users and CI run it, Linux, Wi
 from a pip install. Dovecot (what the mail tests use) has no Windows build, is a system package
 on Linux, and changed its configuration language incompatibly in 2.4, so it could only ever be a
 second back end beside this one. The maintained pure-Python choices do not fit: pymap has had no
-commit since April 2024 and supports Python 3.11/3.12 only; Twisted's IMAP4Server offers no MOVE,
+commit since April 2024 (tested on Python 3.11 and 3.12 only); Twisted's IMAP4Server offers no MOVE,
 UIDPLUS or SPECIAL-USE, so moves would end as copies and the move cases could not be scored on
 the state a real server reaches. This one answers only what the app's mail client sends and
 says BAD, with the list of what it supports, to anything else; tests/eval/test_eval_imap.py runs

@@ -509,7 +509,7 @@ def _refused(what: str) -> Iterator[None]:
         raise
     except IMAPClientError as exc:
         text = re.sub(r"^[a-z ]+ failed: ", "", _server_text(exc), flags=re.IGNORECASE)
-        raise ToolError(f"The IMAP server refused {what}: {text}.") from None
+        raise ToolError(f"The IMAP server refused {what}: {text.rstrip('.')}.") from None
 
 
 def _search_value(value: str) -> Any:
