@@ -30,7 +30,7 @@ from botpsy_desktop.eval.scoring import (
 )
 from botpsy_desktop.eval.spec import Case, CaseError, Group, Step
 from botpsy_desktop.eval.weather import WeatherStandIn
-from botpsy_desktop.llm.backend import Backend, Message
+from botpsy_desktop.llm.backend import Backend, BackendWrapper, Message
 from botpsy_desktop.llm.parser import parse_turn
 from botpsy_desktop.llm.types import Completion, TextPiece
 
@@ -57,30 +57,13 @@ class TurnRecord:
     completion_tokens: int
 
 
-class RecordingBackend:
+class RecordingBackend(BackendWrapper[Backend]):
     """Wraps a backend and keeps what each model turn wrote, its parse and its timing."""
 
     def __init__(self, inner: Backend) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.turns: list[TurnRecord] = []
         self.calls: list[ActualCall] = []
-
-    @property
-    def name(self) -> str:
-        return self.inner.name
-
-    @property
-    def n_ctx(self) -> int | None:
-        return self.inner.n_ctx
-
-    def count_tokens(
-        self,
-        messages: Sequence[Message],
-        tools: Sequence[Mapping[str, Any]],
-        *,
-        enable_thinking: bool,
-    ) -> int:
-        return self.inner.count_tokens(messages, tools, enable_thinking=enable_thinking)
 
     def complete(
         self,
@@ -112,9 +95,6 @@ class RecordingBackend:
                     )
                 )
             yield item
-
-    def close(self) -> None:
-        """The wrapped backend belongs to the caller."""
 
 
 @dataclass
