@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from email.utils import getaddresses
 from typing import Any
 
 from pydantic import BaseModel, Field
 
 from botpsy_desktop.adapters.calendar.service import CalendarService, EventChanges
-from botpsy_desktop.core.accounts import EMAIL_RE
-from botpsy_desktop.core.errors import ToolError
+from botpsy_desktop.core.addresses import parse_addresses
 from botpsy_desktop.core.tools import Effect, Tool, make_tool
 
 _START = (
@@ -144,25 +142,6 @@ class CompleteTaskArgs(BaseModel):
     """Mark a to-do done. Example: {"task": "Buy milk"}."""
 
     task: str = Field(min_length=1, description="Its id from list_tasks, or its title.")
-
-
-def parse_addresses(text: str, field: str) -> list[tuple[str, str]]:
-    """(name, address) pairs from "a@x.org, Bob <b@y.org>"; a clear error for a bad one."""
-    pairs = []
-    for name, address in getaddresses([text]):
-        address = address.strip()
-        if not address and not name:
-            continue
-        if not EMAIL_RE.match(address):
-            shown = address or name
-            raise ToolError(
-                f"{shown!r} in {field} is not an email address.",
-                'Give addresses like "ana@example.com, Bob <bob@example.com>".',
-            )
-        pairs.append((name.strip(), address))
-    if not pairs and text.strip():
-        raise ToolError(f"No email address found in {field}.", 'Give one like "ana@example.com".')
-    return pairs
 
 
 def calendar_tools(service: CalendarService) -> list[Tool]:
