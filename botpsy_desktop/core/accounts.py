@@ -222,3 +222,13 @@ class AccountBook:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text + "\n")
         os.replace(tmp, self.file)
+
+
+def validation_sentence(exc: ValidationError) -> str:
+    """A pydantic error as one sentence naming each field ("imap_port: ..."), for a person
+    adding an account (`botpsy account add`, the window's form)."""
+    return "; ".join(
+        f"{'.'.join(map(str, e['loc']))}: " * bool(e["loc"])
+        + str(e["msg"]).removeprefix("Value error, ")
+        for e in exc.errors()
+    )
