@@ -78,9 +78,14 @@ class AlarmService:
         max_alarms: int = 100,
         poll_interval_s: float = 2.0,
     ) -> None:
-        zone: tzinfo = tz if tz is not None else time_zone(None)
-        self._store = AlarmStore(path, zone)
-        self._states = AlarmStates(self._store, zone, ring_for=ring_for, missed_after=missed_after)
+        self.path = Path(path)
+        self.tz: tzinfo = tz if tz is not None else time_zone(None)
+        self.ring_for = ring_for
+        self.missed_after = missed_after
+        self._store = AlarmStore(self.path, self.tz)
+        self._states = AlarmStates(
+            self._store, self.tz, ring_for=ring_for, missed_after=missed_after
+        )
         self._listeners = Listeners()
         self._clock: Clock = now if now is not None else (lambda: datetime.now(UTC))
         self.snooze_default = snooze
@@ -105,25 +110,6 @@ class AlarmService:
             max_timer=timedelta(hours=settings.max_timer_hours),
             max_alarms=settings.max_alarms,
         )
-
-    @property
-    def path(self) -> Path:
-        """The SQLite file the alarms are kept in."""
-        return self._store.path
-
-    @property
-    def tz(self) -> tzinfo:
-        return self._store.tz
-
-    @property
-    def ring_for(self) -> timedelta:
-        """How long an alarm rings before it stops by itself."""
-        return self._states.ring_for
-
-    @property
-    def missed_after(self) -> timedelta:
-        """How late a ring may still be rung at start; later, it is reported missed."""
-        return self._states.missed_after
 
     # --- clock, listeners, lifecycle ----------------------------------------------------------
 

@@ -6,6 +6,7 @@ import re
 from datetime import date, datetime, timedelta
 from typing import Final
 
+from botpsy_desktop.adapters.alarms.when import MONTHS
 from botpsy_desktop.core.errors import ToolError
 
 _SIZE_UNITS: Final[dict[str, int]] = {
@@ -95,27 +96,6 @@ _NUMBER_WORDS: Final[dict[str, int]] = {
 
 _WEEKDAYS: Final = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 
-_MONTHS: Final[dict[str, int]] = {}
-for _i, _name in enumerate(
-    (
-        "january",
-        "february",
-        "march",
-        "april",
-        "may",
-        "june",
-        "july",
-        "august",
-        "september",
-        "october",
-        "november",
-        "december",
-    ),
-    start=1,
-):
-    _MONTHS[_name] = _i
-    _MONTHS[_name[:3]] = _i
-_MONTHS["sept"] = 9
 
 _AGO_RE: Final = re.compile(
     r"^(?P<n>\d+|[a-z]+)\s+(?P<unit>minute|hour|day|week|month|year)s?\s+ago$"
@@ -250,7 +230,7 @@ def _parse_named_date(text: str) -> date | None:
         match = pattern.match(text)
         if not match:
             continue
-        month = _MONTHS.get(match.group("m"))
+        month = MONTHS.get(match.group("m"))
         if month is None:
             return None
         day = int(match.groupdict().get("d") or 1)
