@@ -52,7 +52,7 @@ for _i, _name in enumerate(
     MONTHS[_name[:3]] = _i
 MONTHS["sept"] = 9
 
-_NUMBER_WORDS = {
+SMALL_NUMBERS: dict[str, int] = {
     "a": 1,
     "an": 1,
     "one": 1,
@@ -67,6 +67,11 @@ _NUMBER_WORDS = {
     "ten": 10,
     "eleven": 11,
     "twelve": 12,
+}
+"""Numbers people write as words, "a" to "twelve" ("a week ago", "in two hours")."""
+
+_NUMBER_WORDS = {
+    **SMALL_NUMBERS,
     "fifteen": 15,
     "twenty": 20,
     "thirty": 30,

@@ -6,7 +6,7 @@ import re
 from datetime import date, datetime, timedelta
 from typing import Final
 
-from botpsy_desktop.adapters.alarms.when import MONTHS
+from botpsy_desktop.adapters.alarms.when import MONTHS, SMALL_NUMBERS
 from botpsy_desktop.core.errors import ToolError
 
 _SIZE_UNITS: Final[dict[str, int]] = {
@@ -77,23 +77,6 @@ def format_size(size: int) -> str:
     raise AssertionError("unreachable")  # pragma: no cover
 
 
-_NUMBER_WORDS: Final[dict[str, int]] = {
-    "a": 1,
-    "an": 1,
-    "one": 1,
-    "two": 2,
-    "three": 3,
-    "four": 4,
-    "five": 5,
-    "six": 6,
-    "seven": 7,
-    "eight": 8,
-    "nine": 9,
-    "ten": 10,
-    "eleven": 11,
-    "twelve": 12,
-}
-
 _WEEKDAYS: Final = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 
 
@@ -136,7 +119,7 @@ def _count(word: str | None) -> int | None:
         return 1
     if word.isdigit():
         return int(word)
-    return _NUMBER_WORDS.get(word)
+    return SMALL_NUMBERS.get(word)
 
 
 def _back(now: datetime, n: int, unit: str) -> datetime:
