@@ -121,6 +121,21 @@ class CaseResult:
     model_turns: int = 0
     prompt_tokens: int = 0
 
+    @classmethod
+    def unscored(cls, case: Case, error: str | None = None) -> CaseResult:
+        """The result of ``case`` before anything is scored (or when nothing could be)."""
+        return cls(
+            case.id,
+            case.domain,
+            case.category,
+            case.language,
+            None,
+            None,
+            None,
+            case.expect.no_call,
+            error=error,
+        )
+
     @property
     def passed(self) -> bool:
         return self.error is None and all(
@@ -263,16 +278,7 @@ def run_case(
 ) -> CaseResult:
     """Run one case on a fresh sandbox and score it. Errors of the model become the result's
     ``error``; a case whose sandbox cannot be built raises SandboxError."""
-    result = CaseResult(
-        case.id,
-        case.domain,
-        case.category,
-        case.language,
-        None,
-        None,
-        None,
-        case.expect.no_call,
-    )
+    result = CaseResult.unscored(case)
     with open_sandbox(case, settings) as box:
         app = box.app
         registry = offered_tools(case, app.registry, tool_set)
@@ -354,17 +360,7 @@ def run_cases(
             try:
                 result = run_case(case, backend, sandbox, tool_set=tool_set, think=think)
             except SandboxError as exc:
-                result = CaseResult(
-                    case.id,
-                    case.domain,
-                    case.category,
-                    case.language,
-                    None,
-                    None,
-                    None,
-                    case.expect.no_call,
-                    error=f"sandbox: {exc}",
-                )
+                result = CaseResult.unscored(case, f"sandbox: {exc}")
             results.append(result)
             if progress is not None:
                 progress(result, index + 1, len(cases))
