@@ -83,35 +83,33 @@ class CreateMeetingArgs(BaseModel):
     calendar: str | None = Field(None, description=_CALENDAR)
 
 
-class UpdateEventArgs(BaseModel):
+class _EventEdit(BaseModel):
+    """What both update tools can change about an event (unset fields stay)."""
+
+    event: str = Field(min_length=1, description=_EVENT)
+    start: str | None = Field(None, description="Optional new start, as the user said it.")
+    end: str | None = Field(None, description=_END)
+    duration: str | None = Field(None, description=_DURATION)
+    title: str | None = None
+    location: str | None = None
+    description: str | None = None
+
+
+class UpdateEventArgs(_EventEdit):
     """Move or change an event of the user's that has no attendees (unset fields stay).
 
     Example: {"event": "Dentist", "start": "friday 10am"} (same length).
     """
 
-    event: str = Field(min_length=1, description=_EVENT)
-    start: str | None = Field(None, description="Optional new start, as the user said it.")
-    end: str | None = Field(None, description=_END)
-    duration: str | None = Field(None, description=_DURATION)
-    title: str | None = None
-    location: str | None = None
-    description: str | None = None
     reminder_minutes: int | None = Field(None, ge=0, description="Minutes before; 0 removes it.")
 
 
-class UpdateMeetingArgs(BaseModel):
+class UpdateMeetingArgs(_EventEdit):
     """Move or change an event with attendees, or add or remove attendees (they may be told).
 
     Example: {"event": "Review", "start": "wednesday 15:00", "add_attendees": "bob@example.com"}.
     """
 
-    event: str = Field(min_length=1, description=_EVENT)
-    start: str | None = Field(None, description="Optional new start, as the user said it.")
-    end: str | None = Field(None, description=_END)
-    duration: str | None = Field(None, description=_DURATION)
-    title: str | None = None
-    location: str | None = None
-    description: str | None = None
     add_attendees: str = Field("", description=_EMAILS)
     remove_attendees: str = Field("", description="Addresses to remove, comma-separated.")
 
