@@ -2,9 +2,10 @@
 
 The loop offers each request the tools that agent/selection.py picks from its words and the
 conversation's earlier calls; the choice is deterministic, so it is checked on every case in
-milliseconds: a case is recalled when every tool it expects is among those offered. The prefix
-(system prompt and offered schemas, rendered by the model's template) is counted in tokens when
-a tokenizer is given, else in characters.
+milliseconds: a case is recalled when every tool it expects is among those offered. The prompt
+size is that of an empty request (system prompt, offered schemas, an empty user turn and the
+reply's start, rendered by the model's template), in tokens when a tokenizer is given, else the
+characters of the system prompt and schemas.
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ def select_cases(
 ) -> list[Selected]:
     """Each case's choice, as the loop makes it for the case's last user turn."""
     selector = ToolSelector(registry)
-    system = [{"role": "system", "content": system_prompt}]
+    system = [{"role": "system", "content": system_prompt}, {"role": "user", "content": ""}]
     sizes: dict[tuple[str, ...], int] = {}
     out = []
     for case in cases:
@@ -149,7 +150,7 @@ def render_selection(report: Mapping[str, Any]) -> str:
     lines += [row(k, v) for k, v in report["by_language"].items()]
     lines.append("by domain:")
     lines += [row(k, v) for k, v in report["by_domain"].items()]
-    lines.append(f"prefix size ({unit}: system prompt + offered tools):")
+    lines.append(f"prompt size ({unit}: system prompt + offered tools, an empty request):")
     for k, v in report["prefix_by_shape"].items():
         lines.append(
             f"  {k:<12} {v['cases']:>4} cases  min {v['min']}  median {v['median']:g}  "
