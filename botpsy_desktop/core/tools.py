@@ -177,13 +177,13 @@ class ToolRegistry:
         return [t.schema() for t in self._tools.values()]
 
 
-_NOT_FOR_THE_MODEL = frozenset(
-    {"title", "$defs", "default", "minLength", "maxLength", "minimum", "maximum", "examples"}
-)
+_NOT_FOR_THE_MODEL = frozenset({"title", "$defs", "default", "maxLength", "maximum", "examples"})
 """Schema keys left out of the prompt: every token of a schema is read on every request, and
 these cost tokens without helping the model choose or fill a call. Defaults are what happens
-when a field is left out (it is not required); bounds are still checked when the call is
-validated, and a value out of range goes back to the model with the reason (``validate``)."""
+when a field is left out (it is not required); upper bounds are still checked when the call is
+validated, and a value out of range goes back to the model with the reason (``validate``).
+``minLength`` and ``minimum`` stay: the tool-call grammar (llm/grammar.py) reads them (no empty
+required text, no sign on a count)."""
 
 
 def _clean_schema(schema: dict[str, Any]) -> dict[str, Any]:

