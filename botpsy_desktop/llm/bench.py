@@ -484,11 +484,16 @@ def _measure(
 
 
 def _run_child(spec_file: Path) -> dict[str, Any]:
+    # the child imports this very package, wherever it was imported from
+    root = str(Path(__file__).resolve().parents[2])
+    path = os.environ.get("PYTHONPATH")
+    env = {**os.environ, "PYTHONPATH": root + (os.pathsep + path if path else "")}
     proc = subprocess.run(
         [sys.executable, "-m", "botpsy_desktop.llm.bench_child", str(spec_file)],
         capture_output=True,
         text=True,
         check=False,
+        env=env,
     )
     if proc.returncode != 0:
         raise ModelError(f"The bench's request in a new process failed: {proc.stderr[-2000:]}")
@@ -811,7 +816,7 @@ def format_table(result: Mapping[str, Any]) -> str:
             f"{newp.get('ttft_cold_s')} s / {newp.get('ttft_disk_s')} s",
         ),
         (
-            "prefix state on disk: size, read+check, restore",
+            "prefix state on disk: size, read+check, whole restore",
             f"{newp.get('file_mib')} MiB, {newp.get('read_verify_s')} s, "
             f"{newp.get('restore_s')} s (written in the background, "
             f"{newp.get('write_wait_after_request_s')} s left after the request)",
