@@ -72,6 +72,8 @@ class BenchOptions:
     depths: tuple[int, ...] = ()
     thread_counts: tuple[int, ...] = ()
     seed: int = 7
+    new_process_only: bool = False
+    """Only the prefix and the new-process rows (cold against prefix on disk)."""
 
 
 # -- measuring helpers ------------------------------------------------------------------------
@@ -339,6 +341,7 @@ def run_bench(
         "n_ctx": o.n_ctx,
         "repeats": o.repeats,
         "load_average_start": [round(x, 2) for x in os.getloadavg()],
+        "new_process_only": o.new_process_only,
     }
     settings = ModelSettings(
         n_ctx=o.n_ctx,
@@ -390,6 +393,10 @@ def _measure(
             f"more than the {engine.n_ctx}-token context allows with room for a request.",
             "Raise --n-ctx, or bench fewer tools with --tools.",
         )
+
+    if o.new_process_only:
+        _new_process(engine, harness, o, result, log)
+        return
 
     # 1. time to first token: a cold engine (the whole prefix) against a warm one, in pairs
     answer = ScriptedBackend(engine, answer_tokens=2)
@@ -866,7 +873,10 @@ def format_table(result: Mapping[str, Any]) -> str:
     lines = [f"{k:<{width}}  {v}" for k, v in rows]
     lines.append("")
     lines.append("targets:")
+    only_new = bool(result.get("new_process_only"))
     for key, label, _, _ in TARGETS:
+        if only_new and not key.startswith("new_process"):
+            continue
         t = result["targets"][key]
         mark = {True: "ok  ", False: "MISS", None: "n/a "}[t["ok"]]
         lines.append(f"  [{mark}] {label:<40} {t['value']} (target {t['target']})")

@@ -100,3 +100,33 @@ def mem_floor_mib(result: dict[str, object]) -> float:
     memory = result["memory"]
     assert isinstance(memory, dict)
     return float(memory["weights_mib"])
+
+
+@pytest.mark.model
+def test_the_bench_can_time_only_a_new_process_with_the_prefix_on_disk() -> None:
+    command = [
+        sys.executable,
+        str(REPO_ROOT / "tools" / "bench.py"),
+        "--model",
+        str(tiny_qwen35_gguf()),
+        "--tools",
+        "list_folder",
+        "--n-ctx",
+        "2048",
+        "--threads",
+        "1",
+        "--repeats",
+        "2",
+        "--new-process-only",
+    ]
+    proc = subprocess.run(command, capture_output=True, text=True, timeout=600, check=False)
+    assert proc.returncode == 0, proc.stderr
+    table, last_line = proc.stdout.rstrip().rsplit("\n", 1)
+    r = json.loads(last_line)
+    assert "new process: prefix on disk / cold" in table
+    assert "warm / cold time to first token" not in table  # only what was measured
+    newp = r["new_process"]
+    assert newp["prefix_restored"] is True
+    assert len(newp["ttft_cold_all_s"]) == len(newp["ttft_disk_all_s"]) == 2
+    assert all(n > r["prefix_tokens"] for n in newp["evaluated_tokens_cold"])
+    assert r["targets"]["new_process.ttft_disk_over_cold"]["value"] > 0
