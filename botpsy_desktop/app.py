@@ -155,8 +155,25 @@ class App:
                 "`botpsy model import PATH`, or pass --model PATH.",
             )
         from botpsy_desktop.llm.engine import LlamaBackend
+        from botpsy_desktop.llm.prefix_store import PrefixStore
 
-        return LlamaBackend(self.config.model, path)
+        store = PrefixStore.for_profile(self.paths.cache_dir, self.config.model.prefix_cache_mb)
+        return LlamaBackend(
+            self.config.model, path, prefix_store=store, model_sha256=self._checked_sha256(path)
+        )
+
+    def _checked_sha256(self, path: str) -> str | None:
+        """The SHA-256 the model registry checked for ``path`` if the file is in the models
+        folder (a linked file may change behind its back: it is identified by its header)."""
+        try:
+            target = Path(path).expanduser().resolve()
+            service = self.models()
+            for model in service.installed():
+                if model.managed and service.path_of(model).resolve() == target:
+                    return model.sha256
+        except (OSError, ModelError):
+            return None
+        return None
 
     def models(self) -> ModelService:
         """The installed-models service (pull, import, use, verify, remove) for this profile."""

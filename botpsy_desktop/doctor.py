@@ -101,6 +101,7 @@ def run_checks(app: App, model: str | None = None) -> list[Check]:
     else:
         checks.extend(_model_checks(path, app.config.model.n_ctx))
     checks.append(_installed_models_check(app))
+    checks.append(_prefix_cache_check(app))
 
     ks = keyring_status()
     checks.append(
@@ -130,6 +131,33 @@ def run_checks(app: App, model: str | None = None) -> list[Check]:
         Check("logs", "info", f"{log_folder(app.paths)} (`botpsy doctor --bundle` for a report)")
     )
     return checks
+
+
+def _prefix_cache_check(app: App) -> Check:
+    """The folder of prefix states on disk: where, how full, how many."""
+    from botpsy_desktop.llm.prefix_store import MiB, PrefixStore
+
+    bound = app.config.model.prefix_cache_mb
+    store = PrefixStore.for_profile(app.paths.cache_dir, bound)
+    if store is None:
+        return Check("prefix cache", "info", "off (model.prefix_cache_mb is 0)")
+    stats = store.stats()
+    detail = (
+        f"{stats.folder}: {stats.total_bytes / MiB:.1f} of {bound} MiB, "
+        f"{stats.entries} saved prefix state(s)"
+    )
+    writable = _writable(stats.folder) or (
+        not stats.folder.exists() and _writable(app.paths.cache_dir)
+    )
+    if not writable:
+        return Check(
+            "prefix cache",
+            "warn",
+            detail,
+            "Make the folder writable: without it every start evaluates the system prompt "
+            "and tools again.",
+        )
+    return Check("prefix cache", "ok", detail)
 
 
 def _integrity_check(app: App) -> Check:

@@ -33,6 +33,11 @@ def add_command(sub: Any) -> None:
     )
     bench.add_argument("--tools", default="", metavar="NAMES", help="only these tools (a,b)")
     bench.add_argument("--json", action="store_true", help="print only the JSON")
+    bench.add_argument(
+        "--new-process-only",
+        action="store_true",
+        help="only time a new process's first request, cold and with the prefix on disk",
+    )
 
 
 class BenchHarness:
@@ -132,6 +137,7 @@ def cmd_bench(app: App, args: argparse.Namespace, out: TextIO, err: TextIO) -> i
         follow_ups=max(args.follow_ups, 1),
         depths=depths,
         thread_counts=counts,
+        new_process_only=args.new_process_only,
     )
     started = time.perf_counter()
 

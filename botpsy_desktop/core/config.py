@@ -48,6 +48,14 @@ class ModelSettings(_Section):
         description="Saved model states that spare re-evaluating the system prompt, tools and "
         "earlier turns (hybrid models such as BotPsy; about 20 MB each); 0 turns this off.",
     )
+    prefix_cache_mb: int = Field(
+        1024,
+        ge=0,
+        le=1024 * 1024,
+        description="Disk space (MB) for saved states of the system prompt and tools, so a new "
+        "window or CLI run starts answering at once (least recently used go first); 0 turns "
+        "this off.",
+    )
 
 
 class AgentSettings(_Section):

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import ctypes
+import json
 import math
 import os
 import platform
 import statistics
+import subprocess
+import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -68,6 +72,8 @@ class BenchOptions:
     depths: tuple[int, ...] = ()
     thread_counts: tuple[int, ...] = ()
     seed: int = 7
+    new_process_only: bool = False
+    """Only the prefix and the new-process rows (cold against prefix on disk)."""
 
 
 # -- measuring helpers ------------------------------------------------------------------------
@@ -319,6 +325,7 @@ def run_bench(
         "n_ctx": o.n_ctx,
         "repeats": o.repeats,
         "load_average_start": [round(x, 2) for x in os.getloadavg()],
+        "new_process_only": o.new_process_only,
     }
     settings = ModelSettings(
         n_ctx=o.n_ctx,
@@ -371,6 +378,10 @@ def _measure(
             "Raise --n-ctx, or bench fewer tools with --tools.",
         )
 
+    if o.new_process_only:
+        _new_process(engine, harness, o, result, log)
+        return
+
     # 1. time to first token: a cold engine (the whole prefix) against a warm one, in pairs
     answer = ScriptedBackend(engine, answer_tokens=2)
     cold: list[float] = []
@@ -387,6 +398,9 @@ def _measure(
     result["ttft_warm_over_cold"] = round(ratio(median(warm), median(cold)), 4)
     result["ttft_cold_all_s"] = [round(x, 3) for x in cold]
     result["ttft_warm_all_s"] = [round(x, 3) for x in warm]
+
+    # 1b. a new process: the prefix evaluated (cold) against the prefix restored from disk
+    _new_process(engine, harness, o, result, log)
 
     # what the window does: warm the prefix after loading, then the first request
     engine.reset()
@@ -458,6 +472,79 @@ def _measure(
             _thread_sweep(engine, o, result, log)
     finally:
         raw.close()
+
+
+def _run_child(spec_file: Path) -> dict[str, Any]:
+    # the child imports this very package, wherever it was imported from
+    root = str(Path(__file__).resolve().parents[2])
+    path = os.environ.get("PYTHONPATH")
+    env = {**os.environ, "PYTHONPATH": root + (os.pathsep + path if path else "")}
+    proc = subprocess.run(
+        [sys.executable, "-m", "botpsy_desktop.llm.bench_child", str(spec_file)],
+        capture_output=True,
+        text=True,
+        check=False,
+        env=env,
+    )
+    if proc.returncode != 0:
+        raise ModelError(f"The bench's request in a new process failed: {proc.stderr[-2000:]}")
+    row: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return row
+
+
+def _new_process(
+    engine: LlamaBackend,
+    harness: AgentHarness,
+    o: BenchOptions,
+    result: dict[str, Any],
+    log: Callable[[str], None],
+) -> None:
+    """Time to first token of a request in a real second process (``bench_child``): with an
+    empty prefix store (the whole prefix evaluated, then its state written) and right after,
+    in another process, with that state on disk. In pairs, medians; the engine path (render,
+    restore or evaluate, sample), the same for both."""
+    cold: list[dict[str, Any]] = []
+    disk: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="botpsy-bench-prefix-") as tmp:
+        for r in range(o.repeats):
+            spec = {
+                "model": str(engine.info.path),
+                "settings": engine.settings.model_dump(),
+                "store": str(Path(tmp) / f"store-{r}"),
+                "bound_mb": 8192,
+                "system": harness.system_prompt,
+                "tools": harness.tools,
+                "request": REQUESTS[0],
+            }
+            spec_file = Path(tmp) / f"spec-{r}.json"
+            spec_file.write_text(json.dumps(spec), encoding="utf-8")
+            log(f"new process, cold then prefix on disk, pair {r + 1}/{o.repeats}")
+            cold.append(_run_child(spec_file))
+            disk.append(_run_child(spec_file))
+
+    def med(rows: list[dict[str, Any]], key: str) -> float:
+        return median([float(row[key]) for row in rows if row.get(key) is not None])
+
+    ttft_cold, ttft_disk = med(cold, "ttft_s"), med(disk, "ttft_s")
+    result["new_process"] = {
+        "how": "a separate process per request (python -m botpsy_desktop.llm.bench_child), "
+        "engine path, prefix store in a fresh temporary folder per pair",
+        "ttft_cold_s": round(ttft_cold, 3),
+        "ttft_disk_s": round(ttft_disk, 4),
+        "ttft_disk_over_cold": round(ratio(ttft_disk, ttft_cold), 4),
+        "load_s": round(med(cold + disk, "load_s"), 3),
+        "prefix_restored": all(row["disk_restores"] == 1 for row in disk),
+        "evaluated_tokens_cold": [row["evaluated_tokens"] for row in cold],
+        "evaluated_tokens_disk": [row["evaluated_tokens"] for row in disk],
+        "file_mib": round(med(cold, "file_bytes") / MiB, 1),
+        "write_wait_after_request_s": round(med(cold, "write_wait_after_request_s"), 3),
+        "read_verify_s": round(med(disk, "disk_read_verify_s"), 4),
+        "restore_s": round(med(disk, "disk_restore_s"), 4),
+        "peak_rss_cold_mib": round(med(cold, "peak_rss_kib") / 1024, 1),
+        "peak_rss_disk_mib": round(med(disk, "peak_rss_kib") / 1024, 1),
+        "ttft_cold_all_s": [row["ttft_s"] for row in cold],
+        "ttft_disk_all_s": [row["ttft_s"] for row in disk],
+    }
 
 
 def _raw_and_app(
@@ -640,6 +727,7 @@ def _thread_sweep(
 TARGETS: list[tuple[str, str, str, float]] = [
     # (key, description, comparison, bound)
     ("ttft_warm_over_cold", "warm / cold time to first token", "<=", 0.10),
+    ("new_process.ttft_disk_over_cold", "new process: prefix on disk / cold", "<=", 0.02),
     ("prefix_tokens_reevaluated_after_first_max", "prefix tokens re-evaluated", "<=", 0),
     ("app_over_raw_decode", "app / raw decode", ">=", 0.95),
     ("app_constrained_over_raw_decode", "app in a tool call / raw decode", ">=", 0.90),
@@ -671,6 +759,7 @@ def _targets(result: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
 def format_table(result: Mapping[str, Any]) -> str:
     """The results as a plain-text table (the JSON has everything, this the headline)."""
     mem = result.get("memory", {})
+    newp = result.get("new_process", {})
     expected = sum(mem.get(k, 0) for k in ("weights_mib", "kv_cache_mib", "recurrent_state_mib"))
     rows: list[tuple[str, str]] = [
         ("model", f"{result['model']} ({result['model_size_mib']} MiB)"),
@@ -714,6 +803,20 @@ def format_table(result: Mapping[str, Any]) -> str:
             f"{result.get('ttft_cold_s')} s / {result.get('ttft_warm_s')} s",
         ),
         (
+            "new process: time to first token cold / prefix on disk",
+            f"{newp.get('ttft_cold_s')} s / {newp.get('ttft_disk_s')} s",
+        ),
+        (
+            "prefix state on disk: size, read+check, whole restore",
+            f"{newp.get('file_mib')} MiB, {newp.get('read_verify_s')} s, "
+            f"{newp.get('restore_s')} s (written in the background, "
+            f"{newp.get('write_wait_after_request_s')} s left after the request)",
+        ),
+        (
+            "new process: peak RSS cold / prefix on disk",
+            f"{newp.get('peak_rss_cold_mib')} / {newp.get('peak_rss_disk_mib')} MiB",
+        ),
+        (
             "warm-up at start, then first request",
             f"{result.get('startup_warmup_s')} s, then "
             f"{result.get('ttft_first_request_after_warmup_s')} s",
@@ -754,7 +857,10 @@ def format_table(result: Mapping[str, Any]) -> str:
     lines = [f"{k:<{width}}  {v}" for k, v in rows]
     lines.append("")
     lines.append("targets:")
+    only_new = bool(result.get("new_process_only"))
     for key, label, _, _ in TARGETS:
+        if only_new and not key.startswith("new_process"):
+            continue
         t = result["targets"][key]
         mark = {True: "ok  ", False: "MISS", None: "n/a "}[t["ok"]]
         lines.append(f"  [{mark}] {label:<40} {t['value']} (target {t['target']})")

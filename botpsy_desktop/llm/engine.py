@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import codecs
 import ctypes
+import hashlib
 import json
+import logging
 import os
 import re
 import threading
@@ -24,7 +26,8 @@ from botpsy_desktop.llm.backend import Message
 from botpsy_desktop.llm.gguf_info import GGUFInfo, check_fits, read_gguf_info
 from botpsy_desktop.llm.grammar import build_tool_call_grammar, grammar_key
 from botpsy_desktop.llm.grammar_check import GrammarMatcher
-from botpsy_desktop.llm.prefix_cache import StateCache, common_prefix
+from botpsy_desktop.llm.prefix_cache import SEQ, StateCache, common_prefix
+from botpsy_desktop.llm.prefix_store import PrefixStore, file_identity, prefix_key
 from botpsy_desktop.llm.prompt import PromptRenderer
 from botpsy_desktop.llm.types import Completion, GenerationStats, TextPiece
 
@@ -34,6 +37,9 @@ _TEXT_STOPS = ("<|im_end|>", "<|endoftext|>")
 PREFIX, TURN = "prefix", "turn"  # checkpoint labels: system prompt + tools; end of a user turn
 Cut = tuple[int, str]  # (character offset in the prompt, label): where to save a checkpoint
 WARM_BATCH = 128  # tokens per llama_decode while warming up on a CPU
+FULL_STATE = 0  # llama_state_seq_* flags: attention KV and recurrent state (for disk)
+
+log = logging.getLogger(__name__)
 
 
 def llama_cpp_version() -> str:
@@ -67,7 +73,17 @@ class LlamaBackend:
     strips thinking from earlier turns), so a follow-up message evaluates only itself.
     """
 
-    def __init__(self, settings: ModelSettings, path: str | os.PathLike[str] | None = None) -> None:
+    def __init__(
+        self,
+        settings: ModelSettings,
+        path: str | os.PathLike[str] | None = None,
+        *,
+        prefix_store: PrefixStore | None = None,
+        model_sha256: str | None = None,
+    ) -> None:
+        """``prefix_store`` keeps prefix states on disk for later processes (see
+        ``prefix_store``); ``model_sha256`` is the file's checked SHA-256 when the model
+        registry knows it (else the file is identified by size, time and header)."""
         model_path = path if path is not None else settings.path
         if not model_path:
             raise ModelError(
@@ -79,14 +95,15 @@ class LlamaBackend:
         # never ask for more context than the model was trained for
         n_ctx = min(settings.n_ctx, self.info.context_length or settings.n_ctx)
         self.memory_estimate = check_fits(self.info, n_ctx)
+        # Without flash attention (slower on CPUs here) the attention scratch grows with
+        # n_ubatch x n_ctx; 128 prefills as fast on a CPU and uses a quarter of it.
+        n_ubatch = settings.n_batch if settings.n_gpu_layers else min(settings.n_batch, 128)
         try:
             self._llama = llama_cpp.Llama(
                 model_path=str(self.info.path),
                 n_ctx=n_ctx,
                 n_batch=settings.n_batch,
-                # Without flash attention (slower on CPUs here) the attention scratch grows with
-                # n_ubatch x n_ctx; 128 prefills as fast on a CPU and uses a quarter of it.
-                n_ubatch=settings.n_batch if settings.n_gpu_layers else min(settings.n_batch, 128),
+                n_ubatch=n_ubatch,
                 n_threads=settings.n_threads,
                 n_threads_batch=settings.n_threads_batch,
                 n_gpu_layers=settings.n_gpu_layers,
@@ -133,6 +150,122 @@ class LlamaBackend:
             self.states = StateCache(
                 ctx, llama_cpp.llama_get_memory(ctx), limit=settings.state_checkpoints
             )
+        self.disk = prefix_store
+        self._disk_components: dict[str, Any] = {}
+        if prefix_store is not None:
+            self._disk_components = self._state_components(template, model_sha256)
+        self._disk_known: set[str] = set()  # keys on disk already (written or read here)
+        self._disk_writer: threading.Thread | None = None
+        self.disk_restores = 0
+        self.disk_saves = 0
+        self.last_disk_restore_s = 0.0
+        self.last_disk_read_s = 0.0
+
+    # -- prefix states on disk -------------------------------------------------------------
+    _STATE_PARAMS = (
+        "n_batch", "n_ubatch", "n_seq_max", "rope_scaling_type", "pooling_type",
+        "attention_type", "flash_attn_type", "flash_attn", "rope_freq_base", "rope_freq_scale",
+        "yarn_ext_factor", "yarn_attn_factor", "yarn_beta_fast", "yarn_beta_slow",
+        "yarn_orig_ctx", "type_k", "type_v", "embeddings", "offload_kqv", "swa_full",
+        "kv_unified", "op_offload",
+    )  # fmt: skip
+
+    def _state_components(self, template: str | None, model_sha256: str | None) -> dict[str, Any]:
+        """Everything but the tokens that determines a prefix state (see ``prefix_key``)."""
+        params = self._llama.context_params
+        context = {
+            name: getattr(params, name)
+            for name in self._STATE_PARAMS
+            if hasattr(params, name) and isinstance(getattr(params, name), int | float | bool)
+        }
+        return {
+            "model": file_identity(self.info.path, model_sha256),
+            "llama_cpp_python": llama_cpp_version(),
+            "template_sha256": hashlib.sha256((template or "").encode()).hexdigest(),
+            "n_ctx": int(self._llama.n_ctx()),
+            "n_ctx_tokens": len(self._llama.input_ids),
+            "n_gpu_layers": self.settings.n_gpu_layers,
+            "context": context,
+        }
+
+    def prefix_state_key(self, tokens: Sequence[int] | npt.NDArray[Any]) -> str:
+        """The disk key of the state after ``tokens`` with this model and these settings."""
+        return prefix_key(self._disk_components, tokens)
+
+    def _restore_prefix(self, tokens: list[int]) -> bool:
+        """Restore the state after ``tokens`` from disk; False (sequence cleared) if absent."""
+        if self.disk is None or not tokens:
+            return False
+        started = time.perf_counter()
+        key = self.prefix_state_key(tokens)
+        entry = self.disk.load(key, tokens)
+        if entry is None:
+            return False
+        ctx = self._llama._ctx.ctx
+        memory = llama_cpp.llama_get_memory(ctx)
+        self.reset()
+        llama_cpp.llama_memory_seq_rm(memory, SEQ, -1, -1)
+        ptr = entry.payload.ctypes.data_as(ctypes.POINTER(ctypes.c_uint8))
+        read = int(
+            llama_cpp.llama_state_seq_set_data_ext(ctx, ptr, entry.payload.nbytes, SEQ, FULL_STATE)
+        )
+        if read != entry.payload.nbytes:
+            llama_cpp.llama_memory_seq_rm(memory, SEQ, -1, -1)
+            self.reset()
+            self.disk.discard(key, f"llama.cpp read {read} of {entry.payload.nbytes} bytes")
+            return False
+        n = len(tokens)
+        self._llama.input_ids[:n] = tokens
+        self._llama.n_tokens = n
+        self._disk_known.add(key)
+        self.disk_restores += 1
+        self.last_disk_read_s = entry.read_s
+        self.last_disk_restore_s = time.perf_counter() - started
+        log.info(
+            "prefix of %d tokens restored from disk in %.3f s (%.1f MiB)",
+            n,
+            self.last_disk_restore_s,
+            entry.file_bytes / 2**20,
+        )
+        return True
+
+    def _save_prefix(self, tokens: npt.NDArray[np.intc]) -> None:
+        """Copy the full state (which must be the state after ``tokens``) and write it to disk
+        in the background, unless it is there already."""
+        if self.disk is None:
+            return
+        key = self.prefix_state_key(tokens)
+        if key in self._disk_known or self.disk.contains(key):
+            self._disk_known.add(key)
+            return
+        ctx = self._llama._ctx.ctx
+        size = int(llama_cpp.llama_state_seq_get_size_ext(ctx, SEQ, FULL_STATE))
+        payload = np.empty(size, dtype=np.uint8)
+        ptr = payload.ctypes.data_as(ctypes.POINTER(ctypes.c_uint8))
+        written = int(llama_cpp.llama_state_seq_get_data_ext(ctx, ptr, size, SEQ, FULL_STATE))
+        if written != size:
+            log.warning("llama.cpp saved %d of %d bytes of the prefix state", written, size)
+            return
+        self._disk_known.add(key)
+        meta = {**self._disk_components, "n_tokens": len(tokens), "saved_at": time.time()}
+        store = self.disk
+        token_copy = np.array(tokens, dtype=np.intc)
+        self.flush_prefix_writes()  # one write at a time
+
+        def write() -> None:
+            if store.save(key, token_copy, payload, meta) is not None:
+                self.disk_saves += 1
+
+        # not a daemon: a short-lived process (botpsy ask) finishes the write before exiting
+        self._disk_writer = threading.Thread(target=write, name="prefix-state-writer")
+        self._disk_writer.start()
+
+    def flush_prefix_writes(self) -> None:
+        """Wait until prefix states being written to disk are written."""
+        writer = self._disk_writer
+        if writer is not None:
+            writer.join()
+            self._disk_writer = None
 
     # -- small helpers -------------------------------------------------------------------
     @property
@@ -274,13 +407,13 @@ class LlamaBackend:
     ) -> list[Cut]:
         """Where to checkpoint while evaluating ``prompt``: after the prefix, and after the
         request's user turn when this is a request's first model turn."""
-        if self.states is None:
+        if self.states is None and self.disk is None:
             return []
         cuts: list[Cut] = []
         prefix = self.prefix_text(messages, tools, enable_thinking=enable_thinking)
         if prefix and len(prefix) < len(prompt) and prompt.startswith(prefix):
             cuts.append((len(prefix), PREFIX))
-        if messages and messages[-1].get("role") == "user":
+        if self.states is not None and messages and messages[-1].get("role") == "user":
             head = self.renderer.render(
                 messages, tools, enable_thinking=enable_thinking, add_generation_prompt=False
             ).text
@@ -327,19 +460,23 @@ class LlamaBackend:
             tokens += self.tokenize(prompt[at:])
         return tokens, marks
 
-    def _prepare(self, tokens: list[int], *, need_logits: bool = True) -> int:
+    def _prepare(self, tokens: list[int], *, need_logits: bool = True, prefix_at: int = 0) -> int:
         """Bring the context to hold a prefix of ``tokens``; return its length.
 
         tokens[start:] still need evaluating (at least one when ``need_logits``, to get fresh
         logits). The evaluated sequence is continued when the prompt extends it; otherwise it is
         cut back: any model to the shared prefix when it can, a hybrid/recurrent model to the
-        longest checkpoint the prompt starts with, or to nothing.
+        longest checkpoint the prompt starts with, or to nothing. When the context does not
+        hold the first ``prefix_at`` tokens (the system prompt and tools), their state is
+        restored from disk if it is there.
         """
         llm = self._llama
         n = int(llm.n_tokens)
         common = common_prefix(llm.input_ids[:n], np.asarray(tokens, dtype=np.intc))
         if need_logits and common == len(tokens):
             common -= 1
+        if common < prefix_at and self._restore_prefix(tokens[:prefix_at]):
+            return prefix_at
         if common == n:
             return n
         if not self.hybrid:
@@ -374,9 +511,12 @@ class LlamaBackend:
         step = max(step or int(llm.n_batch), 1)
         i = start
         while True:
-            if i in at_mark and i > 0 and self.states is not None:
+            if i in at_mark and i > 0:
                 label, text = at_mark.pop(i)
-                self.states.save(llm.input_ids[:i], label, text=text, pinned=label == PREFIX)
+                if self.states is not None:
+                    self.states.save(llm.input_ids[:i], label, text=text, pinned=label == PREFIX)
+                if label == PREFIX:
+                    self._save_prefix(llm.input_ids[:i])
             if i >= len(tokens):
                 return True
             if cancel.is_set():
@@ -469,7 +609,7 @@ class LlamaBackend:
         if not head:
             return stats
         cuts: list[Cut] = []
-        if self.states is not None:
+        if self.states is not None or self.disk is not None:
             prefix = self.prefix_text(messages, tools, enable_thinking=enable_thinking)
             if prefix and head.startswith(prefix):
                 cuts.append((len(prefix), PREFIX))
@@ -477,7 +617,7 @@ class LlamaBackend:
         stats.prompt_tokens = len(tokens)
         if len(tokens) >= self.n_ctx:
             return stats  # the request will say it does not fit; nothing to prepare
-        start = self._prepare(tokens, need_logits=False)
+        start = self._prepare(tokens, need_logits=False, prefix_at=_prefix_at(marks))
         stats.reused_tokens = start
         stats.evaluated_tokens = len(tokens) - start
         self._evaluated_text = ""
@@ -532,7 +672,7 @@ class LlamaBackend:
                 "Start a new conversation or raise model.n_ctx in the settings.",
             )
         limit = min(max_tokens or self.settings.max_tokens, room)
-        start = self._prepare(tokens)
+        start = self._prepare(tokens, prefix_at=_prefix_at(marks))
         stats.reused_tokens = start
         stats.evaluated_tokens = len(tokens) - start
         self._evaluated_text = ""
@@ -727,7 +867,13 @@ class LlamaBackend:
     def close(self) -> None:
         if not self._closed:
             self._closed = True
+            self.flush_prefix_writes()
             self._llama.close()
+
+
+def _prefix_at(marks: Sequence[tuple[int, str, str]]) -> int:
+    """The token position of the prefix mark, or 0 when there is none."""
+    return next((pos for pos, label, _ in marks if label == PREFIX), 0)
 
 
 class _TokenDataArray:

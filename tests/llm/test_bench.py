@@ -50,6 +50,16 @@ def test_the_bench_runs_small_on_the_tiny_model() -> None:
     assert r["tools"] == 2 and r["prefix_tokens"] > 300
     assert r["prefix_tokens_reevaluated_after_first_max"] == 0
     assert 0 < r["ttft_warm_s"] < r["ttft_cold_s"]
+    # a real second process: cold evaluates the prefix, the next one restores it from disk
+    assert "new process: time to first token cold / prefix on disk" in table
+    newp = r["new_process"]
+    assert newp["prefix_restored"] is True
+    assert newp["evaluated_tokens_cold"] == [newp["evaluated_tokens_cold"][0]]
+    assert newp["evaluated_tokens_cold"][0] > r["prefix_tokens"]
+    assert all(0 < n < 30 for n in newp["evaluated_tokens_disk"])
+    assert newp["file_mib"] > 0 and newp["restore_s"] > 0 and newp["read_verify_s"] > 0
+    assert newp["ttft_cold_s"] > 0 and newp["ttft_disk_s"] > 0 and newp["load_s"] > 0
+    assert newp["peak_rss_disk_mib"] > mem_floor_mib(r)
     for rows in (r["follow_ups_with_warm"], r["follow_ups_without_warm"]):
         assert len(rows) == 3 and all(row["reused"] >= r["prefix_tokens"] for row in rows)
     # after a warm-up, a follow-up evaluates its own message only
@@ -83,3 +93,40 @@ def test_bench_refuses_unknown_tools_and_bad_depths(
     assert "No tool named no_such_tool" in capsys.readouterr().err
     assert cli.main([*base, "--depths", "4k"]) == cli.EXIT_ERROR
     assert "--depths '4k' or --thread-counts '' is not a list" in capsys.readouterr().err
+
+
+def mem_floor_mib(result: dict[str, object]) -> float:
+    """A new process holds at least the model's weights."""
+    memory = result["memory"]
+    assert isinstance(memory, dict)
+    return float(memory["weights_mib"])
+
+
+@pytest.mark.model
+def test_the_bench_can_time_only_a_new_process_with_the_prefix_on_disk() -> None:
+    command = [
+        sys.executable,
+        str(REPO_ROOT / "tools" / "bench.py"),
+        "--model",
+        str(tiny_qwen35_gguf()),
+        "--tools",
+        "list_folder",
+        "--n-ctx",
+        "2048",
+        "--threads",
+        "1",
+        "--repeats",
+        "2",
+        "--new-process-only",
+    ]
+    proc = subprocess.run(command, capture_output=True, text=True, timeout=600, check=False)
+    assert proc.returncode == 0, proc.stderr
+    table, last_line = proc.stdout.rstrip().rsplit("\n", 1)
+    r = json.loads(last_line)
+    assert "new process: prefix on disk / cold" in table
+    assert "warm / cold time to first token" not in table  # only what was measured
+    newp = r["new_process"]
+    assert newp["prefix_restored"] is True
+    assert len(newp["ttft_cold_all_s"]) == len(newp["ttft_disk_all_s"]) == 2
+    assert all(n > r["prefix_tokens"] for n in newp["evaluated_tokens_cold"])
+    assert r["targets"]["new_process.ttft_disk_over_cold"]["value"] > 0
