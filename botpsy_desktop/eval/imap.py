@@ -1,4 +1,15 @@
-"""A small read-write IMAP4rev1 stand-in on 127.0.0.1 serving a case's mailbox from memory."""
+"""A small read-write IMAP4rev1 stand-in on 127.0.0.1 serving a case's mailbox from memory.
+
+Why a server of our own: `botpsy eval` runs where users and CI run it, Linux, Windows and macOS,
+from a pip install. Dovecot (what the mail tests use) has no Windows build, is a system package
+on Linux, and changed its configuration language incompatibly in 2.4, so it could only ever be a
+second back end beside this one. The maintained pure-Python choices do not fit: pymap has had no
+commit since April 2024 (tested on Python 3.11 and 3.12 only); Twisted's IMAP4Server offers no MOVE,
+UIDPLUS or SPECIAL-USE, so moves would end as copies and the move cases could not be scored on
+the state a real server reaches. This one answers only what the app's mail client sends and
+says BAD, with the list of what it supports, to anything else; tests/eval/test_eval_imap.py runs
+the app's mail tools on it and on a real Dovecot and requires the same answers.
+"""
 
 from __future__ import annotations
 
@@ -13,7 +24,7 @@ from email import policy
 from email.parser import BytesParser
 from typing import Any
 
-from botpsy_desktop.adapters.email.client import decode_mailbox, encode_mailbox
+from imapclient import imap_utf7
 
 CAPABILITIES = "IMAP4rev1 MOVE UIDPLUS SPECIAL-USE"
 UIDVALIDITY = 1
@@ -180,6 +191,21 @@ def _string(token: Any, what: str) -> str:
     if isinstance(token, str):
         return str(token)
     raise Bad(f"{what} must be a string, not a list.")
+
+
+def _wire_name(name: str) -> str:
+    """A folder name as IMAP sends it (modified UTF-7, RFC 3501 5.1.3)."""
+    return str(imap_utf7.encode(name).decode("ascii"))
+
+
+def _folder_name(wire: str) -> str:
+    """A folder name a client sent; one that is not valid modified UTF-7 is taken as it is."""
+    if not wire.isascii():
+        return wire
+    try:
+        return str(imap_utf7.decode(wire.encode("ascii")))
+    except (UnicodeError, ValueError):
+        return wire
 
 
 def _quote(text: str) -> str:
@@ -414,11 +440,11 @@ class _Handler(socketserver.StreamRequestHandler):
             if pattern and not rx.match(f.name):
                 continue
             flags = "\\HasNoChildren" + (f" {f.use}" if f.use else "")
-            self.send(f'* LIST ({flags}) "/" {_quote(encode_mailbox(f.name))}')
+            self.send(f'* LIST ({flags}) "/" {_quote(_wire_name(f.name))}')
         return "LIST completed"
 
     def _folder(self, token: Any) -> Folder:
-        name = decode_mailbox(_string(token, "The folder"))
+        name = _folder_name(_string(token, "The folder"))
         found = self.server.mailbox.folder(name)
         if found is None:
             raise No(f"[NONEXISTENT] There is no folder {name!r}.")
@@ -442,7 +468,7 @@ class _Handler(socketserver.StreamRequestHandler):
             if key not in values:
                 raise Bad(f"STATUS item {key} is not supported.")
             items.append(f"{key} {values[key]}")
-        self.send(f"* STATUS {_quote(encode_mailbox(box.name))} ({' '.join(items)})")
+        self.send(f"* STATUS {_quote(_wire_name(box.name))} ({' '.join(items)})")
         return "STATUS completed"
 
     def select(self, args: list[Any], *, readonly: bool) -> str:

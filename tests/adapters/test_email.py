@@ -246,6 +246,46 @@ def test_search_by_sender_subject_text_since_and_unread(mailbox: Mailbox) -> Non
     assert empty["messages"] == [] and empty["summary"] == "No messages found."
 
 
+def test_search_values_with_imap_specials_and_odd_folder_names_reach_the_server_intact(
+    mailbox: Mailbox,
+) -> None:
+    t = samples.now()
+    for subject, msgid in (
+        ("Budget (urgent)", "<b-1@example.com>"),
+        ("Budget", "<b-2@example.com>"),
+    ):
+        mailbox.server.deliver(
+            mailbox.maildir,
+            samples.simple(t, "Zoé <zoe@example.com>", subject, "x\n", msgid),
+            when=t,
+        )
+    # a folder whose name needs modified UTF-7 and an escaped "&" on the wire
+    mailbox.server.deliver(
+        mailbox.maildir,
+        samples.simple(t, "Bank <bank@example.com>", "Statement", "y\n", "<s-1@example.com>"),
+        seen=True,
+        when=t,
+        folder="Re&AOc-us &- factures",  # Maildir++ keeps the wire name of "Reçus & factures"
+    )
+    svc = service(mailbox)
+
+    def subjects(**criteria: Any) -> list[str]:
+        return [m["subject"] for m in call(svc, "search_emails", **criteria)["messages"]]
+
+    assert subjects(subject="(urgent)") == ["Budget (urgent)"]  # sent as a literal, not a list
+    assert subjects(subject='"quoted" \\ back') == []
+    assert subjects(text="{3}") == []
+    [statement] = call(svc, "list_emails", folder="reçus & factures")["messages"]
+    assert statement["subject"] == "Statement"
+    moved = call(svc, "move_email", id=_find(svc, "Budget (urgent)"), to_folder="Reçus & factures")
+    assert moved["to_folder"] == "Reçus & factures"
+    conn = mailbox.imap()
+    conn.select('"Re&AOc-us &- factures"', readonly=True)
+    _, data = conn.search(None, "SUBJECT", '"Budget (urgent)"')
+    assert len(data[0].split()) == 1
+    conn.logout()
+
+
 def test_mark_read_and_unread_changes_the_flag_on_the_server(mailbox: Mailbox) -> None:
     svc = service(mailbox)
     uid = _find(svc, "会議のお知らせ")

@@ -10,6 +10,8 @@ from typing import Any
 
 import pytest
 
+from botpsy_desktop.adapters.email import MailClient, MailService, email_tools
+from botpsy_desktop.core.accounts import MailAccount
 from botpsy_desktop.eval.imap import ImapServer, Mailbox
 from botpsy_desktop.eval.sandbox import (
     MAIL_ADDRESS,
@@ -17,12 +19,16 @@ from botpsy_desktop.eval.sandbox import (
     Sandbox,
     SandboxError,
     SandboxSettings,
+    _mail_message,
     open_sandbox,
     run_tool,
+    sandbox_mailbox,
 )
 from botpsy_desktop.eval.scoring import World, score_state
 from botpsy_desktop.eval.spec import Case
 from botpsy_desktop.eval.weather import WeatherStandIn
+from tests.helpers.mail_servers import Dovecot
+from tests.helpers.services import dovecot  # noqa: F401
 
 MAIL: list[dict[str, Any]] = [
     {
@@ -266,3 +272,75 @@ def test_imaplib_sees_the_bad_answer_as_an_error_and_can_copy_then_expunge() -> 
             assert conn.noop()[0] == "OK"
         finally:
             conn.logout()
+
+
+def test_the_stand_in_answers_the_mail_tools_as_dovecot_does(
+    dovecot: Dovecot,  # noqa: F811
+) -> None:
+    """The same seeded mailbox on the stand-in and on a real Dovecot; the same tool calls through
+    the app's mail client give the same results, ids aside (each server numbers its own)."""
+    case = _case()
+    user, password, maildir = dovecot.new_mailbox()
+    for i, spec in enumerate(case.sandbox.mail):
+        raw, _ = _mail_message(case, spec, i)
+        folder = "" if spec.folder.casefold() == "inbox" else spec.folder
+        # delivered now, in the case's order, so Dovecot numbers them as the stand-in does
+        dovecot.deliver(maildir, raw, seen=not spec.unread, folder=folder)
+
+    def service(port: int, username: str, secret: str) -> MailService:
+        acct = MailAccount(
+            name="home",
+            address=MAIL_ADDRESS,
+            username=username,
+            imap_host="127.0.0.1",
+            imap_port=port,
+            imap_security="none",
+            smtp_host="127.0.0.1",
+            smtp_port=9,
+            smtp_security="none",
+        )
+        return MailService([MailClient(acct, lambda: secret, timeout_s=10)], tz=case.zone)
+
+    def session(svc: MailService) -> list[Any]:
+        tools = {t.name: t for t in email_tools(svc)}
+
+        def call(name: str, **args: Any) -> dict[str, Any]:
+            tool = tools[name]
+            result: dict[str, Any] = tool.call(tool.validate(args))
+            return result
+
+        def uid(subject: str, folder: str = "INBOX") -> int:
+            rows = call("list_emails", folder=folder, count=20)["messages"]
+            return next(int(m["id"]) for m in rows if m["subject"] == subject)
+
+        out: list[Any] = [
+            call("list_emails"),
+            call("list_emails", unread_only=True),
+            call("search_emails", sender="ana@example.org"),
+            call("search_emails", subject="Grüße"),
+            call("search_emails", text="Köln"),
+            call("search_emails", text="(lunch)"),
+            call("search_emails", folder="archive"),
+            call("read_email", id=uid("Herzliche Grüße aus Köln")),
+            call("read_email", id=uid("Your March statement is ready")),
+            call("draft_email", to="ana@example.org", subject="Re: Lunch", body="Yes, 12:30."),
+            _undated(call("list_emails", folder="Drafts")),  # its Date is the wall clock's
+            call("move_email", id=uid("Lunch friday?"), to_folder="Archive"),
+            call("list_emails", folder="Archive"),
+            call("mark_email", id=uid("Herzliche Grüße aus Köln")),
+            call("list_emails", unread_only=True),
+        ]
+        return [json.loads(json.dumps(r), object_hook=_without_ids) for r in out]
+
+    with ImapServer(sandbox_mailbox(case), MAIL_ADDRESS, MAIL_PASSWORD) as stand_in:
+        on_stand_in = session(service(stand_in.port, MAIL_ADDRESS, MAIL_PASSWORD))
+    on_dovecot = session(service(dovecot.port, user, password))
+    assert on_stand_in == on_dovecot
+
+
+def _without_ids(d: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in d.items() if k not in ("id", "inverse")}
+
+
+def _undated(listed: dict[str, Any]) -> dict[str, Any]:
+    return {**listed, "messages": [{**m, "date": None} for m in listed["messages"]]}

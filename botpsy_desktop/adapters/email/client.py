@@ -1,80 +1,46 @@
-"""One mail account over IMAP (read, search, draft, move, flag) and SMTP (send), with timeouts."""
+"""One mail account over IMAP (read, search, draft, move, flag) and SMTP (send), with timeouts.
+
+IMAP goes through IMAPClient: it builds and quotes the commands, sends 8-bit and odd search
+values as literals, encodes and decodes folder names (modified UTF-7, RFC 3501) and parses the
+LIST, FETCH, SEARCH and STATUS answers. smtplib sends. Written here on purpose, because
+IMAPClient leaves them to the caller: the app's error sentences, and reading the UID of a saved
+draft from the APPENDUID response code (RFC 4315), which IMAPClient returns as the server's text.
+"""
 
 from __future__ import annotations
 
-import base64
 import contextlib
-import imaplib
 import re
 import smtplib
 import ssl
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import date
+from datetime import UTC, date, datetime
 from email import policy
 from email.message import EmailMessage
 from email.parser import BytesHeaderParser
 from typing import Any
+
+from imapclient import DELETED, SEEN, IMAPClient, imap_utf7
+from imapclient.exceptions import (
+    CapabilityError,
+    IMAPClientAbortError,
+    IMAPClientError,
+    LoginError,
+)
+from imapclient.imapclient import _literal
 
 from botpsy_desktop.adapters.email.mime import ParsedMessage, header, parse
 from botpsy_desktop.core.accounts import MailAccount
 from botpsy_desktop.core.errors import BotpsyError, ToolError
 
 PasswordProvider = Callable[[], str]
-_MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
 SUMMARY_HEADERS = "FROM TO CC SUBJECT DATE MESSAGE-ID"
-
-
-# --- mailbox names (RFC 3501 modified UTF-7) -----------------------------------------------
-
-
-def encode_mailbox(name: str) -> str:
-    out: list[str] = []
-    pending: list[str] = []
-
-    def flush() -> None:
-        if pending:
-            raw = "".join(pending).encode("utf-16-be")
-            out.append(
-                "&" + base64.b64encode(raw).decode("ascii").rstrip("=").replace("/", ",") + "-"
-            )
-            pending.clear()
-
-    for ch in name:
-        if 0x20 <= ord(ch) <= 0x7E:
-            flush()
-            out.append("&-" if ch == "&" else ch)
-        else:
-            pending.append(ch)
-    flush()
-    return "".join(out)
-
-
-def decode_mailbox(name: str) -> str:
-    def one(m: re.Match[str]) -> str:
-        chunk = m.group(1)
-        if not chunk:
-            return "&"
-        padded = chunk.replace(",", "/") + "=" * (-len(chunk) % 4)
-        try:
-            return base64.b64decode(padded).decode("utf-16-be")
-        except (ValueError, UnicodeDecodeError):
-            return m.group(0)
-
-    return re.sub(r"&([A-Za-z0-9+,]*)-", one, name)
-
-
-def quote(text: str) -> str:
-    """An IMAP quoted string (ASCII only)."""
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
-
-
-def _unquote(token: str) -> str:
-    if len(token) >= 2 and token[0] == token[-1] == '"':
-        return re.sub(r"\\(.)", r"\1", token[1:-1])
-    return token
+# IMAPClient sends a search value as a bare atom unless it has a space, quote or backslash, so
+# "(urgent)" would reach the server as a parenthesised list; such values go as literals.
+_NOT_ATOM = re.compile(r"[(){%*\]\x00-\x1f\x7f]")
+_APPENDUID = re.compile(rb"\[APPENDUID \d+ (\d+)\]")
 
 
 # --- results ---------------------------------------------------------------------------------
@@ -163,33 +129,36 @@ class MailClient:
         return context
 
     @contextmanager
-    def imap(self) -> Iterator[imaplib.IMAP4]:
-        """A logged-in IMAP connection, logged out afterwards."""
+    def imap(self) -> Iterator[IMAPClient]:
+        """A logged-in IMAP connection (UIDs throughout), logged out afterwards."""
         a = self.account
         where = f"the IMAP server {a.imap_host}:{a.imap_port_or_default} of account '{a.name}'"
+        cap = where[0].upper() + where[1:]
         password = self._password()
-        conn: imaplib.IMAP4 | None = None
+        conn: IMAPClient | None = None
         try:
             with self._errors(where, "imap"):
-                if a.imap_security == "ssl":
-                    conn = imaplib.IMAP4_SSL(
-                        a.imap_host,
-                        a.imap_port_or_default,
-                        ssl_context=self._tls(),
-                        timeout=self.timeout_s,
-                    )
-                else:
-                    conn = imaplib.IMAP4(
-                        a.imap_host, a.imap_port_or_default, timeout=self.timeout_s
-                    )
-                    if a.imap_security == "starttls":
-                        conn.starttls(ssl_context=self._tls())
+                secure = a.imap_security == "ssl"
+                conn = IMAPClient(
+                    a.imap_host,
+                    a.imap_port_or_default,
+                    ssl=secure,
+                    ssl_context=self._tls() if secure else None,
+                    timeout=self.timeout_s,
+                )
+                if a.imap_security == "starttls":
+                    try:
+                        conn.starttls(self._tls())
+                    except CapabilityError:
+                        raise ToolError(
+                            f"{cap} does not offer STARTTLS.",
+                            "Check the account's imap_security (ssl or starttls) and port.",
+                        ) from None
                 try:
                     conn.login(a.username, password)
-                except imaplib.IMAP4.error as exc:
+                except LoginError as exc:
                     raise ToolError(
-                        f"{where[0].upper()}{where[1:]} refused the user name or password "
-                        f"({_server_text(exc)}).",
+                        f"{cap} refused the user name or password ({_server_text(exc)}).",
                         f"Check them with `botpsy account test {a.name}`; Gmail, iCloud and "
                         "Fastmail need an app password.",
                     ) from None
@@ -221,7 +190,7 @@ class MailClient:
                 f"The secure connection to {where} failed ({exc.reason or exc}).",
                 f"Check the account's {side}_security (ssl or starttls) and port.",
             ) from None
-        except (imaplib.IMAP4.abort, smtplib.SMTPServerDisconnected) as exc:
+        except (IMAPClientAbortError, smtplib.SMTPServerDisconnected) as exc:
             if "timed out" in str(exc):  # smtplib reports a read timeout as a disconnect
                 raise ToolError(
                     f"{cap} did not answer within {self.timeout_s:g} s.",
@@ -231,7 +200,7 @@ class MailClient:
                 f"{cap} closed the connection ({_server_text(exc)}).",
                 "Try again; if it keeps happening, check the account's security and port.",
             ) from None
-        except imaplib.IMAP4.error as exc:
+        except IMAPClientError as exc:
             raise ToolError(
                 f"{cap} answered with an error: {_server_text(exc)}.", "Check the request."
             ) from None
@@ -245,34 +214,26 @@ class MailClient:
 
     # --- folders --------------------------------------------------------------------------
 
-    def folders(self, conn: imaplib.IMAP4) -> list[Folder]:
-        typ, data = conn.list()
-        _ok(typ, data, "LIST")
+    def folders(self, conn: IMAPClient) -> list[Folder]:
+        with _refused("LIST"):
+            try:
+                listed = conn.list_folders()
+            except UnicodeError:  # a name that is not modified UTF-7: taken as the server sent it
+                conn.folder_encode = False
+                try:
+                    listed = conn.list_folders()
+                finally:
+                    conn.folder_encode = True
         found: list[Folder] = []
-        for item in data:
-            if item is None:
+        for flags, _delimiter, name in listed:
+            if isinstance(name, bytes):
+                name = _folder_name(name)
+            if not name:
                 continue
-            if isinstance(item, tuple):
-                head, literal = (
-                    item[0].decode("utf-8", "replace"),
-                    item[1].decode("utf-8", "replace"),
-                )
-                m = re.match(r"\((?P<flags>[^)]*)\)\s+(?P<delim>\"(?:[^\"\\]|\\.)*\"|NIL)", head)
-                name = literal
-            else:
-                line = item.decode("utf-8", "replace")
-                m = re.match(
-                    r"\((?P<flags>[^)]*)\)\s+(?P<delim>\"(?:[^\"\\]|\\.)*\"|NIL)\s+(?P<name>.+)$",
-                    line,
-                )
-                name = _unquote(m.group("name").strip()) if m else ""
-            if not m or not name:
-                continue
-            flags = frozenset(f.lower() for f in m.group("flags").split())
-            found.append(Folder(decode_mailbox(name), flags))
+            found.append(Folder(str(name), frozenset(_text(f).lower() for f in flags)))
         return found
 
-    def find_folder(self, conn: imaplib.IMAP4, name: str) -> str:
+    def find_folder(self, conn: IMAPClient, name: str) -> str:
         """The server's name for a folder the user named (any case; INBOX as INBOX)."""
         wanted = name.strip().strip("/")
         if wanted.casefold() == "inbox":
@@ -302,7 +263,7 @@ class MailClient:
             "Use one of those names.",
         )
 
-    def special_folder(self, conn: imaplib.IMAP4, use: str, configured: str | None) -> str:
+    def special_folder(self, conn: IMAPClient, use: str, configured: str | None) -> str:
         if configured:
             return self.find_folder(conn, configured)
         for f in self.folders(conn):
@@ -310,65 +271,54 @@ class MailClient:
                 return f.name
         return self.find_folder(conn, use.strip("\\"))
 
-    def select(self, conn: imaplib.IMAP4, folder: str, *, readonly: bool) -> str:
+    def select(self, conn: IMAPClient, folder: str, *, readonly: bool) -> str:
         name = self.find_folder(conn, folder)
-        typ, data = conn.select(quote(encode_mailbox(name)), readonly=readonly)
-        _ok(typ, data, f"SELECT {name}")
+        with _refused(f"SELECT {name}"):
+            conn.select_folder(name, readonly=readonly)
         return name
 
     # --- reading ----------------------------------------------------------------------------
 
-    def uids(self, conn: imaplib.IMAP4, criteria: Search | None) -> list[int]:
-        args: list[str] = []
-        literal: bytes | None = None
+    def uids(self, conn: IMAPClient, criteria: Search | None) -> list[int]:
+        keys: list[Any] = []
+        utf8 = False
         if criteria is not None:
             if criteria.unread:
-                args.append("UNSEEN")
+                keys.append("UNSEEN")
             if criteria.since is not None:
-                d = criteria.since
-                args += ["SINCE", f"{d.day:02d}-{_MONTHS[d.month - 1]}-{d.year}"]
+                keys += ["SINCE", criteria.since]
+            # a non-ASCII sender or subject is matched here afterwards (tools._local_match)
             for key, value in (("FROM", criteria.sender), ("SUBJECT", criteria.subject)):
                 if value and value.isascii():
-                    args += [key, quote(value)]
+                    keys += [key, _search_value(value)]
             if criteria.text:
-                if criteria.text.isascii():
-                    args += ["TEXT", quote(criteria.text)]
-                else:
-                    literal = criteria.text.encode("utf-8")
-        if literal is not None:
-            conn.literal = literal  # type: ignore[assignment]  # imaplib sends it last
-            typ, data = conn.uid("SEARCH", "CHARSET", "UTF-8", *(args or ["ALL"]), "TEXT")
-        else:
-            typ, data = conn.uid("SEARCH", *(args or ["ALL"]))
-        _ok(typ, data, "SEARCH")
-        found = [int(x) for chunk in data if chunk for x in chunk.split()]
-        return sorted(found)
+                keys += ["TEXT", _search_value(criteria.text)]
+                utf8 = not criteria.text.isascii()
+        with _refused("SEARCH"):
+            found = conn.search(keys or ["ALL"], "UTF-8" if utf8 else None)
+        return sorted(int(u) for u in found)
 
-    def summaries(self, conn: imaplib.IMAP4, uids: list[int]) -> list[Summary]:
+    def summaries(self, conn: IMAPClient, uids: list[int]) -> list[Summary]:
         if not uids:
             return []
-        typ, data = conn.uid(
-            "FETCH",
-            ",".join(str(u) for u in uids),
-            f"(UID FLAGS RFC822.SIZE BODY.PEEK[HEADER.FIELDS ({SUMMARY_HEADERS})])",
-        )
-        _ok(typ, data, "FETCH")
+        with _refused("FETCH"):
+            data = conn.fetch(
+                uids,
+                ["UID", "FLAGS", "RFC822.SIZE", f"BODY.PEEK[HEADER.FIELDS ({SUMMARY_HEADERS})]"],
+            )
         out: list[Summary] = []
         parser = BytesHeaderParser(policy=policy.default)
-        for meta, literals in _fetch_groups(data):
-            uid = _int(r"UID (\d+)", meta)
-            if uid is None:
-                continue
-            flags = _flags(meta)
-            msg = parser.parsebytes(literals[0] if literals else b"")
+        for uid, item in data.items():
+            flags = _flags(item)
+            msg = parser.parsebytes(_section(item))
             out.append(
                 Summary(
-                    uid=uid,
+                    uid=int(uid),
                     sender=header(msg, "From"),
                     to=header(msg, "To"),
                     subject=header(msg, "Subject"),
                     date=header(msg, "Date"),
-                    size=_int(r"RFC822\.SIZE (\d+)", meta) or 0,
+                    size=int(item.get(b"RFC822.SIZE") or 0),
                     seen="\\seen" in flags,
                     flagged="\\flagged" in flags,
                 )
@@ -376,96 +326,84 @@ class MailClient:
         out.sort(key=lambda s: s.uid, reverse=True)
         return out
 
-    def fetch(self, conn: imaplib.IMAP4, uid: int) -> Fetched:
-        typ, data = conn.uid("FETCH", str(uid), "(UID FLAGS RFC822.SIZE)")
-        _ok(typ, data, "FETCH")
-        groups = [g for g in _fetch_groups(data) if _int(r"UID (\d+)", g[0]) == uid]
-        if not groups:
+    def fetch(self, conn: IMAPClient, uid: int) -> Fetched:
+        with _refused("FETCH"):
+            meta = conn.fetch([uid], ["UID", "FLAGS", "RFC822.SIZE"]).get(uid)
+        if meta is None:
             raise ToolError(
                 f"There is no message {uid} in this folder.", "List the messages again."
             )
-        meta = groups[0][0]
-        size = _int(r"RFC822\.SIZE (\d+)", meta) or 0
+        size = int(meta.get(b"RFC822.SIZE") or 0)
         truncated = size > self.max_message_bytes
         part = f"BODY.PEEK[]<0.{self.max_message_bytes}>" if truncated else "BODY.PEEK[]"
-        typ, data = conn.uid("FETCH", str(uid), f"(UID {part})")
-        _ok(typ, data, "FETCH")
-        raw = b"".join(lit for meta2, lits in _fetch_groups(data) for lit in lits)
-        return Fetched(uid, size, "\\seen" in _flags(meta), parse(raw), truncated)
+        with _refused("FETCH"):
+            body = conn.fetch([uid], ["UID", part]).get(uid) or {}
+        return Fetched(uid, size, "\\seen" in _flags(meta), parse(_section(body)), truncated)
 
-    def header_of(self, conn: imaplib.IMAP4, uid: int, *names: str) -> dict[str, str]:
-        typ, data = conn.uid(
-            "FETCH", str(uid), f"(UID BODY.PEEK[HEADER.FIELDS ({' '.join(names).upper()})])"
-        )
-        _ok(typ, data, "FETCH")
-        groups = [g for g in _fetch_groups(data) if _int(r"UID (\d+)", g[0]) == uid]
-        if not groups:
+    def header_of(self, conn: IMAPClient, uid: int, *names: str) -> dict[str, str]:
+        fields = " ".join(names).upper()
+        with _refused("FETCH"):
+            item = conn.fetch([uid], ["UID", f"BODY.PEEK[HEADER.FIELDS ({fields})]"]).get(uid)
+        if item is None:
             raise ToolError(
                 f"There is no message {uid} in this folder.", "List the messages again."
             )
-        msg = BytesHeaderParser(policy=policy.default).parsebytes(b"".join(groups[0][1]))
+        msg = BytesHeaderParser(policy=policy.default).parsebytes(_section(item))
         return {n: header(msg, n) for n in names}
 
     # --- changing --------------------------------------------------------------------------------
 
     def append(
-        self, conn: imaplib.IMAP4, folder: str, message: EmailMessage, flags: str
+        self, conn: IMAPClient, folder: str, message: EmailMessage, flags: Sequence[str]
     ) -> int | None:
-        raw = message.as_bytes()
-        typ, data = conn.append(
-            quote(encode_mailbox(folder)), flags, imaplib.Time2Internaldate(time.time()), raw
-        )
-        _ok(typ, data, f"APPEND {folder}")
-        text = b" ".join(d for d in data if isinstance(d, bytes)).decode("ascii", "replace")
-        m = re.search(r"APPENDUID \d+ (\d+)", text)
+        """Save a message in a folder; its UID when the server says (UIDPLUS)."""
+        with _refused(f"APPEND {folder}"):
+            answer = conn.append(folder, message.as_bytes(), flags, datetime.now(UTC))
+        m = _APPENDUID.search(answer if isinstance(answer, bytes) else str(answer).encode())
         return int(m.group(1)) if m else None
 
-    def move(self, conn: imaplib.IMAP4, uid: int, target: str) -> bool:
+    def move(self, conn: IMAPClient, uid: int, target: str) -> bool:
         """Move a message; False when the server could only copy it and flag the original
         deleted (no MOVE, no UIDPLUS: expunging could remove other deleted messages too)."""
-        box = quote(encode_mailbox(target))
         caps = self.capabilities(conn)
         if "MOVE" in caps:
-            typ, data = conn.uid("MOVE", str(uid), box)
-            _ok(typ, data, "MOVE")
+            with _refused("MOVE"):
+                conn.move([uid], target)
             return True
-        typ, data = conn.uid("COPY", str(uid), box)
-        _ok(typ, data, "COPY")
-        typ, data = conn.uid("STORE", str(uid), "+FLAGS.SILENT", "(\\Deleted)")
-        _ok(typ, data, "STORE")
+        with _refused("COPY"):
+            conn.copy([uid], target)
+        with _refused("STORE"):
+            conn.add_flags([uid], [DELETED], silent=True)
         if "UIDPLUS" in caps:
-            typ, data = conn.uid("EXPUNGE", str(uid))
-            _ok(typ, data, "EXPUNGE")
+            with _refused("EXPUNGE"):
+                conn.uid_expunge([uid])
             return True
         return False
 
     @staticmethod
-    def capabilities(conn: imaplib.IMAP4) -> set[str]:
+    def capabilities(conn: IMAPClient) -> set[str]:
         """What the server offers once logged in (servers announce more after login)."""
-        typ, data = conn.capability()
-        _ok(typ, data, "CAPABILITY")
-        text = b" ".join(d for d in data if isinstance(d, bytes)).decode("ascii", "replace")
-        return set(text.upper().split())
+        with _refused("CAPABILITY"):
+            return {_text(c).upper() for c in conn.capabilities()}
 
-    def set_seen(self, conn: imaplib.IMAP4, uid: int, seen: bool) -> None:
-        typ, data = conn.uid(
-            "STORE", str(uid), "+FLAGS.SILENT" if seen else "-FLAGS.SILENT", "(\\Seen)"
-        )
-        _ok(typ, data, "STORE")
+    def set_seen(self, conn: IMAPClient, uid: int, seen: bool) -> None:
+        with _refused("STORE"):
+            if seen:
+                conn.add_flags([uid], [SEEN], silent=True)
+            else:
+                conn.remove_flags([uid], [SEEN], silent=True)
 
-    def flags_of(self, conn: imaplib.IMAP4, uid: int) -> set[str] | None:
+    def flags_of(self, conn: IMAPClient, uid: int) -> set[str] | None:
         """The message's flags (lowercase), or None if there is no such message."""
-        typ, data = conn.uid("FETCH", str(uid), "(UID FLAGS)")
-        _ok(typ, data, "FETCH")
-        for meta, _ in _fetch_groups(data):
-            if _int(r"UID (\d+)", meta) == uid:
-                return _flags(meta)
-        return None
+        with _refused("FETCH"):
+            got = conn.get_flags([uid])
+        if uid not in got:
+            return None
+        return {_text(f).lower() for f in got[uid]}
 
-    def exists(self, conn: imaplib.IMAP4, uid: int) -> bool:
-        typ, data = conn.uid("SEARCH", "UID", str(uid))
-        _ok(typ, data, "SEARCH")
-        return any(str(uid).encode() in (d or b"").split() for d in data)
+    def exists(self, conn: IMAPClient, uid: int) -> bool:
+        with _refused("SEARCH"):
+            return uid in {int(u) for u in conn.search(["UID", uid])}
 
     # --- sending ---------------------------------------------------------------------------------
 
@@ -524,10 +462,9 @@ class MailClient:
         """Log in, count the folders and INBOX's messages: one line for `account test`."""
         with self.imap() as conn:
             folders = [f for f in self.folders(conn) if f.selectable]
-            typ, data = conn.status("INBOX", "(MESSAGES UNSEEN)")
-            _ok(typ, data, "STATUS INBOX")
-            text = b" ".join(d for d in data if isinstance(d, bytes)).decode("ascii", "replace")
-            total, unseen = _int(r"MESSAGES (\d+)", text), _int(r"UNSEEN (\d+)", text)
+            with _refused("STATUS INBOX"):
+                status = conn.folder_status("INBOX", ["MESSAGES", "UNSEEN"])
+            total, unseen = status.get(b"MESSAGES"), status.get(b"UNSEEN")
         return f"IMAP ok (INBOX: {total} messages, {unseen} unread; {len(folders)} folders)"
 
     def check_smtp(self) -> str:
@@ -560,43 +497,46 @@ class MailClient:
                 return "SMTP ok (login accepted)"
 
 
-# --- IMAP response parsing -------------------------------------------------------------------
+# --- IMAPClient's answers -------------------------------------------------------------------
 
 
-def _fetch_groups(data: list[Any]) -> list[tuple[str, list[bytes]]]:
-    """imaplib FETCH data as (the response text without literals, the literals) per message."""
-    groups: list[tuple[list[str], list[bytes]]] = []
-    for item in data:
-        if isinstance(item, tuple):
-            head = item[0].decode("utf-8", "replace")
-            if re.match(r"\d+ \(", head) or not groups:
-                groups.append(([head], [item[1]]))
-            else:
-                groups[-1][0].append(head)
-                groups[-1][1].append(item[1])
-        elif isinstance(item, bytes):
-            text = item.decode("utf-8", "replace")
-            if re.match(r"\d+ \(", text):
-                groups.append(([text], []))
-            elif groups:
-                groups[-1][0].append(text)
-    return [(" ".join(texts), literals) for texts, literals in groups]
+@contextmanager
+def _refused(what: str) -> Iterator[None]:
+    """A NO or BAD answer to one command as a ToolError; a lost connection passes on."""
+    try:
+        yield
+    except IMAPClientAbortError:
+        raise
+    except IMAPClientError as exc:
+        text = re.sub(r"^[a-z ]+ failed: ", "", _server_text(exc), flags=re.IGNORECASE)
+        raise ToolError(f"The IMAP server refused {what}: {text.rstrip('.')}.") from None
 
 
-def _int(pattern: str, text: str) -> int | None:
-    m = re.search(pattern, text)
-    return int(m.group(1)) if m else None
+def _search_value(value: str) -> Any:
+    return _literal(value.encode("utf-8")) if _NOT_ATOM.search(value) else value
 
 
-def _flags(meta: str) -> set[str]:
-    m = re.search(r"FLAGS \(([^)]*)\)", meta)
-    return {f.lower() for f in m.group(1).split()} if m else set()
+def _section(item: dict[bytes, Any]) -> bytes:
+    """The BODY[...] data of one FETCH answer (the server names the section as it likes)."""
+    for key, value in item.items():
+        if key.startswith(b"BODY[") and isinstance(value, bytes):
+            return value
+    return b""
 
 
-def _ok(typ: str, data: list[Any], what: str) -> None:
-    if typ != "OK":
-        text = b" ".join(d for d in data if isinstance(d, bytes)).decode("utf-8", "replace")
-        raise ToolError(f"The IMAP server refused {what}: {text[:200] or typ}.")
+def _flags(item: dict[bytes, Any]) -> set[str]:
+    return {_text(f).lower() for f in item.get(b"FLAGS") or ()}
+
+
+def _folder_name(raw: bytes) -> str:
+    try:
+        return str(imap_utf7.decode(raw))
+    except (UnicodeError, ValueError):
+        return raw.decode("utf-8", "replace")
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
 
 
 def _server_text(exc: BaseException) -> str:

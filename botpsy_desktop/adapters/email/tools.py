@@ -311,7 +311,7 @@ class MailService:
         message, _, shown = self._outgoing(client, args)
         with client.imap() as conn:
             folder = client.special_folder(conn, "\\drafts", client.account.drafts_folder)
-            uid = client.append(conn, folder, message, "(\\Draft \\Seen)")
+            uid = client.append(conn, folder, message, ("\\Draft", "\\Seen"))
         return {"draft_saved": True, "account": client.name, "folder": folder, "id": uid, **shown}
 
     def send_email(self, args: SendEmailArgs) -> dict[str, Any]:
@@ -324,7 +324,7 @@ class MailService:
             try:
                 with client.imap() as conn:
                     folder = client.find_folder(conn, client.account.sent_folder)
-                    client.append(conn, folder, message, "(\\Seen)")
+                    client.append(conn, folder, message, ("\\Seen",))
                 result["copy_saved_in"] = folder
             except ToolError as exc:
                 result["copy_not_saved"] = f"Sent, but no copy was kept: {exc}"
