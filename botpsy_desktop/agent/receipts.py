@@ -77,7 +77,8 @@ def build_receipt(
     """
     first, *more = tool.summarize(arguments).split("\n")
     summary = sentence(first)
-    lines: list[str] = [m.strip() for m in more if m.strip()]
+    # the summary's further lines are kept as written (a message's text, line by line)
+    lines: list[str] = [block] if (block := "\n".join(more).strip("\n")) else []
     if tool.summary is None and arguments:  # no words declared: say what it was given
         given = ", ".join(f"{k} “{_short(v)}”" for k, v in arguments.items())
         lines.append(f"With {given}.")

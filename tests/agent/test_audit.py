@@ -236,3 +236,40 @@ def test_botpsy_log_and_undo(
     ]
     assert main([*base, "undo"]) == 1
     assert "There is no action left to undo" in capsys.readouterr().err
+
+
+def test_botpsy_undo_goes_through_the_gate(
+    profile: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Undoing a personal event (deleting exactly it) runs at once; undoing a meeting deletes
+    an event with attendees: its receipt is shown and it asks, and denied nothing changes."""
+    home, _ = profile
+    base = ["--home", str(home)]
+    replay = tmp_path / "replay.json"
+
+    def ask(turn: str, approve: str) -> None:
+        replay.write_text(json.dumps([turn, "Done."]), encoding="utf-8")
+        assert main([*base, "ask", "--replay", str(replay), "--approve", approve, "go"]) == 0
+        capsys.readouterr()
+
+    def events() -> list[str]:
+        assert main([*base, "log", "--json"]) == 0
+        return [e["tool"] for e in json.loads(capsys.readouterr().out)]
+
+    ask(xml_call("create_event", title="Dentist", start="tomorrow 15:00"), "deny")  # runs at once
+    assert events() == ["create_event"]
+    assert main([*base, "undo", "--approve", "deny", "--json"]) == 0  # reversible: no asking
+    done = json.loads(capsys.readouterr().out)
+    assert done["inverse"]["tool"] == "delete_event" and done["inverse"]["tier"] == "reversible"
+
+    meeting = xml_call(
+        "create_meeting", title="Review", start="tomorrow 10:00", attendees="bob@x.org"
+    )
+    ask(meeting, "all")
+    assert main([*base, "undo", "--approve", "deny"]) == 1
+    said = capsys.readouterr().err
+    assert "Delete the event" in said and "Nothing was undone" in said
+    assert events()[0] == "create_meeting"  # nothing new in the log: the meeting stays
+    assert main([*base, "undo", "--approve", "all"]) == 0
+    assert "Undid #" in capsys.readouterr().out
+    assert events()[0] == "delete_event"

@@ -201,7 +201,7 @@ def test_receipts_are_plain_words_with_the_json_under_details(app: App) -> None:
     verdict = app.gate.check(send, args)
     assert verdict.summary == "Send an email to ana@example.com, subject “Taxes”."
     assert "send_email(" not in verdict.receipt and "effects:" not in verdict.receipt
-    assert "Text: Here." in verdict.receipt and "It answers email 42." in verdict.receipt
+    assert "Text:\nHere." in verdict.receipt and "It answers email 42." in verdict.receipt
     assert "Sends to: 42" not in verdict.receipt
     assert "Tool: send_email" in verdict.details and '"reply_to_id": 42' in verdict.details
 

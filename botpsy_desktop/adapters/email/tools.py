@@ -491,11 +491,12 @@ def _people(a: Mapping[str, Any]) -> str:
 
 
 def _text(a: Mapping[str, Any]) -> str:
-    body = str(a.get("body") or "")
-    flat = " ".join(body.split())
-    shown = flat if len(flat) <= 300 else flat[:299] + f"… ({len(body):,} characters in all)"
+    """The body exactly as it would go (its own lines kept), clipped only when very long."""
+    body = str(a.get("body") or "").strip("\n")
+    limit = 2000
+    shown = body if len(body) <= limit else body[:limit] + f"… ({len(body):,} characters in all)"
     reply = f"\nIt answers email {a['reply_to_id']}." if a.get("reply_to_id") else ""
-    return f"\nText: {shown or '(empty)'}{reply}"
+    return f"{reply}\nText:\n{shown or '(empty)'}"
 
 
 def _s_send(a: Mapping[str, Any]) -> str:
