@@ -12,12 +12,13 @@ from pydantic import BaseModel
 
 from botpsy_desktop.adapters.alarms import AlarmService, alarms_tools
 from botpsy_desktop.adapters.files import files_tools
-from botpsy_desktop.agent.audit import AuditLog, format_entry
+from botpsy_desktop.agent.audit import AuditLog, Undone, format_entry
 from botpsy_desktop.agent.store import ConversationStore
+from botpsy_desktop.agent.undo import carry_out, plan_undo
 from botpsy_desktop.cli import main
 from botpsy_desktop.core.errors import BotpsyError, ToolError
 from botpsy_desktop.core.tools import Effect, ToolRegistry, make_tool
-from tests.agent.gate_tools import drive, make_session, xml_call
+from tests.agent.gate_tools import drive, make_session, shipped_gate, xml_call
 
 
 class ThingArgs(BaseModel):
@@ -70,6 +71,12 @@ def store(tmp_path: Path) -> ConversationStore:
     return ConversationStore(tmp_path / "db.sqlite3")
 
 
+def undo(store: ConversationStore, registry: ToolRegistry) -> Undone:
+    """Undo the newest reversible action the way the app does: through the shipped gate."""
+    audit = AuditLog(store)
+    return carry_out(audit, plan_undo(audit, registry, shipped_gate()), "user (botpsy undo)")
+
+
 def run(turns: list[str], registry: ToolRegistry, store: ConversationStore, decide: str) -> None:
     drive(make_session([*turns, "Done."], registry, store).run("do it"), decide)
 
@@ -99,14 +106,14 @@ def test_an_approved_change_is_logged_with_its_inverse_and_undone(
     line = format_entry(entry)
     assert "approved by ran at once" in line and "undo: undo_last_file_change()" in line
 
-    done = AuditLog(store).undo(registry)
+    done = undo(store, registry)
     assert not (home / "Documents" / "todo.md").exists()
     assert done.action["id"] == entry["id"] and "Removed the note" in done.result
     newest, original = store.actions()
     assert newest["undoes"] == entry["id"] and newest["approved_by"] == "user (botpsy undo)"
     assert original["undone_by"] == newest["id"]
     with pytest.raises(BotpsyError, match="no action left to undo"):
-        AuditLog(store).undo(registry)
+        undo(store, registry)
 
 
 def test_reads_and_denied_calls_are_not_logged(
@@ -138,7 +145,7 @@ def test_an_undo_the_model_ran_is_not_undone_twice(
         "approve",
     )
     assert (home / "Documents" / "a.md").exists() and not (home / "Documents" / "b.md").exists()
-    AuditLog(store).undo(registry)  # takes back a.md, not b.md a second time
+    undo(store, registry)  # takes back a.md, not b.md a second time
     assert not (home / "Documents" / "a.md").exists()
 
 
@@ -153,7 +160,7 @@ def test_a_set_alarm_is_undone_by_cancelling_it(
         "arguments": {"alarm": str(alarm.id)},
         "tier": "reversible",
     }
-    AuditLog(store).undo(registry)
+    undo(store, registry)
     assert [a for a in alarms.alarms() if a.next_ring is not None] == []
 
 
@@ -172,7 +179,7 @@ def test_an_inverse_the_tool_returns_is_used_and_failures_are_logged(
     assert created["inverse"] == {"tool": "delete_thing", "arguments": {}}
     # the recorded inverse lacks the name: undo says so and changes nothing
     with pytest.raises(BotpsyError, match=r"recorded inverse .* is invalid"):
-        AuditLog(store).undo(registry)
+        undo(store, registry)
     assert store.actions()[0]["undone_by"] is None
 
 
