@@ -416,10 +416,9 @@ class ConversationStore:
     def append(self, conversation_id: str, message: dict[str, Any]) -> int:
         """Commit one chat message (OpenAI-style dict) at the end of the conversation."""
         now = time.time()
-        with self._lock:
-            try:
-                self._db.execute("BEGIN IMMEDIATE")
-                cur = self._db.execute(
+        return self._commit(
+            [
+                (
                     "INSERT INTO messages (conversation_id, role, payload, created_at) "
                     "VALUES (?, ?, ?, ?)",
                     (
@@ -428,19 +427,10 @@ class ConversationStore:
                         json.dumps(message, ensure_ascii=False),
                         now,
                     ),
-                )
-                self._db.execute(
-                    "UPDATE conversations SET updated_at = ? WHERE id = ?", (now, conversation_id)
-                )
-                self._db.execute("COMMIT")
-            except sqlite3.Error as exc:
-                if self._db.in_transaction:
-                    self._db.execute("ROLLBACK")
-                raise StoreError(
-                    f"Could not save a message to {self.path}: {exc}.",
-                    "Check free disk space and permissions.",
-                ) from exc
-            return int(cur.lastrowid or 0)
+                ),
+                ("UPDATE conversations SET updated_at = ? WHERE id = ?", (now, conversation_id)),
+            ]
+        )
 
     def messages(self, conversation_id: str, *, pending: bool = False) -> list[dict[str, Any]]:
         """The conversation's messages in order. An interrupted one carries ``interrupted:

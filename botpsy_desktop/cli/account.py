@@ -60,7 +60,13 @@ def cmd_account(app: App, args: argparse.Namespace, out: TextIO, err: TextIO) ->
     """Add, list, test and remove accounts; passwords only ever go to the keyring (or memory)."""
     from pydantic import ValidationError
 
-    from botpsy_desktop.core.accounts import AccountBook, CalDAVAccount, MailAccount
+    from botpsy_desktop.adapters.accounts import check_account
+    from botpsy_desktop.core.accounts import (
+        AccountBook,
+        CalDAVAccount,
+        MailAccount,
+        validation_sentence,
+    )
     from botpsy_desktop.core.secrets import KeyringUnavailable
 
     book, secrets, action = AccountBook.for_paths(app.paths), app.secrets, args.account_command
@@ -83,11 +89,7 @@ def cmd_account(app: App, args: argparse.Namespace, out: TextIO, err: TextIO) ->
                 CalDAVAccount if args.kind == "caldav" else MailAccount
             ).model_validate({k: v for k, v in fields.items() if k in keep})
         except ValidationError as exc:
-            why = "; ".join(
-                f"{'.'.join(map(str, e['loc']))}: " * bool(e["loc"])
-                + e["msg"].removeprefix("Value error, ")
-                for e in exc.errors()
-            )
+            why = validation_sentence(exc)
             raise BotpsyError(f"Invalid account ({why}).", "Correct the options.") from None
         if book.get(account.name) is not None:
             raise BotpsyError(
@@ -142,30 +144,6 @@ def cmd_account(app: App, args: argparse.Namespace, out: TextIO, err: TextIO) ->
         return EXIT_OK
     if args.password_stdin:  # test with a password given for this run only
         secrets.set(found.name, password(found.name), session_only=True)
-    try:
-        secrets.require(found.name)
-    except BotpsyError as exc:
-        print(f"{found.name} ({found.kind}): not tested: {exc}", file=out)
-        return EXIT_ERROR
-    checks: list[Any] = []
-    if isinstance(found, CalDAVAccount):
-        from botpsy_desktop.adapters.calendar import CalDAVSource
-
-        timeout = app.config.calendar.timeout_s
-        source = CalDAVSource(found, secrets.provider(found.name), timeout_s=timeout)
-        checks.append(("CalDAV", source.check))
-    else:
-        from botpsy_desktop.adapters.email import MailClient
-
-        timeout = app.config.email.timeout_s
-        client = MailClient(found, secrets.provider(found.name), timeout_s=timeout)
-        checks += [("IMAP", client.check_imap), ("SMTP", client.check_smtp)]
-    parts, ok = [], True
-    for label, check in checks:
-        try:
-            parts.append(check())
-        except BotpsyError as exc:
-            ok = False
-            parts.append(f"{label} failed: {exc}")
-    print(f"{found.name} ({found.kind}): {'; '.join(parts)}", file=out)
+    ok, line = check_account(found, secrets, app.config)
+    print(line, file=out)
     return EXIT_OK if ok else EXIT_ERROR

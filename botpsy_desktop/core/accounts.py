@@ -5,20 +5,19 @@ from __future__ import annotations
 import ipaddress
 import json
 import os
-import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
 
+from botpsy_desktop.core.addresses import EMAIL_RE
 from botpsy_desktop.core.errors import BotpsyError, ConfigError
 from botpsy_desktop.core.paths import Paths
 
 ACCOUNTS_FILE = "accounts.json"
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,39}$"
 Security = Literal["ssl", "starttls", "none"]
-EMAIL_RE = re.compile(r"^[^@\s<>,;\"]+@[^@\s<>,;\"]+\.[^@\s<>,;\"]+$")
 
 _SECRET_KEYS = frozenset({"password", "passwd", "pass", "secret", "token", "app_password"})
 
@@ -223,3 +222,13 @@ class AccountBook:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text + "\n")
         os.replace(tmp, self.file)
+
+
+def validation_sentence(exc: ValidationError) -> str:
+    """A pydantic error as one sentence naming each field ("imap_port: ..."), for a person
+    adding an account (`botpsy account add`, the window's form)."""
+    return "; ".join(
+        f"{'.'.join(map(str, e['loc']))}: " * bool(e["loc"])
+        + str(e["msg"]).removeprefix("Value error, ")
+        for e in exc.errors()
+    )

@@ -30,7 +30,7 @@ from botpsy_desktop.eval.scoring import (
 )
 from botpsy_desktop.eval.spec import Case, CaseError, Group, Step
 from botpsy_desktop.eval.weather import WeatherStandIn
-from botpsy_desktop.llm.backend import Backend, Message
+from botpsy_desktop.llm.backend import Backend, BackendWrapper, Message
 from botpsy_desktop.llm.parser import parse_turn
 from botpsy_desktop.llm.types import Completion, TextPiece
 
@@ -57,30 +57,13 @@ class TurnRecord:
     completion_tokens: int
 
 
-class RecordingBackend:
+class RecordingBackend(BackendWrapper[Backend]):
     """Wraps a backend and keeps what each model turn wrote, its parse and its timing."""
 
     def __init__(self, inner: Backend) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.turns: list[TurnRecord] = []
         self.calls: list[ActualCall] = []
-
-    @property
-    def name(self) -> str:
-        return self.inner.name
-
-    @property
-    def n_ctx(self) -> int | None:
-        return self.inner.n_ctx
-
-    def count_tokens(
-        self,
-        messages: Sequence[Message],
-        tools: Sequence[Mapping[str, Any]],
-        *,
-        enable_thinking: bool,
-    ) -> int:
-        return self.inner.count_tokens(messages, tools, enable_thinking=enable_thinking)
 
     def complete(
         self,
@@ -113,9 +96,6 @@ class RecordingBackend:
                 )
             yield item
 
-    def close(self) -> None:
-        """The wrapped backend belongs to the caller."""
-
 
 @dataclass
 class CaseResult:
@@ -140,6 +120,21 @@ class CaseResult:
     wall_s: float = 0.0
     model_turns: int = 0
     prompt_tokens: int = 0
+
+    @classmethod
+    def unscored(cls, case: Case, error: str | None = None) -> CaseResult:
+        """The result of ``case`` before anything is scored (or when nothing could be)."""
+        return cls(
+            case.id,
+            case.domain,
+            case.category,
+            case.language,
+            None,
+            None,
+            None,
+            case.expect.no_call,
+            error=error,
+        )
 
     @property
     def passed(self) -> bool:
@@ -283,16 +278,7 @@ def run_case(
 ) -> CaseResult:
     """Run one case on a fresh sandbox and score it. Errors of the model become the result's
     ``error``; a case whose sandbox cannot be built raises SandboxError."""
-    result = CaseResult(
-        case.id,
-        case.domain,
-        case.category,
-        case.language,
-        None,
-        None,
-        None,
-        case.expect.no_call,
-    )
+    result = CaseResult.unscored(case)
     with open_sandbox(case, settings) as box:
         app = box.app
         registry = offered_tools(case, app.registry, tool_set)
@@ -374,17 +360,7 @@ def run_cases(
             try:
                 result = run_case(case, backend, sandbox, tool_set=tool_set, think=think)
             except SandboxError as exc:
-                result = CaseResult(
-                    case.id,
-                    case.domain,
-                    case.category,
-                    case.language,
-                    None,
-                    None,
-                    None,
-                    case.expect.no_call,
-                    error=f"sandbox: {exc}",
-                )
+                result = CaseResult.unscored(case, f"sandbox: {exc}")
             results.append(result)
             if progress is not None:
                 progress(result, index + 1, len(cases))

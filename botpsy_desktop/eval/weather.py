@@ -206,19 +206,23 @@ class WeatherStandIn:
         }
 
 
+class JsonHandler(BaseHTTPRequestHandler):
+    """A request handler that answers in JSON and logs nothing: the base of local stand-ins."""
+
+    def log_message(self, format: str, *args: Any) -> None:  # quiet
+        pass
+
+    def send_json(self, status: int, body: Any) -> None:
+        raw = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json; charset=utf-8")
+        self.send_header("Content-Length", str(len(raw)))
+        self.end_headers()
+        self.wfile.write(raw)
+
+
 def _handler(server: WeatherStandIn) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, format: str, *args: Any) -> None:  # quiet
-            pass
-
-        def _send(self, status: int, body: Any) -> None:
-            raw = json.dumps(body).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json; charset=utf-8")
-            self.send_header("Content-Length", str(len(raw)))
-            self.end_headers()
-            self.wfile.write(raw)
-
+    class Handler(JsonHandler):
         def do_GET(self) -> None:
             parts = urlsplit(self.path)
             query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
@@ -226,7 +230,7 @@ def _handler(server: WeatherStandIn) -> type[BaseHTTPRequestHandler]:
                 server.requests.append((parts.path, query))
             if parts.path.endswith("/v1/search"):
                 found = server.places(query.get("name", ""))
-                self._send(200, {"results": found} if found else {"generationtime_ms": 0.2})
+                self.send_json(200, {"results": found} if found else {"generationtime_ms": 0.2})
             elif parts.path.endswith("/v1/forecast"):
                 try:
                     lat = float(query["latitude"])
@@ -234,11 +238,13 @@ def _handler(server: WeatherStandIn) -> type[BaseHTTPRequestHandler]:
                         raise ValueError
                     body = server.forecast(query)
                 except (KeyError, ValueError):
-                    self._send(400, {"error": True, "reason": "Latitude must be in -90 to 90°."})
+                    self.send_json(
+                        400, {"error": True, "reason": "Latitude must be in -90 to 90°."}
+                    )
                     return
-                self._send(200, body)
+                self.send_json(200, body)
             else:
-                self._send(404, {"error": True, "reason": "Not Found"})
+                self.send_json(404, {"error": True, "reason": "Not Found"})
 
     return Handler
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any, Generic, Protocol, TypeVar
 
 from botpsy_desktop.llm.types import Completion, TextPiece
 
@@ -45,3 +45,48 @@ class Backend(Protocol):
     ) -> Iterator[TextPiece | Completion]: ...
 
     def close(self) -> None: ...
+
+
+B = TypeVar("B", bound=Backend)
+
+
+class BackendWrapper(Generic[B]):
+    """A backend that hands everything to ``inner``: a wrapper overrides what it changes
+    (recording, pacing, a fixed policy), usually ``complete``.
+
+    The wrapped backend belongs to whoever made it: ``close`` leaves it open. Only the Backend
+    interface is passed on (no ``warm``: a wrapper that warms says so itself).
+    """
+
+    def __init__(self, inner: B) -> None:
+        self.inner = inner
+
+    @property
+    def name(self) -> str:
+        return self.inner.name
+
+    @property
+    def n_ctx(self) -> int | None:
+        return self.inner.n_ctx
+
+    def count_tokens(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[Mapping[str, Any]],
+        *,
+        enable_thinking: bool,
+    ) -> int:
+        return self.inner.count_tokens(messages, tools, enable_thinking=enable_thinking)
+
+    def complete(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[Mapping[str, Any]],
+        *,
+        enable_thinking: bool,
+        cancel: threading.Event | None = None,
+    ) -> Iterator[TextPiece | Completion]:
+        return self.inner.complete(messages, tools, enable_thinking=enable_thinking, cancel=cancel)
+
+    def close(self) -> None:
+        """The wrapped backend belongs to the caller."""

@@ -20,7 +20,7 @@ import numpy.typing as npt
 
 from botpsy_desktop.core.config import ModelSettings
 from botpsy_desktop.core.errors import ModelError
-from botpsy_desktop.llm.backend import Backend, Message
+from botpsy_desktop.llm.backend import Backend, BackendWrapper, Message
 from botpsy_desktop.llm.engine import LlamaBackend, llama_cpp_version, system_info
 from botpsy_desktop.llm.grammar_check import GrammarMatcher
 from botpsy_desktop.llm.prefix_cache import PARTIAL_ONLY, SEQ
@@ -117,7 +117,7 @@ def _assistant_turns_since_user(messages: Sequence[Message]) -> int:
     return n
 
 
-class ScriptedBackend:
+class ScriptedBackend(BackendWrapper[LlamaBackend]):
     """The app's engine with a fixed policy, for a random-weight model that cannot choose.
 
     In each request the first ``calls`` model turns must call a tool (``<tool_call>`` is forced
@@ -141,7 +141,7 @@ class ScriptedBackend:
         answer_tokens: int = 32,
         between: Callable[[], float] | None = None,
     ) -> None:
-        self.engine = engine
+        super().__init__(engine)
         self.between = between
         self.token_s: list[float] = []
         self.between_s: list[float] = []
@@ -152,21 +152,8 @@ class ScriptedBackend:
         self.texts: list[str] = []  # each turn's raw output
 
     @property
-    def name(self) -> str:
-        return self.engine.name
-
-    @property
-    def n_ctx(self) -> int | None:
-        return self.engine.n_ctx
-
-    def count_tokens(
-        self,
-        messages: Sequence[Message],
-        tools: Sequence[Mapping[str, Any]],
-        *,
-        enable_thinking: bool,
-    ) -> int:
-        return self.engine.count_tokens(messages, tools, enable_thinking=enable_thinking)
+    def engine(self) -> LlamaBackend:
+        return self.inner
 
     def complete(
         self,
@@ -213,9 +200,6 @@ class ScriptedBackend:
         cancel: threading.Event | None = None,
     ) -> GenerationStats:
         return self.engine.warm(messages, tools, enable_thinking=enable_thinking, cancel=cancel)
-
-    def close(self) -> None:
-        """The engine belongs to the bench."""
 
 
 class RawContext:

@@ -27,8 +27,14 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from botpsy_desktop.adapters.accounts import check_account
 from botpsy_desktop.app import App
-from botpsy_desktop.core.accounts import AccountBook, CalDAVAccount, MailAccount
+from botpsy_desktop.core.accounts import (
+    AccountBook,
+    CalDAVAccount,
+    MailAccount,
+    validation_sentence,
+)
 from botpsy_desktop.core.errors import BotpsyError
 from botpsy_desktop.core.secrets import KeyringUnavailable
 
@@ -36,38 +42,6 @@ LOCAL_NAME = "local"
 """The row standing for the local calendar (.ics files, no account, no password)."""
 
 AnyAccount = CalDAVAccount | MailAccount
-
-
-def check_account(app: App, account: AnyAccount) -> tuple[bool, str]:
-    """Connect as `botpsy account test` does: (all ok, one line saying what works or failed)."""
-    secrets = app.secrets
-    try:
-        secrets.require(account.name)
-    except BotpsyError as exc:
-        return False, f"{account.name} ({account.kind}): not tested: {exc}"
-    checks: list[tuple[str, Callable[[], str]]] = []
-    if isinstance(account, CalDAVAccount):
-        from botpsy_desktop.adapters.calendar import CalDAVSource
-
-        source = CalDAVSource(
-            account, secrets.provider(account.name), timeout_s=app.config.calendar.timeout_s
-        )
-        checks.append(("CalDAV", source.check))
-    else:
-        from botpsy_desktop.adapters.email import MailClient
-
-        client = MailClient(
-            account, secrets.provider(account.name), timeout_s=app.config.email.timeout_s
-        )
-        checks += [("IMAP", client.check_imap), ("SMTP", client.check_smtp)]
-    parts, ok = [], True
-    for label, check in checks:
-        try:
-            parts.append(check())
-        except BotpsyError as exc:
-            ok = False
-            parts.append(f"{label} failed: {exc}")
-    return ok, f"{account.name} ({account.kind}): {'; '.join(parts)}"
 
 
 def check_local_calendar(app: App) -> tuple[bool, str]:
@@ -177,7 +151,7 @@ class AccountsWorker(QObject):
             found = self.book.get(name)
             if found is None:
                 raise BotpsyError(f"There is no account {name!r} any more.")
-            ok, line = check_account(self.app, found)
+            ok, line = check_account(found, self.app.secrets, self.app.config)
             return Result("test", ok, line)
 
         self._run("test", job)
@@ -216,15 +190,6 @@ def _optional(edit: QLineEdit) -> str | None:
 
 def _port(spin: QSpinBox) -> int | None:
     return spin.value() or None
-
-
-def validation_sentence(exc: ValidationError) -> str:
-    """A pydantic error as one sentence naming each field, as `botpsy account add` says it."""
-    return "; ".join(
-        f"{'.'.join(map(str, e['loc']))}: " * bool(e["loc"])
-        + str(e["msg"]).removeprefix("Value error, ")
-        for e in exc.errors()
-    )
 
 
 class PasswordFields(QWidget):

@@ -19,7 +19,7 @@ from PySide6.QtWidgets import (
 )
 
 from botpsy_desktop.adapters.alarms import AlarmKind, AlarmService
-from botpsy_desktop.adapters.alarms.service import AlarmFired, MissedAlarm
+from botpsy_desktop.adapters.alarms.records import AlarmFired, MissedAlarm
 from botpsy_desktop.ui.assets import asset
 from botpsy_desktop.ui.desktop_notify import FreedesktopNotifications
 

@@ -13,7 +13,7 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from botpsy_desktop.adapters.alarms import AlarmFired, AlarmKind, AlarmService, alarms_tools
-from botpsy_desktop.adapters.alarms.service import SCHEMA_VERSION
+from botpsy_desktop.adapters.alarms.store import SCHEMA_VERSION
 from botpsy_desktop.agent.routines import first_line, routine_conversation, routine_title
 from botpsy_desktop.agent.store import ConversationStore
 from botpsy_desktop.core.errors import ToolError

@@ -326,14 +326,14 @@ def test_a_damaged_database_is_refused_before_migrating_with_the_restore_command
 def test_the_alarms_database_is_backed_up_before_an_upgrade_too(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from botpsy_desktop.adapters.alarms import service
+    from botpsy_desktop.adapters.alarms import service, store
 
     db = tmp_path / "alarms.sqlite3"
     first = service.AlarmService(db)
     assert first.alarms() == []
     first.shutdown()
-    old = service.SCHEMA_VERSION
-    monkeypatch.setattr(service, "SCHEMA_VERSION", old + 1)  # a new release
+    old = store.SCHEMA_VERSION
+    monkeypatch.setattr(store, "SCHEMA_VERSION", old + 1)  # a new release
     upgraded = service.AlarmService(db)
     assert upgraded.alarms() == []
     upgraded.shutdown()

@@ -33,7 +33,7 @@ from botpsy_desktop.agent.gate import Gate
 from botpsy_desktop.agent.loop import AgentSession, LoopSettings
 from botpsy_desktop.agent.store import ConversationStore
 from botpsy_desktop.core.tools import ToolRegistry
-from botpsy_desktop.llm.backend import Message
+from botpsy_desktop.llm.backend import BackendWrapper, Message
 from botpsy_desktop.llm.replay import ReplayBackend
 from botpsy_desktop.llm.types import Completion, TextPiece
 
@@ -64,30 +64,12 @@ def script(requests: int) -> list[str]:
     return turns
 
 
-class PacedReplay:
+class PacedReplay(BackendWrapper[ReplayBackend]):
     """The replay backend streaming at a model's pace (a pause per piece)."""
 
     def __init__(self, inner: ReplayBackend, delay_s: float) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.delay_s = delay_s
-
-    @property
-    def name(self) -> str:
-        return self.inner.name
-
-    @property
-    def n_ctx(self) -> int | None:
-        return getattr(self.inner, "n_ctx", None)
-
-    def count_tokens(
-        self,
-        messages: Sequence[Message],
-        tools: Sequence[Mapping[str, Any]],
-        *,
-        enable_thinking: bool,
-    ) -> int:
-        count = getattr(self.inner, "count_tokens", None)
-        return 0 if count is None else int(count(messages, tools, enable_thinking=enable_thinking))
 
     def complete(
         self,

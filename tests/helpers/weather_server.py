@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -11,6 +10,8 @@ from datetime import date, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
+
+from botpsy_desktop.eval.weather import JsonHandler
 
 TODAY = date(2025, 3, 14)  # a Friday; the forecast's "today" comes from current.time, not the clock
 """The local date at every place this server knows."""
@@ -166,18 +167,7 @@ class WeatherServer:
 
 
 def _handler(server: WeatherServer) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, format: str, *args: Any) -> None:  # quiet
-            pass
-
-        def _send(self, status: int, body: Any) -> None:
-            raw = json.dumps(body).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json; charset=utf-8")
-            self.send_header("Content-Length", str(len(raw)))
-            self.end_headers()
-            self.wfile.write(raw)
-
+    class Handler(JsonHandler):
         def do_GET(self) -> None:
             parts = urlsplit(self.path)
             query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
@@ -187,10 +177,10 @@ def _handler(server: WeatherServer) -> type[BaseHTTPRequestHandler]:
                 server.release.wait(10)  # longer than any client timeout in the tests
                 path = path[len("/stall") :]
             if path.startswith("/broken/"):
-                self._send(500, {"error": True, "reason": "Internal error"})
+                self.send_json(500, {"error": True, "reason": "Internal error"})
             elif path.endswith("/v1/search"):
                 found = PLACES.get(query.get("name", "").casefold())
-                self._send(
+                self.send_json(
                     200,
                     {"results": found, "generationtime_ms": 0.4}
                     if found
@@ -203,13 +193,13 @@ def _handler(server: WeatherServer) -> type[BaseHTTPRequestHandler]:
                         raise ValueError
                     body = forecast_json(query)
                 except (KeyError, ValueError):
-                    self._send(
+                    self.send_json(
                         400, {"error": True, "reason": "Latitude must be in range of -90 to 90°."}
                     )
                     return
-                self._send(200, body)
+                self.send_json(200, body)
             else:
-                self._send(404, {"error": True, "reason": "Not Found"})
+                self.send_json(404, {"error": True, "reason": "Not Found"})
 
     return Handler
 

@@ -36,6 +36,7 @@ from botpsy_desktop.core.errors import ToolError
 from botpsy_desktop.core.paths import Paths
 from botpsy_desktop.core.secrets import SecretStore
 from botpsy_desktop.core.tools import Effect, Tool, ToolRegistry, make_tool
+from botpsy_desktop.eval.weather import JsonHandler
 from tests.helpers.audio import tag_wav, write_wav
 from tests.helpers.mail_servers import Dovecot, SMTPServer
 from tests.helpers.radicale_server import Radicale
@@ -79,19 +80,8 @@ def _serve(name: str, handler: type[BaseHTTPRequestHandler], log: HttpLog) -> It
         thread.join(5)
 
 
-class _Quiet(BaseHTTPRequestHandler):
+class _Quiet(JsonHandler):
     log: HttpLog
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-    def _send(self, status: int, body: Any) -> None:
-        raw = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json; charset=utf-8")
-        self.send_header("Content-Length", str(len(raw)))
-        self.end_headers()
-        self.wfile.write(raw)
 
 
 @contextmanager
@@ -103,7 +93,7 @@ def attacker_server() -> Iterator[HttpLog]:
         def _hit(self) -> None:
             parts = urlsplit(self.path)
             log.hits.append((parts.path, {k: v[-1] for k, v in parse_qs(parts.query).items()}))
-            self._send(200, {"ok": True})
+            self.send_json(200, {"ok": True})
 
         do_GET = do_POST = do_PUT = _hit
 
@@ -123,11 +113,11 @@ def weather_stand_in() -> Iterator[HttpLog]:
             if parts.path.endswith("/v1/search"):
                 key = query.get("name", "").casefold()
                 found = log.places.get(key) or PLACES.get(key)
-                self._send(200, {"results": found} if found else {"generationtime_ms": 0.2})
+                self.send_json(200, {"results": found} if found else {"generationtime_ms": 0.2})
             elif parts.path.endswith("/v1/forecast"):
-                self._send(200, forecast_json(query))
+                self.send_json(200, forecast_json(query))
             else:
-                self._send(404, {"error": True, "reason": "Not Found"})
+                self.send_json(404, {"error": True, "reason": "Not Found"})
 
     yield from _serve("weather", Handler, log)
 

@@ -1,13 +1,13 @@
 """Alarms, timers and reminders: a scheduler-backed service and the model's tools over it."""
 
-from botpsy_desktop.adapters.alarms.service import (
+from botpsy_desktop.adapters.alarms.records import (
     Alarm,
     AlarmFired,
     AlarmKind,
-    AlarmService,
     MissedAlarm,
     time_zone,
 )
+from botpsy_desktop.adapters.alarms.service import AlarmService
 from botpsy_desktop.adapters.alarms.tools import alarms_tools
 
 __all__ = [

@@ -9,7 +9,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from botpsy_desktop.adapters.alarms.service import Alarm, AlarmKind, AlarmService
+from botpsy_desktop.adapters.alarms.records import Alarm, AlarmKind
+from botpsy_desktop.adapters.alarms.service import AlarmService
 from botpsy_desktop.adapters.alarms.when import (
     duration_text,
     format_time,

@@ -29,7 +29,8 @@ for _i, _name in enumerate(DAY_NAMES):
     _DAY_WORDS[_low] = _DAY_WORDS[_low[:3]] = _i
 _DAY_WORDS.update({"tues": 1, "weds": 2, "thur": 3, "thurs": 3})
 
-_MONTHS: dict[str, int] = {}
+MONTHS: dict[str, int] = {}
+"""Month names and their short forms ("sep", "sept") to 1-12."""
 for _i, _name in enumerate(
     (
         "january",
@@ -47,11 +48,11 @@ for _i, _name in enumerate(
     ),
     start=1,
 ):
-    _MONTHS[_name] = _i
-    _MONTHS[_name[:3]] = _i
-_MONTHS["sept"] = 9
+    MONTHS[_name] = _i
+    MONTHS[_name[:3]] = _i
+MONTHS["sept"] = 9
 
-_NUMBER_WORDS = {
+SMALL_NUMBERS: dict[str, int] = {
     "a": 1,
     "an": 1,
     "one": 1,
@@ -66,6 +67,11 @@ _NUMBER_WORDS = {
     "ten": 10,
     "eleven": 11,
     "twelve": 12,
+}
+"""Numbers people write as words, "a" to "twelve" ("a week ago", "in two hours")."""
+
+_NUMBER_WORDS = {
+    **SMALL_NUMBERS,
     "fifteen": 15,
     "twenty": 20,
     "thirty": 30,
@@ -88,7 +94,7 @@ for _unit, _seconds in (
 
 _DAY_ALT = "|".join(sorted(_DAY_WORDS, key=len, reverse=True))
 _FULL_DAY_ALT = "|".join(d.lower() for d in DAY_NAMES)
-_MONTH_ALT = "|".join(sorted(_MONTHS, key=len, reverse=True))
+_MONTH_ALT = "|".join(sorted(MONTHS, key=len, reverse=True))
 
 
 @dataclass(frozen=True)
@@ -502,11 +508,11 @@ def _take_day(s: str, parts: _Parts, now: datetime, raw: str) -> str:
     elif m := take(rf"\b(\d{{1,2}})(?:st|nd|rd|th)? (?:of )?({_MONTH_ALT})\.?(?: (\d{{4}}))?\b"):
         parts.year_given = m.group(3) is not None
         year = int(m.group(3)) if m.group(3) else now.year
-        parts.on_date = _make_date(year, _MONTHS[m.group(2)], int(m.group(1)), raw)
+        parts.on_date = _make_date(year, MONTHS[m.group(2)], int(m.group(1)), raw)
     elif m := take(rf"\b({_MONTH_ALT})\.? (\d{{1,2}})(?:st|nd|rd|th)?(?: (\d{{4}}))?\b"):
         parts.year_given = m.group(3) is not None
         year = int(m.group(3)) if m.group(3) else now.year
-        parts.on_date = _make_date(year, _MONTHS[m.group(1)], int(m.group(2)), raw)
+        parts.on_date = _make_date(year, MONTHS[m.group(1)], int(m.group(2)), raw)
     kinds = sum(x is not None for x in (parts.day_offset, parts.weekday, parts.on_date))
     if kinds > 1 or (kinds and parts.days is not None):
         raise ToolError(

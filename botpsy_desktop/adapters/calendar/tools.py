@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from email.utils import getaddresses
 from typing import Any
 
 from pydantic import BaseModel, Field
 
 from botpsy_desktop.adapters.calendar.service import CalendarService, EventChanges
-from botpsy_desktop.core.accounts import EMAIL_RE
-from botpsy_desktop.core.errors import ToolError
+from botpsy_desktop.core.addresses import parse_addresses
 from botpsy_desktop.core.tools import Effect, Inverse, Tier, Tool, from_result, make_tool
 
 _START = (
@@ -86,35 +84,33 @@ class CreateMeetingArgs(BaseModel):
     calendar: str | None = Field(None, description=_CALENDAR)
 
 
-class UpdateEventArgs(BaseModel):
+class _EventEdit(BaseModel):
+    """What both update tools can change about an event (unset fields stay)."""
+
+    event: str = Field(min_length=1, description=_EVENT)
+    start: str | None = Field(None, description="Optional new start, as the user said it.")
+    end: str | None = Field(None, description=_END)
+    duration: str | None = Field(None, description=_DURATION)
+    title: str | None = None
+    location: str | None = None
+    description: str | None = None
+
+
+class UpdateEventArgs(_EventEdit):
     """Move or change an event of the user's that has no attendees (unset fields stay).
 
     Example: {"event": "Dentist", "start": "friday 10am"} (same length).
     """
 
-    event: str = Field(min_length=1, description=_EVENT)
-    start: str | None = Field(None, description="Optional new start, as the user said it.")
-    end: str | None = Field(None, description=_END)
-    duration: str | None = Field(None, description=_DURATION)
-    title: str | None = None
-    location: str | None = None
-    description: str | None = None
     reminder_minutes: int | None = Field(None, ge=0, description="Minutes before; 0 removes it.")
 
 
-class UpdateMeetingArgs(BaseModel):
+class UpdateMeetingArgs(_EventEdit):
     """Move or change an event with attendees, or add or remove attendees (they may be told).
 
     Example: {"event": "Review", "start": "wednesday 15:00", "add_attendees": "bob@example.com"}.
     """
 
-    event: str = Field(min_length=1, description=_EVENT)
-    start: str | None = Field(None, description="Optional new start, as the user said it.")
-    end: str | None = Field(None, description=_END)
-    duration: str | None = Field(None, description=_DURATION)
-    title: str | None = None
-    location: str | None = None
-    description: str | None = None
     add_attendees: str = Field("", description=_EMAILS)
     remove_attendees: str = Field("", description="Addresses to remove, comma-separated.")
 
@@ -145,25 +141,6 @@ class CompleteTaskArgs(BaseModel):
     """Mark a to-do done. Example: {"task": "Buy milk"}."""
 
     task: str = Field(min_length=1, description="Its id from list_tasks, or its title.")
-
-
-def parse_addresses(text: str, field: str) -> list[tuple[str, str]]:
-    """(name, address) pairs from "a@x.org, Bob <b@y.org>"; a clear error for a bad one."""
-    pairs = []
-    for name, address in getaddresses([text]):
-        address = address.strip()
-        if not address and not name:
-            continue
-        if not EMAIL_RE.match(address):
-            shown = address or name
-            raise ToolError(
-                f"{shown!r} in {field} is not an email address.",
-                'Give addresses like "ana@example.com, Bob <bob@example.com>".',
-            )
-        pairs.append((name.strip(), address))
-    if not pairs and text.strip():
-        raise ToolError(f"No email address found in {field}.", 'Give one like "ana@example.com".')
-    return pairs
 
 
 def calendar_tools(service: CalendarService) -> list[Tool]:

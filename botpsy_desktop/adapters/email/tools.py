@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, tzinfo
-from email.utils import getaddresses, parsedate_to_datetime
+from email.utils import parsedate_to_datetime
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -13,7 +13,8 @@ from botpsy_desktop.adapters.alarms.when import format_time, parse_day
 from botpsy_desktop.adapters.email.client import MailClient, Search, Summary
 from botpsy_desktop.adapters.email.mime import build
 from botpsy_desktop.adapters.untrusted import UNTRUSTED_NOTE, one_line, quote_block
-from botpsy_desktop.core.accounts import EMAIL_RE, Account, MailAccount
+from botpsy_desktop.core.accounts import Account, MailAccount
+from botpsy_desktop.core.addresses import parse_addresses
 from botpsy_desktop.core.config import EmailSettings
 from botpsy_desktop.core.errors import ToolError
 from botpsy_desktop.core.secrets import SecretStore
@@ -93,26 +94,6 @@ class MarkEmailArgs(BaseModel):
     read: bool = Field(True, description="false: unread.")
     folder: str = Field("INBOX", description=_FOLDER)
     account: str | None = Field(None, description=_ACCOUNT)
-
-
-def addresses(text: str, field: str) -> list[tuple[str, str]]:
-    """(name, address) pairs from "a@x.org, Bob <b@y.org>"; a clear error for a bad one."""
-    if "\n" in text or "\r" in text:
-        raise ToolError(f"{field} has a line break.", "Give the addresses on one line.")
-    pairs = []
-    for name, address in getaddresses([text]):
-        address = address.strip()
-        if not address and not name:
-            continue
-        if not EMAIL_RE.match(address):
-            raise ToolError(
-                f"{(address or name)!r} in {field} is not an email address.",
-                'Give addresses like "ana@example.com, Bob <bob@example.com>".',
-            )
-        pairs.append((name.strip(), address))
-    if not pairs and text.strip():
-        raise ToolError(f"No email address found in {field}.", 'Give one like "ana@example.com".')
-    return pairs
 
 
 class MailService:
@@ -268,9 +249,9 @@ class MailService:
     def _outgoing(
         self, client: MailClient, args: DraftEmailArgs, bcc: str = ""
     ) -> tuple[Any, list[str], dict[str, Any]]:
-        to = addresses(args.to, "to")
-        cc = addresses(args.cc, "cc") if args.cc.strip() else []
-        hidden = addresses(bcc, "bcc") if bcc.strip() else []
+        to = parse_addresses(args.to, "to", one_line=True)
+        cc = parse_addresses(args.cc, "cc", one_line=True) if args.cc.strip() else []
+        hidden = parse_addresses(bcc, "bcc", one_line=True) if bcc.strip() else []
         if not to:
             raise ToolError("No recipient was given.", 'Give one in "to".')
         if "\n" in args.subject or "\r" in args.subject:

@@ -6,6 +6,7 @@ import re
 from datetime import date, datetime, timedelta
 from typing import Final
 
+from botpsy_desktop.adapters.alarms.when import MONTHS, SMALL_NUMBERS
 from botpsy_desktop.core.errors import ToolError
 
 _SIZE_UNITS: Final[dict[str, int]] = {
@@ -76,46 +77,8 @@ def format_size(size: int) -> str:
     raise AssertionError("unreachable")  # pragma: no cover
 
 
-_NUMBER_WORDS: Final[dict[str, int]] = {
-    "a": 1,
-    "an": 1,
-    "one": 1,
-    "two": 2,
-    "three": 3,
-    "four": 4,
-    "five": 5,
-    "six": 6,
-    "seven": 7,
-    "eight": 8,
-    "nine": 9,
-    "ten": 10,
-    "eleven": 11,
-    "twelve": 12,
-}
-
 _WEEKDAYS: Final = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 
-_MONTHS: Final[dict[str, int]] = {}
-for _i, _name in enumerate(
-    (
-        "january",
-        "february",
-        "march",
-        "april",
-        "may",
-        "june",
-        "july",
-        "august",
-        "september",
-        "october",
-        "november",
-        "december",
-    ),
-    start=1,
-):
-    _MONTHS[_name] = _i
-    _MONTHS[_name[:3]] = _i
-_MONTHS["sept"] = 9
 
 _AGO_RE: Final = re.compile(
     r"^(?P<n>\d+|[a-z]+)\s+(?P<unit>minute|hour|day|week|month|year)s?\s+ago$"
@@ -156,7 +119,7 @@ def _count(word: str | None) -> int | None:
         return 1
     if word.isdigit():
         return int(word)
-    return _NUMBER_WORDS.get(word)
+    return SMALL_NUMBERS.get(word)
 
 
 def _back(now: datetime, n: int, unit: str) -> datetime:
@@ -250,7 +213,7 @@ def _parse_named_date(text: str) -> date | None:
         match = pattern.match(text)
         if not match:
             continue
-        month = _MONTHS.get(match.group("m"))
+        month = MONTHS.get(match.group("m"))
         if month is None:
             return None
         day = int(match.groupdict().get("d") or 1)
