@@ -1,91 +1,21 @@
-"""The audit log of executed actions, each with its inverse where one exists, and undo."""
+"""The audit log of executed actions, each with its inverse where one exists (undo: undo.py)."""
 
 from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from botpsy_desktop.agent.store import ConversationStore
-from botpsy_desktop.agent.tools import ToolArgumentsError, ToolRegistry
-from botpsy_desktop.core.errors import BotpsyError
-
-FILE_CHANGES = frozenset({"create_folder", "write_text_note", "rename_or_move", "move_to_trash"})
-"""File changes the files adapter logs and undoes newest first with undo_last_file_change."""
+from botpsy_desktop.agent.tools import Inverse
+from botpsy_desktop.core.tools import result_inverse
 
 FILES_UNDO = "undo_last_file_change"
 
 MAX_RESULT_CHARS = 2000
-
-
-@dataclass(frozen=True)
-class Inverse:
-    """The call that reverses an action. ``group``: actions of one group are undone newest first."""
-
-    tool: str
-    arguments: dict[str, Any]
-    group: str | None = None
-
-    def as_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"tool": self.tool, "arguments": self.arguments}
-        if self.group:
-            out["group"] = self.group
-        return out
-
-
-InverseRule = Callable[[Mapping[str, Any], Any], "Inverse | str"]
-"""From an action's arguments and result: its inverse, or a sentence saying why there is none."""
-
-
-def _files(arguments: Mapping[str, Any], result: Any) -> Inverse | str:
-    if isinstance(result, Mapping):
-        if result.get("created") is False:
-            return "nothing was created (it existed already)"
-        if result.get("can_undo") is False:
-            return str(result.get("note") or "the trash on this system cannot be undone")
-    return Inverse(FILES_UNDO, {}, group="files")
-
-
-def _alarm(arguments: Mapping[str, Any], result: Any) -> Inverse | str:
-    if isinstance(result, Mapping) and result.get("id") is not None:
-        return Inverse("cancel_alarm", {"alarm": str(result["id"])})
-    return "the result does not say which alarm was set"
-
-
-def _pause(arguments: Mapping[str, Any], result: Any) -> Inverse | str:
-    return Inverse("resume_music", {})
-
-
-def _resume(arguments: Mapping[str, Any], result: Any) -> Inverse | str:
-    return Inverse("pause_music", {})
-
-
-INVERSES: dict[str, InverseRule] = {
-    **dict.fromkeys(FILE_CHANGES, _files),
-    "set_alarm": _alarm,
-    "set_timer": _alarm,
-    "set_reminder": _alarm,
-    "set_routine": _alarm,
-    "pause_music": _pause,
-    "resume_music": _resume,
-}
-"""Known inverses by tool name. An adapter can also return ``{"inverse": {"tool": ...,
-"arguments": {...}}}`` in a result (e.g. the created event's delete call); that wins."""
-
-
-def inverse_of(tool: str, arguments: Mapping[str, Any], result: Any) -> Inverse | str:
-    """The inverse of an executed action, or why there is none."""
-    if isinstance(result, Mapping) and isinstance(result.get("inverse"), Mapping):
-        inv = result["inverse"]
-        if isinstance(inv.get("tool"), str) and isinstance(inv.get("arguments", {}), Mapping):
-            return Inverse(inv["tool"], dict(inv.get("arguments", {})), inv.get("group"))
-    rule = INVERSES.get(tool)
-    if rule is None:
-        return f"{tool} has no known inverse"
-    return rule(arguments, result)
 
 
 @dataclass(frozen=True)
@@ -118,11 +48,16 @@ class AuditLog:
         output: str,
         value: Any = None,
         undoes: int | None = None,
+        inverse: Inverse | str | None = None,
     ) -> int:
-        """Append one action that ran (``ok`` False if it failed), with its inverse."""
-        inverse: Inverse | str = (
-            inverse_of(tool, arguments, value) if ok else "it failed, so there is nothing to undo"
-        )
+        """Append one action that ran (``ok`` False if it failed), with its inverse (the tool's
+        declared one, given by the caller; else the known inverses by name)."""
+        if inverse is None:  # the caller knows the tool's declaration; without it, none
+            inverse = (
+                result_inverse(value) or f"{tool} declares no inverse"
+                if ok
+                else "it failed, so there is nothing to undo"
+            )
         if undoes is not None:
             inverse = "it was itself an undo"
         entry_id = self.store.record_action(
@@ -175,51 +110,6 @@ class AuditLog:
             ):
                 return entry
         return None
-
-    def undo(self, registry: ToolRegistry, by: str = "user (botpsy undo)") -> Undone:
-        """Reverse the newest reversible action by running its inverse; log that too."""
-        entry = self.last_reversible()
-        if entry is None:
-            raise BotpsyError(
-                "There is no action left to undo.", "See what was done with `botpsy log`."
-            )
-        inv = entry["inverse"]
-        inverse = Inverse(inv["tool"], dict(inv.get("arguments") or {}), inv.get("group"))
-        tool = registry.get(inverse.tool)
-        if tool is None or tool.name != inverse.tool:
-            raise BotpsyError(
-                f"Undoing {describe(entry)} needs the tool {inverse.tool}, which this profile "
-                "does not have.",
-                "Check the settings of the adapter it belongs to.",
-            )
-        try:
-            args = tool.validate(inverse.arguments)
-            value = tool.call(args)
-        except ToolArgumentsError as exc:
-            raise BotpsyError(
-                f"The recorded inverse of {describe(entry)} is invalid: {exc}"
-            ) from exc
-        except BotpsyError as exc:
-            raise BotpsyError(f"Could not undo {describe(entry)}: {exc}") from exc
-        except Exception as exc:  # an adapter bug: say so, change nothing in the log
-            raise BotpsyError(
-                f"Could not undo {describe(entry)}: {type(exc).__name__}: {exc}"
-            ) from exc
-        output = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-        new_id = self.record(
-            conversation_id=entry["conversation_id"],
-            call_id=f"undo_{entry['id']}",
-            tool=inverse.tool,
-            arguments=inverse.arguments,
-            effects=sorted(e.value for e in tool.effects),
-            approved_by=by,
-            receipt=f"Undo #{entry['id']}: {describe(entry)}",
-            ok=True,
-            output=output,
-            value=value,
-            undoes=int(entry["id"]),
-        )
-        return Undone(entry, inverse, output, new_id)
 
 
 def describe(entry: Mapping[str, Any]) -> str:

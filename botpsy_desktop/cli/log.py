@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from typing import Any, TextIO
 
 from botpsy_desktop.app import App
@@ -16,6 +17,15 @@ def add_commands(sub: Any) -> None:
     log.add_argument("--limit", type=int, default=20, metavar="N", help="newest N (default 20)")
     log.add_argument("--json", action="store_true", help="print the entries as JSON")
     undo = sub.add_parser("undo", help="reverse the assistant's last reversible action")
+    undo.add_argument(
+        "action", nargs="?", type=int, metavar="ID", help="undo this action (see `botpsy log`)"
+    )
+    undo.add_argument(
+        "--approve",
+        choices=("ask", "all", "deny"),
+        default="ask",
+        help="an undo that sends or deletes asks first: ask on the terminal (default), all, deny",
+    )
     undo.add_argument("--json", action="store_true", help="print what was undone as JSON")
 
 
@@ -35,10 +45,15 @@ def cmd_log(app: App, args: argparse.Namespace, out: TextIO, err: TextIO) -> int
 
 
 def cmd_undo(app: App, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    """Reverse the newest action that has an inverse and was not undone yet."""
-    from botpsy_desktop.agent.audit import AuditLog, describe
+    """Reverse the newest action that has an inverse and was not undone yet (or action ID),
+    through the gate: the undo's receipt is shown, and one that sends or deletes asks first."""
+    from botpsy_desktop.agent.audit import describe
+    from botpsy_desktop.cli.turns import Approver
 
-    done = AuditLog(app.store).undo(app.registry)
+    plan = app.plan_undo(args.action)
+    if plan.request is not None:
+        Approver(args.approve, sys.stdin, err).decide(plan.request)
+    done = app.undo(plan, by="user (botpsy undo)")
     if args.json:
         data = {"undone": done.action, "inverse": done.inverse.as_dict(), "result": done.result}
         json.dump({**data, "entry_id": done.entry_id}, out, ensure_ascii=False, indent=2)

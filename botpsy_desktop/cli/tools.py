@@ -21,7 +21,8 @@ def cmd_tools(app: App, args: argparse.Namespace, out: TextIO, err: TextIO) -> i
         {
             **tool.schema()["function"],
             "effects": sorted(e.value for e in tool.effects),
-            "needs_approval": not tool.read_only,
+            "tier": tool.tier_for({}).value,
+            "needs_approval": tool.tier_for({}).value != "read",
         }
         for tool in app.registry
     ]
@@ -31,7 +32,9 @@ def cmd_tools(app: App, args: argparse.Namespace, out: TextIO, err: TextIO) -> i
         return EXIT_OK
     for item in items:
         params = ", ".join(item["parameters"]["properties"])
-        flag = " (asks first)" if item["needs_approval"] else ""
+        flag = {"ask": " (always asks)", "reversible": " (runs at once when you ask; Undo)"}.get(
+            item["tier"], ""
+        )
         print(f"{item['name']}({params}) [{', '.join(item['effects'])}]{flag}", file=out)
         print(f"    {item['description'].splitlines()[0]}", file=out)
     return EXIT_OK

@@ -12,12 +12,13 @@ from pydantic import BaseModel
 
 from botpsy_desktop.adapters.alarms import AlarmService, alarms_tools
 from botpsy_desktop.adapters.files import files_tools
-from botpsy_desktop.agent.audit import AuditLog, format_entry
+from botpsy_desktop.agent.audit import AuditLog, Undone, format_entry
 from botpsy_desktop.agent.store import ConversationStore
+from botpsy_desktop.agent.undo import carry_out, plan_undo
 from botpsy_desktop.cli import main
 from botpsy_desktop.core.errors import BotpsyError, ToolError
 from botpsy_desktop.core.tools import Effect, ToolRegistry, make_tool
-from tests.agent.gate_tools import drive, make_session, xml_call
+from tests.agent.gate_tools import drive, make_session, shipped_gate, xml_call
 
 
 class ThingArgs(BaseModel):
@@ -70,6 +71,12 @@ def store(tmp_path: Path) -> ConversationStore:
     return ConversationStore(tmp_path / "db.sqlite3")
 
 
+def undo(store: ConversationStore, registry: ToolRegistry) -> Undone:
+    """Undo the newest reversible action the way the app does: through the shipped gate."""
+    audit = AuditLog(store)
+    return carry_out(audit, plan_undo(audit, registry, shipped_gate()), "user (botpsy undo)")
+
+
 def run(turns: list[str], registry: ToolRegistry, store: ConversationStore, decide: str) -> None:
     drive(make_session([*turns, "Done."], registry, store).run("do it"), decide)
 
@@ -87,20 +94,26 @@ def test_an_approved_change_is_logged_with_its_inverse_and_undone(
     [entry] = store.actions()
     assert entry["tool"] == "write_text_note" and entry["ok"]
     assert entry["arguments"] == {"path": "Documents/todo.md", "text": "milk"}
-    assert entry["approved_by"] == "test" and entry["effects"] == ["local-write"]
-    assert entry["inverse"] == {"tool": "undo_last_file_change", "arguments": {}, "group": "files"}
-    assert "write_text_note" in entry["receipt"]
+    # a reversible change the user asked for in a clean context runs at once, and is logged
+    assert entry["approved_by"].startswith("ran at once")
+    assert entry["effects"] == ["local-write"]
+    assert entry["inverse"] == {
+        "tool": "undo_last_file_change",
+        "arguments": {},
+        "group": "files",
+        "tier": "reversible",
+    }
     line = format_entry(entry)
-    assert "approved by test" in line and "undo: undo_last_file_change()" in line
+    assert "approved by ran at once" in line and "undo: undo_last_file_change()" in line
 
-    done = AuditLog(store).undo(registry)
+    done = undo(store, registry)
     assert not (home / "Documents" / "todo.md").exists()
     assert done.action["id"] == entry["id"] and "Removed the note" in done.result
     newest, original = store.actions()
     assert newest["undoes"] == entry["id"] and newest["approved_by"] == "user (botpsy undo)"
     assert original["undone_by"] == newest["id"]
     with pytest.raises(BotpsyError, match="no action left to undo"):
-        AuditLog(store).undo(registry)
+        undo(store, registry)
 
 
 def test_reads_and_denied_calls_are_not_logged(
@@ -132,7 +145,7 @@ def test_an_undo_the_model_ran_is_not_undone_twice(
         "approve",
     )
     assert (home / "Documents" / "a.md").exists() and not (home / "Documents" / "b.md").exists()
-    AuditLog(store).undo(registry)  # takes back a.md, not b.md a second time
+    undo(store, registry)  # takes back a.md, not b.md a second time
     assert not (home / "Documents" / "a.md").exists()
 
 
@@ -142,8 +155,12 @@ def test_a_set_alarm_is_undone_by_cancelling_it(
     run([xml_call("set_alarm", time="7:30", label="Gym")], registry, store, "approve")
     [alarm] = alarms.alarms()
     [entry] = store.actions()
-    assert entry["inverse"] == {"tool": "cancel_alarm", "arguments": {"alarm": str(alarm.id)}}
-    AuditLog(store).undo(registry)
+    assert entry["inverse"] == {
+        "tool": "cancel_alarm",
+        "arguments": {"alarm": str(alarm.id)},
+        "tier": "reversible",
+    }
+    undo(store, registry)
     assert [a for a in alarms.alarms() if a.next_ring is not None] == []
 
 
@@ -162,7 +179,7 @@ def test_an_inverse_the_tool_returns_is_used_and_failures_are_logged(
     assert created["inverse"] == {"tool": "delete_thing", "arguments": {}}
     # the recorded inverse lacks the name: undo says so and changes nothing
     with pytest.raises(BotpsyError, match=r"recorded inverse .* is invalid"):
-        AuditLog(store).undo(registry)
+        undo(store, registry)
     assert store.actions()[0]["undone_by"] is None
 
 
@@ -193,13 +210,14 @@ def test_botpsy_log_and_undo(
     profile: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     home, files = profile
+    (files / "Documents" / "draft.txt").write_text("the plan", encoding="utf-8")
     replay = tmp_path / "replay.json"
-    replay.write_text(
-        json.dumps(
-            [xml_call("write_text_note", path="Documents/plan.md", text="the plan"), "Written."]
-        ),
-        encoding="utf-8",
-    )
+    turns = [  # after reading a file (content the user did not type) the note asks
+        xml_call("read_text_file", path="Documents/draft.txt"),
+        xml_call("write_text_note", path="Documents/plan.md", text="the plan"),
+        "Written.",
+    ]
+    replay.write_text(json.dumps(turns), encoding="utf-8")
     base = ["--home", str(home)]
     assert main([*base, "log"]) == 0
     assert "has not carried out any action" in capsys.readouterr().out
@@ -225,3 +243,40 @@ def test_botpsy_log_and_undo(
     ]
     assert main([*base, "undo"]) == 1
     assert "There is no action left to undo" in capsys.readouterr().err
+
+
+def test_botpsy_undo_goes_through_the_gate(
+    profile: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Undoing a personal event (deleting exactly it) runs at once; undoing a meeting deletes
+    an event with attendees: its receipt is shown and it asks, and denied nothing changes."""
+    home, _ = profile
+    base = ["--home", str(home)]
+    replay = tmp_path / "replay.json"
+
+    def ask(turn: str, approve: str) -> None:
+        replay.write_text(json.dumps([turn, "Done."]), encoding="utf-8")
+        assert main([*base, "ask", "--replay", str(replay), "--approve", approve, "go"]) == 0
+        capsys.readouterr()
+
+    def events() -> list[str]:
+        assert main([*base, "log", "--json"]) == 0
+        return [e["tool"] for e in json.loads(capsys.readouterr().out)]
+
+    ask(xml_call("create_event", title="Dentist", start="tomorrow 15:00"), "deny")  # runs at once
+    assert events() == ["create_event"]
+    assert main([*base, "undo", "--approve", "deny", "--json"]) == 0  # reversible: no asking
+    done = json.loads(capsys.readouterr().out)
+    assert done["inverse"]["tool"] == "delete_event" and done["inverse"]["tier"] == "reversible"
+
+    meeting = xml_call(
+        "create_meeting", title="Review", start="tomorrow 10:00", attendees="bob@x.org"
+    )
+    ask(meeting, "all")
+    assert main([*base, "undo", "--approve", "deny"]) == 1
+    said = capsys.readouterr().err
+    assert "Delete the event" in said and "Nothing was undone" in said
+    assert events()[0] == "create_meeting"  # nothing new in the log: the meeting stays
+    assert main([*base, "undo", "--approve", "all"]) == 0
+    assert "Undid #" in capsys.readouterr().out
+    assert events()[0] == "delete_event"

@@ -278,9 +278,9 @@ def test_ask_creates_an_event_a_second_client_sees(
     data = json.loads(capsys.readouterr().out)
     assert code == 0, data
     [tool] = data["tool_calls"]
-    assert tool["ok"] and tool["decision"] == "approved", tool
-    [approval] = data["approvals"]
-    assert approval["effects"] == ["local-write"]
+    # a personal event the user asked for: a reversible change that runs at once
+    assert tool["ok"] and tool["decision"] == "allowed", tool
+    assert data["approvals"] == []
     tomorrow = (datetime.now(PARIS) + timedelta(days=1)).date()
     [event] = _theirs_events(radicale, home)
     vevent = event.icalendar_component

@@ -76,7 +76,7 @@ def test_ask_sets_a_real_alarm_that_a_second_process_lists(profile: Path, tmp_pa
     data = json.loads(proc.stdout)
     [tool_call] = data["tool_calls"]
     assert tool_call["name"] == "set_alarm" and tool_call["ok"], tool_call
-    assert tool_call["decision"] == "approved"
+    assert tool_call["decision"] == "allowed"  # asked for directly: runs at once
     result = json.loads(tool_call["result"])
     tomorrow = datetime.now(PARIS).date() + timedelta(days=1)
     expected_day = f"{tomorrow:%a} {tomorrow.day} {tomorrow:%b} 07:30"
@@ -109,12 +109,19 @@ def test_a_denied_alarm_is_not_set_and_ask_leaves_no_threads(
     profile: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     before = set(threading.enumerate())
-    file = replay(tmp_path, "deny.json", call("set_timer", duration="10 minutes"), "Not set.")
+    # after reading the alarms (tool output in the context) a new timer asks
+    file = replay(
+        tmp_path,
+        "deny.json",
+        call("list_alarms"),
+        call("set_timer", duration="10 minutes"),
+        "Not set.",
+    )
     code = main(
         ["--home", str(profile), "ask", "--replay", file, "--json", "--approve", "deny", "x"]
     )
     assert code == 0
-    [tool_call] = json.loads(capsys.readouterr().out)["tool_calls"]
+    _, tool_call = json.loads(capsys.readouterr().out)["tool_calls"]
     assert tool_call["decision"] == "denied" and not tool_call["ok"]
     lister = replay(tmp_path, "list.json", call("list_alarms"), "None.")
     assert main(["--home", str(profile), "ask", "--replay", lister, "--json", "list"]) == 0
@@ -131,9 +138,12 @@ def test_tools_json_lists_the_alarm_tools(
     assert main(["--home", str(profile), "tools", "--json"]) == 0
     tools = {t["name"]: t for t in json.loads(capsys.readouterr().out)}
     assert tools["list_alarms"]["effects"] == ["read"]
-    assert not tools["list_alarms"]["needs_approval"]
-    for name in ("set_alarm", "set_timer", "set_reminder", "cancel_alarm", "snooze_alarm"):
+    assert not tools["list_alarms"]["needs_approval"] and tools["list_alarms"]["tier"] == "read"
+    for name in ("set_alarm", "set_timer", "set_reminder", "snooze_alarm"):
         assert tools[name]["effects"] == ["local-write"] and tools[name]["needs_approval"]
+        assert tools[name]["tier"] == "reversible"
+    assert tools["cancel_alarm"]["effects"] == ["destructive", "local-write"]
+    assert tools["cancel_alarm"]["tier"] == tools["set_routine"]["tier"] == "ask"
     assert "duration" in tools["set_timer"]["parameters"]["properties"]
 
 

@@ -90,7 +90,8 @@ def stop(proc: subprocess.Popen[str]) -> tuple[int, str]:
 def test_the_daemon_runs_a_routine_and_denies_its_approval_after_the_timeout(
     profile: Path, tmp_path: Path
 ) -> None:
-    turns = [
+    turns = [  # the run reads the alarms first: with tool output in its context, a change asks
+        "<tool_call>\n<function=list_alarms>\n</function>\n</tool_call>",
         "<tool_call>\n<function=set_timer>\n<parameter=duration>\n10 minutes\n</parameter>\n"
         "<parameter=label>\ntea\n</parameter>\n</function>\n</tool_call>",
         "The timer was not approved, so none is set.\nAsk me again when you are back.",

@@ -53,6 +53,9 @@ class Alarm:
     created: datetime
     conversation: str | None = None
     """The conversation a routine runs in (set at its first run)."""
+    origin: str | None = None
+    """For a routine set while the assistant read content the user did not type: that content,
+    named. Its runs are untrusted: every change they ask for waits for the user."""
 
     @property
     def repeats(self) -> bool:
@@ -91,6 +94,8 @@ class AlarmFired:
     snoozed: bool = False
     conversation: str | None = None
     """A routine's conversation from its earlier runs (None before its first run)."""
+    origin: str | None = None
+    """A routine of untrusted origin (see :attr:`Alarm.origin`); None: the user's own."""
 
     @property
     def late_by(self) -> timedelta:

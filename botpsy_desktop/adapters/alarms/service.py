@@ -171,6 +171,7 @@ class AlarmService:
         label: str = "",
         days: Iterable[int] = (),
         duration: timedelta | None = None,
+        origin: str | None = None,
     ) -> Alarm:
         """Store a new alarm ringing at ``at`` (aware); with ``days`` it repeats at that wall time.
 
@@ -212,8 +213,8 @@ class AlarmService:
                     "Cancel some with cancel_alarm first.",
                 )
             cur = db.execute(
-                "INSERT INTO alarms (kind, label, days, time_of_day, due, duration_s, created) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO alarms (kind, label, days, time_of_day, due, duration_s, created, "
+                "origin) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     kind.value,
                     label.strip(),
@@ -222,6 +223,7 @@ class AlarmService:
                     at.timestamp(),
                     duration.total_seconds() if duration is not None else None,
                     now.timestamp(),
+                    origin,
                 ),
             )
             alarm_id = int(cur.lastrowid or 0)

@@ -77,6 +77,7 @@ class AlarmStates:
             now,
             snoozed=snoozed and not regular,
             conversation=alarm.conversation,
+            origin=alarm.origin,
         )
 
     def mark_missed(self, db: sqlite3.Connection, now: datetime) -> None:

@@ -12,8 +12,9 @@ from botpsy_desktop.adapters.alarms.when import repeat_from_key
 from botpsy_desktop.core.dbsafety import backup_before_migration
 from botpsy_desktop.core.errors import StoreError, ToolError
 
-SCHEMA_VERSION = 2
-"""2: ``conversation`` (the conversation a routine runs in) added to ``alarms``."""
+SCHEMA_VERSION = 3
+"""2: ``conversation`` (the conversation a routine runs in) added to ``alarms``; 3: ``origin``
+(a routine set from content the user did not type: it runs as untrusted content)."""
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS alarms (
@@ -31,7 +32,8 @@ CREATE TABLE IF NOT EXISTS alarms (
     missed_reported INTEGER NOT NULL DEFAULT 1,
     duration_s REAL,
     created REAL NOT NULL,
-    conversation TEXT
+    conversation TEXT,
+    origin TEXT
 );
 """
 
@@ -78,6 +80,8 @@ class AlarmStore:
             columns = {r["name"] for r in db.execute("PRAGMA table_info(alarms)")}
             if "conversation" not in columns:  # version 1: routines' conversations
                 db.execute("ALTER TABLE alarms ADD COLUMN conversation TEXT")
+            if "origin" not in columns:  # version 2: where a routine's request came from
+                db.execute("ALTER TABLE alarms ADD COLUMN origin TEXT")
             db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
         except sqlite3.Error as exc:
             raise StoreError(
@@ -121,6 +125,7 @@ class AlarmStore:
             duration=timedelta(seconds=row["duration_s"]) if row["duration_s"] else None,
             created=created,
             conversation=row["conversation"],
+            origin=row["origin"],
         )
 
     def require(self, db: sqlite3.Connection, alarm_id: int) -> Alarm:
