@@ -133,7 +133,7 @@ def test_background_approvals_wait_as_long_as_configured(
 ) -> None:
     dialog = SettingsDialog(app)
     qtbot.addWidget(dialog)
-    assert dialog.background_wait.value() == 0  # "until I decide"
+    assert dialog.background_wait.value() == 60  # the default: an hour, then denied
     dialog.background_wait.setValue(5)
     dialog.save_button.click()
     saved = json.loads((home / "config" / "config.json").read_text(encoding="utf-8"))
