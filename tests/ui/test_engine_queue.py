@@ -243,3 +243,30 @@ def test_a_routine_nobody_approves_gives_up_after_the_timeout_and_says_so(
         assert not r.window.approvals_button.isVisible()
     finally:
         r.close()
+
+
+def test_writing_in_a_parked_routines_conversation_stops_it_first(
+    qtbot: QtBot, tmp_path: Path
+) -> None:
+    r = Routine(qtbot, tmp_path, [xml_call("cancel_alarm", alarm="Wake up"), "Hello."])
+    window = r.window
+    try:
+        run = r.fire(qtbot)
+        qtbot.waitUntil(lambda: ("parked", run.request_id) in r.seen, timeout=10000)
+        [entry] = window.pending.entries()
+        window.open_conversation(run.conversation)
+        window.input.setPlainText("hello")
+        window.send_button.click()
+        qtbot.waitUntil(lambda: not window.busy and bool(r.finished), timeout=10000)
+        # the routine wound up first (its approval denied, nothing cancelled), then the reply
+        assert entry.request.decided_by == "stopped" and not entry.request.approved
+        assert r.alarm_ids() == [r.wake.id]
+        rows = [
+            (m["role"], str(m.get("content") or "")) for m in r.app.store.messages(run.conversation)
+        ]
+        assert [role for role, _ in rows] == ["user", "assistant", "tool", "user", "assistant"]
+        assert rows[2][1].startswith("cancel_alarm was not run: the request was stopped")
+        assert rows[3:] == [("user", "hello"), ("assistant", "Hello.")]
+        assert window.chat.bubbles()[-1].text == "Hello."
+    finally:
+        r.close()
