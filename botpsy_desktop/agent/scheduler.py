@@ -432,8 +432,12 @@ def session_job(
     *,
     think: bool = False,
     no_model: str = "No model is loaded yet. Load one, then ask again.",
+    origin: str | None = None,
 ) -> Job:
     """A job that handles ``text`` in the session ``make_session`` builds on the shared model.
+
+    ``origin``: the request is a stored one the user did not type (a routine of untrusted
+    origin, see AgentSession.run): its calls all wait for the user, with the origin shown.
 
     An approval request of a run someone watches holds the engine until it is decided (from
     any thread) or the request is stopped (then it is denied). A background run's request (it
@@ -448,7 +452,7 @@ def session_job(
             yield Error("model", no_model)
             return
         session = make_session(backend)
-        for event in session.run(text, cancel=ctx.cancel, think=think):
+        for event in session.run(text, cancel=ctx.cancel, think=think, origin=origin):
             yield event
             if isinstance(event, ApprovalNeeded) and event.request.background:
                 approval = event.request

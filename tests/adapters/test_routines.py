@@ -13,6 +13,7 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from botpsy_desktop.adapters.alarms import AlarmFired, AlarmKind, AlarmService, alarms_tools
+from botpsy_desktop.adapters.alarms.service import SCHEMA_VERSION
 from botpsy_desktop.agent.routines import first_line, routine_conversation, routine_title
 from botpsy_desktop.agent.store import ConversationStore
 from botpsy_desktop.core.errors import ToolError
@@ -292,7 +293,7 @@ def test_version_1_stores_are_backed_up_and_upgraded(db: Path, clock: Clock) -> 
     with sqlite3.connect(backup) as copy:
         assert copy.execute("SELECT label FROM alarms").fetchall() == [("Wake up",)]
     with sqlite3.connect(db) as upgraded:
-        assert upgraded.execute("PRAGMA user_version").fetchone()[0] == 2
+        assert upgraded.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
 
 
 def test_titles_and_first_lines() -> None:

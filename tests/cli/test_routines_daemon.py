@@ -21,7 +21,7 @@ from botpsy_desktop.agent.store import ConversationStore
 
 PARIS = ZoneInfo("Europe/Paris")
 ROOT = Path(__file__).resolve().parents[2]
-REQUEST = "Start a tea timer"
+REQUEST = "Cancel all my alarms"
 
 
 @pytest.fixture
@@ -90,10 +90,10 @@ def stop(proc: subprocess.Popen[str]) -> tuple[int, str]:
 def test_the_daemon_runs_a_routine_and_denies_its_approval_after_the_timeout(
     profile: Path, tmp_path: Path
 ) -> None:
-    turns = [
-        "<tool_call>\n<function=set_timer>\n<parameter=duration>\n10 minutes\n</parameter>\n"
-        "<parameter=label>\ntea\n</parameter>\n</function>\n</tool_call>",
-        "The timer was not approved, so none is set.\nAsk me again when you are back.",
+    turns = [  # cancelling always asks (a timer would just be set: it can be undone)
+        "<tool_call>\n<function=cancel_alarm>\n<parameter=alarm>\nall\n</parameter>\n"
+        "</function>\n</tool_call>",
+        "Nothing was cancelled: it was not approved.\nAsk me again when you are back.",
     ]
     replay = tmp_path / "routine.json"
     replay.write_text(json.dumps(turns), encoding="utf-8")
@@ -116,19 +116,19 @@ def test_the_daemon_runs_a_routine_and_denies_its_approval_after_the_timeout(
     assert approval == {
         "event": "routine_approval",
         "id": new_id,
-        "tool": "set_timer",
-        "arguments": {"duration": "10 minutes", "label": "tea"},
+        "tool": "cancel_alarm",
+        "arguments": {"alarm": "all"},
         "waits_s": 1,
     }
     assert denied == {
         "event": "routine_denied",
         "id": new_id,
-        "tool": "set_timer",
+        "tool": "cancel_alarm",
         "by": "nobody in time",
     }
     assert finished["event"] == "routine_finished" and finished["state"] == "done"
-    assert finished["answer"].startswith("The timer was not approved")
-    assert finished["denied"] == ["set_timer"]
+    assert finished["answer"].startswith("Nothing was cancelled")
+    assert finished["denied"] == ["cancel_alarm"]
 
     store = ConversationStore(profile / "data" / "conversations.sqlite3")
     try:
@@ -141,7 +141,7 @@ def test_the_daemon_runs_a_routine_and_denies_its_approval_after_the_timeout(
         kinds = [(a.kind, a.status) for a in alarms.alarms()]
     finally:
         alarms.shutdown()
-    assert kinds == [(AlarmKind.ROUTINE, "missed")]  # no timer was set; the run is done
+    assert kinds == [(AlarmKind.ROUTINE, "missed")]  # nothing was cancelled; the run is done
 
 
 def test_without_a_model_the_daemon_says_the_routine_did_not_run(profile: Path) -> None:

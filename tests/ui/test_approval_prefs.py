@@ -66,9 +66,46 @@ def folder_twice(app: App, tmp_path: Path) -> tuple[list[ApprovalRequest], list[
     return run(app, turns, f"make the folder {path}, twice")
 
 
+def folder_once(app: App, tmp_path: Path, name: str) -> tuple[list[ApprovalRequest], ToolResult]:
+    path = str(tmp_path / "files" / name)
+    asked, [result], _ = run(app, [xml_call("create_folder", path=path), "Done."], f"mkdir {path}")
+    return asked, result
+
+
+def test_ask_before_every_change_is_a_setting_the_gate_follows(
+    qtbot: QtBot, app: App, home: Path, tmp_path: Path
+) -> None:
+    # off (the default): a folder the user asked for is made at once, nothing asks
+    asked, result = folder_once(app, tmp_path, "a")
+    assert asked == [] and result.decision == "allowed" and (tmp_path / "files" / "a").is_dir()
+    dialog = SettingsDialog(app)
+    qtbot.addWidget(dialog)
+    assert not dialog.ask_every_change.isChecked()
+    assert dialog.ask_every_change.text() == "Ask before every change"
+    dialog.ask_every_change.setChecked(True)
+    dialog.save_button.click()
+    saved = json.loads((home / "config" / "config.json").read_text(encoding="utf-8"))
+    assert saved["agent"]["ask_before_every_change"] is True
+    assert app.gate.ask_every_change
+    # on: the same kind of change asks first, and says why
+    asked, result = folder_once(app, tmp_path, "b")
+    assert [r.tool for r in asked] == ["create_folder"]
+    assert any("Ask before every change" in reason for reason in asked[0].reasons)
+    assert result.decision == "approved" and (tmp_path / "files" / "b").is_dir()
+    # it survives a restart
+    app.close()
+    again = open_app(home, tmp_path)
+    try:
+        assert again.gate.ask_every_change
+    finally:
+        again.close()
+
+
 def test_allow_for_this_conversation_follows_the_preference(
     qtbot: QtBot, app: App, home: Path, tmp_path: Path
 ) -> None:
+    # small changes ask too (the setting), so that there is something to allow
+    app.config.agent.ask_before_every_change = app.gate.ask_every_change = True
     # on (the default): a local change approved for the conversation does not ask again
     asked, results, first = folder_twice(app, tmp_path)
     assert len(asked) == 1 and asked[0].scope is not None
@@ -98,6 +135,7 @@ def test_allow_for_this_conversation_follows_the_preference(
     again = open_app(home, tmp_path)
     try:
         assert again.config.agent.allow_for_conversation is False
+        again.gate.ask_every_change = True
         asked, _, _ = folder_twice(again, tmp_path)
         assert len(asked) == 2 and all(r.scope is None for r in asked)
     finally:
@@ -141,16 +179,18 @@ def test_background_approvals_wait_as_long_as_configured(
     assert app.loop_settings().background_approval_timeout_s == 300.0
 
     app.config.agent.background_approval_timeout_s = 0.3  # seconds, for the test
-    path = str(tmp_path / "files" / "later")
+    victim = tmp_path / "files" / "keep.txt"  # trashing always asks
+    victim.write_text("x", encoding="utf-8")
+    path = str(victim)
     session = app.session(
-        ReplayBackend([xml_call("create_folder", path=path), "ok"]), background=True
+        ReplayBackend([xml_call("move_to_trash", path=path), "ok"]), background=True
     )
     started = time.monotonic()
-    events = list(session.run("make a folder"))
+    events = list(session.run("trash keep.txt"))
     waited = time.monotonic() - started
     requests = [e.request for e in events if isinstance(e, ApprovalNeeded)]
     results = [e for e in events if isinstance(e, ToolResult)]
     assert len(requests) == 1 and requests[0].decided_by == "nobody in time"
-    assert results[0].decision == "denied" and not Path(path).exists()
+    assert results[0].decision == "denied" and Path(path).exists()
     assert 0.3 <= waited < 5
     assert app.gate.inbox.pending() == []
