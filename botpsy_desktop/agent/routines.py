@@ -35,7 +35,8 @@ from botpsy_desktop.llm.backend import Backend
 TITLE_PREFIX = "Routine: "
 DAEMON_APPROVAL_TIMEOUT_S = 300.0
 """How long ``botpsy daemon`` keeps a routine's approval request open when
-agent.background_approval_timeout_s is not set: nobody can answer it there."""
+agent.background_approval_timeout_s is not set in the config file (or is null): nobody can
+answer it there, so the window's default (an hour) would only delay the report."""
 
 
 def gave_up_text(tools: Sequence[str], timeout_s: float | None) -> str:
