@@ -121,8 +121,8 @@ class ApprovalsPanel(QDialog):
         self.origin.setObjectName("approvalsOrigin")
         self.origin.setWordWrap(True)
         self.origin.setTextFormat(Qt.TextFormat.PlainText)
-        self.what = QLabel("")  # the plain words and the gate's receipt, as in the dialog
-        self.what.setObjectName("approvalReceipt")
+        self.what = QLabel("")  # the plain words, as in the dialog
+        self.what.setObjectName("approvalsWhat")
         self.what.setWordWrap(True)
         self.what.setTextFormat(Qt.TextFormat.PlainText)
         self.what.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)

@@ -46,6 +46,7 @@ QLabel#alarmTitle { font-size: 18px; font-weight: 600; }
 QToolButton#approvalsButton { color: #92400e; background: #fef3c7; border: 1px solid #f59e0b;
                               border-radius: 4px; padding: 1px 6px; font-weight: 600; }
 QLabel#approvalsOrigin { font-weight: 600; }
+QLabel#approvalsWhat { background: #f3f4f6; padding: 8px; border-radius: 6px; }
 QListWidget#approvalsList::item { padding: 4px; }
 QWidget#missedBanner { background: #fef3c7; border-bottom: 1px solid #f59e0b; }
 QLabel#missedText { color: #78350f; background: transparent; }
@@ -66,7 +67,7 @@ QFrame#toolCard[status="failed"] { background: #3b0d0d; border-color: #7f1d1d; }
 QFrame#toolCard[status="denied"] { background: #262626; border-color: #404040; }
 QFrame#thinking { background: #0f172a; border: 1px dashed #374151; border-radius: 8px; }
 QPlainTextEdit, QLineEdit { background: #0f172a; color: #e5e7eb; border: 1px solid #374151; }
-QLabel#approvalReceipt { background: #1f2937; }
+QLabel#approvalReceipt, QLabel#approvalsWhat { background: #1f2937; }
 QLabel#approvalSources { color: #fed7aa; background: #431407; border-color: #9a3412; }
 QLabel#approvalWhy, QToolButton#approvalDetailsToggle { color: #9ca3af; }
 QLabel#scopeCovers { color: #bfdbfe; background: #172554; }
