@@ -81,8 +81,10 @@ def main() -> int:
                     notes.append(f"`{name}` with “all” always asks")
             else:
                 rows["ask"].append(f"`{name}`")
-        print("| | Tools (declared in their adapters) | In a request you typed | "
-              "Once the request has read content you did not type |")
+        print(
+            "| | Tools (declared in their adapters) | In a request you typed | "
+            "Once the request has read content you did not type |"
+        )
         print("|---|---|---|---|")
         print(f"| **Runs** (looks, changes nothing) | {', '.join(rows['read'])} | runs | runs |")
         print(
