@@ -276,7 +276,33 @@ class MainWindow(QMainWindow):
             return
         self.conversation_id = conversation_id
         self.chat.show_history(self.app.store.messages(conversation_id))
+        self._show_changes(conversation_id)
         self._restore_think()
+
+    def _show_changes(self, conversation_id: str, recent: int = 500) -> None:
+        """On the cards of a reopened conversation: what its changes did, from the action log
+        (the ``recent`` newest actions), with Undo where one can still be undone."""
+        from botpsy_desktop.agent.audit import AuditLog
+
+        cards = self.chat.cards
+        for entry in reversed(AuditLog(self.app.store).entries(recent)):
+            card = cards.get(str(entry.get("call_id")))
+            if entry.get("conversation_id") != conversation_id or card is None:
+                continue
+            if not entry.get("ok") or entry.get("undoes") is not None:
+                continue
+            tool = self.app.registry.get(str(entry["tool"]))
+            arguments = dict(entry.get("arguments") or {})
+            summary = tool.summarize(arguments) if tool is not None else str(entry["tool"])
+            inverse = entry.get("inverse")
+            undo = ""
+            if isinstance(inverse, dict):
+                back = self.app.registry.get(str(inverse.get("tool")))
+                undo = back.summarize(dict(inverse.get("arguments") or {})) if back else ""
+            asked = not str(entry.get("approved_by") or "").startswith("ran at once")
+            card.show_change(summary, asked=asked, undo=undo, action_id=int(entry["id"]))
+            if entry.get("undone_by") is not None:
+                card.show_undone("↶ Undone.", ok=True)
 
     def _restore_think(self) -> None:
         """The Think box as this conversation left it (a new one: ``model.think``)."""

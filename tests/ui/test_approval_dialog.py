@@ -172,6 +172,34 @@ def test_a_timer_runs_at_once_and_its_card_offers_undo(
         assert not card.undo_button.isVisibleTo(card)
         with pytest.raises(BotpsyError, match="undone already"):  # logged as that change's undo
             app.plan_undo(action)
+        # reopened later, the card still says what was done, and that it was undone
+        conversation = window.conversation_id
+        window.new_conversation()
+        window.open_conversation(conversation)
+        [again] = window.chat.cards.values()
+        assert again.summary.text() == "↶ Undone." and not again.undo_button.isVisibleTo(again)
+    finally:
+        window.shutdown()
+
+
+def test_a_reopened_conversation_still_offers_undo(qtbot: QtBot, app: App, tmp_path: Path) -> None:
+    alarms = app.alarms
+    assert alarms is not None
+    window = open_window(
+        qtbot, app, tmp_path, xml_call("set_alarm", time="7:30", label="Run"), "Alarm set."
+    )
+    try:
+        send(window, "Wake me at 7:30 for my run")
+        qtbot.waitUntil(lambda: not window.busy, timeout=10000)
+        conversation = window.conversation_id
+        window.new_conversation()
+        window.open_conversation(conversation)
+        [card] = window.chat.cards.values()
+        assert card.summary.text().startswith("✓ Set an alarm")
+        assert card.undo_button.isVisibleTo(card) and len(alarms.alarms()) == 1
+        card.undo_button.click()
+        qtbot.waitUntil(lambda: card.summary.text().startswith("↶ Undone"), timeout=10000)
+        assert alarms.alarms() == []
     finally:
         window.shutdown()
 
