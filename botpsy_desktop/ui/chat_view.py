@@ -217,13 +217,21 @@ class ToolCard(Collapsible):
         self.style().polish(self)
 
     def show_change(
-        self, summary: str, *, asked: bool, undo: str = "", action_id: int | None = None
+        self,
+        summary: str,
+        *,
+        asked: bool,
+        undo: str = "",
+        action_id: int | None = None,
+        decided_by: str = "",
     ) -> None:
         """Say in words what the change did; offer Undo where it can be undone."""
         done = summary.strip().rstrip(".")
         how = "approved by you" if asked else "done at once: you asked for it, and it can be undone"
         if not undo or action_id is None:
             how = "approved by you" if asked else "done"
+        if decided_by.startswith("allowed for this conversation"):
+            how = "allowed for this conversation"
         self.summary.setText(f"✓ {done}. ({how})")
         self.action_id = action_id if undo else None
         self.undo_button.setVisible(self.action_id is not None)
@@ -357,6 +365,7 @@ class ChatView(QScrollArea):
         summary: str = "",
         undo: str = "",
         action_id: int | None = None,
+        decided_by: str = "",
     ) -> ToolCard:
         card = self.cards.get(call_id)
         if card is None:  # a call that never started (malformed, unknown): show it anyway
@@ -364,7 +373,13 @@ class ChatView(QScrollArea):
         status = "ok" if ok else ("denied" if decision == "denied" else "failed")
         card.set_status(status, output, duration_s, arguments)
         if ok and summary and action_id is not None:  # a change ran: say what it did
-            card.show_change(summary, asked=decision == "approved", undo=undo, action_id=action_id)
+            card.show_change(
+                summary,
+                asked=decision == "approved",
+                undo=undo,
+                action_id=action_id,
+                decided_by=decided_by,
+            )
         return card
 
     def _on_undo(self, call_id: str, action_id: int) -> None:

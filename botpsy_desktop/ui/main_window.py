@@ -300,7 +300,13 @@ class MainWindow(QMainWindow):
                 back = self.app.registry.get(str(inverse.get("tool")))
                 undo = back.summarize(dict(inverse.get("arguments") or {})) if back else ""
             asked = not str(entry.get("approved_by") or "").startswith("ran at once")
-            card.show_change(summary, asked=asked, undo=undo, action_id=int(entry["id"]))
+            card.show_change(
+                summary,
+                asked=asked,
+                undo=undo,
+                action_id=int(entry["id"]),
+                decided_by=str(entry.get("approved_by") or ""),
+            )
             if entry.get("undone_by") is not None:
                 card.show_undone("↶ Undone.", ok=True)
 
@@ -439,6 +445,7 @@ class MainWindow(QMainWindow):
             summary=result.summary,
             undo=result.undo,
             action_id=result.action_id,
+            decided_by=result.decided_by,
         )
 
     # -- undo, through the gate ------------------------------------------------------------

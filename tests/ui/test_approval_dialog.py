@@ -251,3 +251,28 @@ def test_with_ask_before_every_change_the_timer_and_its_undo_ask(
         window.shutdown()
         app.close()
         QApplication.processEvents()
+
+
+def test_a_change_allowed_for_the_conversation_says_so_on_its_card(
+    qtbot: QtBot, tmp_path: Path, files: Path
+) -> None:
+    app = make_app(tmp_path, files, ask_before_every_change=True)
+    timer = xml_call("set_timer", duration="5 minutes")
+    window = open_window(qtbot, app, tmp_path, timer, "Set.", timer, "Set again.")
+    try:
+        send(window, "Set a timer for 5 minutes")
+        qtbot.waitUntil(lambda: bool(window.open_dialogs), timeout=10000)
+        window.open_dialogs[0].scope_button.click()
+        qtbot.waitUntil(lambda: not window.busy, timeout=10000)
+        send(window, "And the same timer again")
+        qtbot.waitUntil(lambda: not window.busy, timeout=10000)
+        assert window.open_dialogs == []  # the identical call was covered
+        first, second = window.chat.cards.values()
+        assert first.summary.text() == "✓ Set a timer for 5 minutes. (approved by you)"
+        assert second.summary.text() == (
+            "✓ Set a timer for 5 minutes. (allowed for this conversation)"
+        )
+        assert second.undo_button.isVisibleTo(second)
+    finally:
+        window.shutdown()
+        app.close()
