@@ -34,7 +34,7 @@ from botpsy_desktop.adapters.alarms.when import (
 )
 from botpsy_desktop.core.config import AlarmSettings, Config
 from botpsy_desktop.core.errors import ToolError
-from botpsy_desktop.core.tools import Effect, Tool
+from botpsy_desktop.core.tools import Effect, Tier, Tool
 
 PARIS = ZoneInfo("Europe/Paris")
 NEW_YORK = ZoneInfo("America/New_York")
@@ -634,8 +634,14 @@ def test_effects_and_descriptions(tools: dict[str, Tool]) -> None:
         "dismiss_alarm",
     }
     assert tools["list_alarms"].effects == {Effect.READ}
-    for name in set(tools) - {"list_alarms"}:
+    assert tools["cancel_alarm"].effects == {Effect.LOCAL_WRITE, Effect.DESTRUCTIVE}
+    for name in set(tools) - {"list_alarms", "cancel_alarm"}:
         assert tools[name].effects == {Effect.LOCAL_WRITE}, name
+    # the gate's tiers: setting one is reversible (Undo cancels it); routines and cancelling ask
+    for name in ("set_alarm", "set_timer", "set_reminder"):
+        assert tools[name].tier is Tier.REVERSIBLE and tools[name].inverse is not None
+    assert tools["set_routine"].tier is Tier.ASK and tools["cancel_alarm"].tier is Tier.ASK
+    assert tools["snooze_alarm"].tier_for({"alarm": "all"}) is Tier.ASK
     time_field = tools["set_alarm"].parameters_schema()["properties"]["time"]
     assert "tomorrow at 9" in time_field["description"]
     assert tools["set_alarm"].parameters_schema()["required"] == ["time"]

@@ -60,10 +60,18 @@ def run(
 
 
 def folder_twice(app: App, tmp_path: Path) -> tuple[list[ApprovalRequest], list[ToolResult], str]:
-    """The same local change twice in one conversation (the user named the folder)."""
+    """The same local change twice in one conversation (the user named the folder), after
+    reading a file: with content the user did not type in the context, changes ask."""
     path = str(tmp_path / "files" / "notes")
-    turns = [xml_call("create_folder", path=path), xml_call("create_folder", path=path), "Done."]
-    return run(app, turns, f"make the folder {path}, twice")
+    readme = tmp_path / "files" / "readme.txt"
+    readme.write_text("read me", encoding="utf-8")
+    turns = [
+        xml_call("read_text_file", path=str(readme)),
+        xml_call("create_folder", path=path),
+        xml_call("create_folder", path=path),
+        "Done.",
+    ]
+    return run(app, turns, f"read {readme}, then make the folder {path}, twice")
 
 
 def folder_once(app: App, tmp_path: Path, name: str) -> tuple[list[ApprovalRequest], ToolResult]:
@@ -104,14 +112,12 @@ def test_ask_before_every_change_is_a_setting_the_gate_follows(
 def test_allow_for_this_conversation_follows_the_preference(
     qtbot: QtBot, app: App, home: Path, tmp_path: Path
 ) -> None:
-    # small changes ask too (the setting), so that there is something to allow
-    app.config.agent.ask_before_every_change = app.gate.ask_every_change = True
     # on (the default): a local change approved for the conversation does not ask again
     asked, results, first = folder_twice(app, tmp_path)
     assert len(asked) == 1 and asked[0].scope is not None
     assert app.gate.grants.of(first)  # the allowance given
-    assert [r.decision for r in results] == ["approved", "approved"]
-    assert results[1].decided_by.startswith("allowed for this conversation")
+    assert [r.decision for r in results] == ["allowed", "approved", "approved"]
+    assert results[2].decided_by.startswith("allowed for this conversation")
 
     dialog = SettingsDialog(app)
     qtbot.addWidget(dialog)
@@ -126,7 +132,7 @@ def test_allow_for_this_conversation_follows_the_preference(
     # off: the same request asks each time, and no allowance can be given
     asked, results, _ = folder_twice(app, tmp_path)
     assert len(asked) == 2 and all(r.scope is None for r in asked)
-    assert [r.decided_by for r in results] == ["test", "test"]
+    assert [r.decided_by for r in results[1:]] == ["test", "test"]
     with pytest.raises(ValueError, match="cannot be allowed"):
         ApprovalRequest("c", "create_folder", {}, "r", ["local_write"]).approve(scope=True)
 
@@ -135,7 +141,6 @@ def test_allow_for_this_conversation_follows_the_preference(
     again = open_app(home, tmp_path)
     try:
         assert again.config.agent.allow_for_conversation is False
-        again.gate.ask_every_change = True
         asked, _, _ = folder_twice(again, tmp_path)
         assert len(asked) == 2 and all(r.scope is None for r in asked)
     finally:
@@ -179,18 +184,23 @@ def test_background_approvals_wait_as_long_as_configured(
     assert app.loop_settings().background_approval_timeout_s == 300.0
 
     app.config.agent.background_approval_timeout_s = 0.3  # seconds, for the test
-    victim = tmp_path / "files" / "keep.txt"  # trashing always asks
-    victim.write_text("x", encoding="utf-8")
-    path = str(victim)
-    session = app.session(
-        ReplayBackend([xml_call("move_to_trash", path=path), "ok"]), background=True
+    path = str(tmp_path / "files" / "later")
+    session = app.session(  # a routine that read a file, then wants a change: it asks
+        ReplayBackend(
+            [
+                xml_call("list_folder", path=str(tmp_path / "files")),
+                xml_call("create_folder", path=path),
+                "ok",
+            ]
+        ),
+        background=True,
     )
     started = time.monotonic()
-    events = list(session.run("trash keep.txt"))
+    events = list(session.run("make a folder"))
     waited = time.monotonic() - started
     requests = [e.request for e in events if isinstance(e, ApprovalNeeded)]
     results = [e for e in events if isinstance(e, ToolResult)]
     assert len(requests) == 1 and requests[0].decided_by == "nobody in time"
-    assert results[0].decision == "denied" and Path(path).exists()
+    assert results[-1].decision == "denied" and not Path(path).exists()
     assert 0.3 <= waited < 5
     assert app.gate.inbox.pending() == []
