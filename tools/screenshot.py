@@ -77,6 +77,8 @@ def main() -> int:
                 "All right, I did not write the note.",
                 call("list_folder", path="Documents"),
                 "Documents has 4 files: two PDFs, notes.md and holiday-plan.txt.",
+                call("set_timer", duration="10 minutes", label="Tea"),
+                "Your tea timer is set: it rings in 10 minutes.",
             ]
         ),
         encoding="utf-8",
@@ -105,10 +107,15 @@ def main() -> int:
     window.think.setChecked(False)
     window.input.setPlainText("Write a to-do note: file the taxes, renew the lease.")
     window.send()
+    # the conversation has read what find_files returned: the note asks, naming that source
     wait(qt, lambda: bool(window.open_dialogs))
     dialog = window.open_dialogs[0]
     wait(qt, lambda: False, 0.3)
     saved.append(args.out / "approval-dialog.png")
+    dialog.grab().save(str(saved[-1]))
+    dialog.details_toggle.setChecked(True)  # the tool and its JSON, for those who look
+    wait(qt, lambda: False, 0.3)
+    saved.append(args.out / "approval-dialog-details.png")
     dialog.grab().save(str(saved[-1]))
     dialog.deny_button.click()
     wait(qt, lambda: not window.busy)
@@ -121,6 +128,16 @@ def main() -> int:
     wait(qt, lambda: False, 0.3)
     saved.append(args.out / "quick-command.png")
     quick.grab().save(str(saved[-1]))
+    quick.hide()
+
+    # a small change asked for in a clean conversation runs at once; its card offers Undo
+    window.new_conversation()
+    window.input.setPlainText("Set a tea timer for 10 minutes")
+    window.send()
+    wait(qt, lambda: not window.busy)
+    wait(qt, lambda: False, 0.3)
+    saved.append(args.out / "undo-card.png")
+    window.grab().save(str(saved[-1]))
 
     # a scheduled (background) run asks for approval: it waits in the queue, the status bar
     # counts it, and the pending-approvals panel shows it
@@ -134,7 +151,8 @@ def main() -> int:
         path="Documents/morning-summary.md",
         text="- 3 new mails (1 from the landlord)\n- lease renewal due Friday",
     )
-    background = app.session(ReplayBackend([note, "Saved the summary."]), background=True)
+    read = call("read_text_file", path="Documents/notes.md")  # then the note asks
+    background = app.session(ReplayBackend([read, note, "Saved the summary."]), background=True)
     run = threading.Thread(
         target=lambda: list(background.run("Every morning at 8: summarise my new mail")),
         daemon=True,
@@ -164,6 +182,12 @@ def main() -> int:
     wait(qt, lambda: bool(settings.accounts.rows))
     wait(qt, lambda: False, 0.3)
     saved.append(args.out / "settings-accounts.png")
+    settings.grab().save(str(saved[-1]))
+    settings.tabs.setCurrentIndex(
+        next(i for i in range(settings.tabs.count()) if settings.tabs.tabText(i) == "Approvals")
+    )
+    wait(qt, lambda: False, 0.3)
+    saved.append(args.out / "settings-approvals.png")
     settings.grab().save(str(saved[-1]))
     settings.reject()
     guide = FirstRunWizard(app, window)

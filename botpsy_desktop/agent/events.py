@@ -6,7 +6,7 @@ import copy
 import hashlib
 import json
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -133,6 +133,7 @@ class ApprovalRequest:
         self.decided_by = ""
         self.edited_arguments: dict[str, Any] | None = None
         self.scoped = False
+        self._on_decided: list[Callable[[], None]] = []
 
     def approve(
         self, by: str = "user", arguments: dict[str, Any] | None = None, *, scope: bool = False
@@ -159,6 +160,7 @@ class ApprovalRequest:
             self._approved = True
             self.decided_by = by
             self._decided.set()
+        self._decided_now()
 
     def deny(self, by: str = "user") -> None:
         with self._lock:
@@ -167,6 +169,22 @@ class ApprovalRequest:
             self._approved = False
             self.decided_by = by
             self._decided.set()
+        self._decided_now()
+
+    def on_decided(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` once when the request is decided (on the deciding thread), or at
+        once if it is decided already: how a parked background run hears it may go on."""
+        with self._lock:
+            if not self._decided.is_set():
+                self._on_decided.append(callback)
+                return
+        callback()
+
+    def _decided_now(self) -> None:
+        with self._lock:
+            callbacks, self._on_decided = self._on_decided, []
+        for callback in callbacks:
+            callback()
 
     def consume(self, tool: str, arguments: Mapping[str, Any]) -> bool:
         """True once, if approved for exactly this tool and these arguments; then spent."""

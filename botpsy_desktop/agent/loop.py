@@ -94,7 +94,10 @@ class AgentSession:
 
     ``background`` marks a run nobody is watching (scheduled or background): its approval
     requests are never answered by a conversation-wide allowance; they wait in the gate's
-    inbox until the user decides (or the run is stopped, or the wait times out: denied).
+    inbox until the user decides (or the run is stopped, or the wait times out: denied). A
+    consumer may decide for it while the generator is suspended at the ApprovalNeeded event
+    (the scheduler parks the run there, agent/scheduler.py); one that just reads on makes the
+    loop wait for the decision itself.
     """
 
     def __init__(
@@ -415,16 +418,17 @@ class AgentSession:
                 conversation_id=self.conversation_id,
                 background=self.background,
             )
-            yield ApprovalNeeded(request)
-            if self.background and not request.decided:
-                self._wait_in_inbox(request, cancel)
+            if self.background:  # the pending-approvals queue shows it while the run waits
+                self.gate.inbox.post(request, origin=self.conversation_id)
+            try:
+                yield ApprovalNeeded(request)
+                if self.background and not request.decided:
+                    self._wait_in_inbox(request, cancel)
+            finally:
+                if self.background:
+                    self.gate.inbox.discard(request)
             if not request.approved:
-                return _Outcome(
-                    False,
-                    f"The user declined {tool.name}; it was not run. "
-                    "Do not try it again unless the user asks.",
-                    "denied",
-                )
+                return _Outcome(False, self._declined(tool.name, request), "denied")
             if request.edited_arguments is not None:
                 edited = request.edited_arguments
                 try:
@@ -479,19 +483,34 @@ class AgentSession:
         return self.settings.tool_timeout_s, "agent.tool_timeout_s"
 
     def _wait_in_inbox(self, request: ApprovalRequest, cancel: threading.Event) -> None:
-        """A background run's request waits for the user: never answered automatically."""
+        """A background run's request waits for the user: never answered automatically.
+
+        Only for a consumer that reads on without deciding; the scheduler parks the run at
+        the ApprovalNeeded event instead, so that the engine serves others meanwhile.
+        """
         timeout = self.settings.background_approval_timeout_s
         deadline = None if timeout is None else time.monotonic() + timeout
-        self.gate.inbox.post(request, origin=self.conversation_id)
-        try:
-            while not request.decided:
-                if cancel.is_set() or (deadline is not None and time.monotonic() >= deadline):
-                    with contextlib.suppress(RuntimeError):  # decided meanwhile
-                        request.deny(by="stopped" if cancel.is_set() else "nobody in time")
-                    break
-                request.wait(0.05)
-        finally:
-            self.gate.inbox.discard(request)
+        while not request.decided:
+            if cancel.is_set() or (deadline is not None and time.monotonic() >= deadline):
+                with contextlib.suppress(RuntimeError):  # decided meanwhile
+                    request.deny(by="stopped" if cancel.is_set() else NOBODY_IN_TIME)
+                break
+            request.wait(0.05)
+
+    def _declined(self, tool: str, request: ApprovalRequest) -> str:
+        """What the model reads when ``request`` was not approved."""
+        if request.decided_by == NOBODY_IN_TIME:
+            return (
+                f"{tool} was not run: it waited for the user's approval for "
+                f"{waited(self.settings.background_approval_timeout_s)} and nobody answered "
+                "(agent.background_approval_timeout_s). Say so in your answer; do not try it "
+                "again in this run."
+            )
+        if request.decided_by == "stopped":
+            return f"{tool} was not run: the request was stopped while it waited for approval."
+        return (
+            f"The user declined {tool}; it was not run. Do not try it again unless the user asks."
+        )
 
     def _audit(
         self,
@@ -533,6 +552,21 @@ class AgentSession:
             output=clean_output(outcome.output, 2000, self._secrets),
             value=outcome.value,
         )
+
+
+NOBODY_IN_TIME = "nobody in time"
+"""Who denied a background run's approval request when its wait ran out."""
+
+
+def waited(seconds: float | None) -> str:
+    """A wait in words: "1 h", "90 min", "45 s"."""
+    if seconds is None:
+        return "as long as it could"
+    if seconds >= 3600 and seconds % 3600 == 0:
+        return f"{seconds / 3600:g} h"
+    if seconds >= 60:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds:g} s"
 
 
 def _call_label(name: str | None, arguments: Mapping[str, Any]) -> str:

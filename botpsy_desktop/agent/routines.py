@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,12 +17,13 @@ from botpsy_desktop.agent.events import (
     Event,
     ToolResult,
 )
-from botpsy_desktop.agent.loop import AgentSession
+from botpsy_desktop.agent.loop import AgentSession, waited
 from botpsy_desktop.agent.scheduler import (
     EngineContext,
     Finished,
     Item,
     Job,
+    Park,
     Priority,
     RequestScheduler,
     session_job,
@@ -34,7 +35,14 @@ from botpsy_desktop.llm.backend import Backend
 TITLE_PREFIX = "Routine: "
 DAEMON_APPROVAL_TIMEOUT_S = 300.0
 """How long ``botpsy daemon`` keeps a routine's approval request open when
-agent.background_approval_timeout_s is not set: nobody can answer it there."""
+agent.background_approval_timeout_s is not set in the config file (or is null): nobody can
+answer it there, so the window's default (an hour) would only delay the report."""
+
+
+def gave_up_text(tools: Sequence[str], timeout_s: float | None) -> str:
+    """What a routine's notification says of the actions nobody approved in time."""
+    names = ", ".join(dict.fromkeys(tools))
+    return f"Gave up on {names}: nobody approved it within {waited(timeout_s)}, so it did not run."
 
 
 def routine_title(request: str) -> str:
@@ -75,7 +83,7 @@ def keep_title(
         if conversation_id and store.title(conversation_id) not in (None, title):
             store.rename(conversation_id, title)
 
-    def titled(ctx: EngineContext) -> Iterator[Event]:
+    def titled(ctx: EngineContext) -> Iterator[Event | Park]:
         first = True
         try:
             for event in job(ctx) or ():
@@ -104,7 +112,7 @@ class DaemonRoutines:
 
     Approval requests wait in the gate's inbox, where nobody can answer them in the daemon, until
     agent.background_approval_timeout_s (``DAEMON_APPROVAL_TIMEOUT_S`` if unset) and are then
-    denied; the output says so.
+    denied; the output says so. A run waiting so is parked: the next routine runs meanwhile.
     """
 
     def __init__(

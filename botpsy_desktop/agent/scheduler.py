@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import Literal
 
-from botpsy_desktop.agent.events import ApprovalNeeded, Error, Event
-from botpsy_desktop.agent.loop import AgentSession
+from botpsy_desktop.agent.events import ApprovalNeeded, ApprovalRequest, Error, Event
+from botpsy_desktop.agent.loop import NOBODY_IN_TIME, AgentSession
 from botpsy_desktop.core.errors import BotpsyError
 from botpsy_desktop.llm.backend import Backend
 
@@ -49,9 +49,30 @@ class Queued:
 
 @dataclass(frozen=True)
 class Running:
-    """The request has the engine now."""
+    """The request has the engine now (again, after being parked)."""
 
     request_id: str
+
+
+@dataclass(frozen=True)
+class Parked:
+    """The request gave the engine up while its approval request ``call_id`` waits for the
+    user; others run meanwhile. It is queued again when that is decided, when Stop is pressed
+    or after ``timeout_s`` (None: no limit), and then goes on where it stopped."""
+
+    request_id: str
+    call_id: str
+    timeout_s: float | None
+
+
+@dataclass(frozen=True)
+class Park:
+    """Yielded by a job (never put on its stream): give the engine up until ``approval`` is
+    decided, the request is stopped or ``timeout_s`` passes. The job's iterator is kept as it
+    is and resumed on the engine thread; it then reads ``approval.decided`` to see which."""
+
+    approval: ApprovalRequest
+    timeout_s: float | None
 
 
 FinishState = Literal["done", "cancelled", "preempted", "failed"]
@@ -70,7 +91,7 @@ class Finished:
     """False when it ended while still queued (it never had the engine)."""
 
 
-Progress = Queued | Running | Finished
+Progress = Queued | Running | Parked | Finished
 Item = Event | Progress
 """What a request's stream carries: its progress and the agent events its job produced."""
 
@@ -95,8 +116,9 @@ class EngineContext:
             old.close()
 
 
-Job = Callable[[EngineContext], Iterable[Event] | None]
-"""The work of one request, run on the engine thread; the events it yields reach its stream."""
+Job = Callable[[EngineContext], Iterable[Event | Park] | None]
+"""The work of one request, run on the engine thread; the events it yields reach its stream,
+a :class:`Park` gives the engine up until its approval is decided."""
 
 
 class Request:
@@ -104,7 +126,8 @@ class Request:
 
     Read the stream with :meth:`events` (one reader), or pass ``on_item`` to ``submit`` to be
     called with every item on the thread that produced it. :attr:`state` is ``queued``,
-    ``running`` or a :data:`FinishState`.
+    ``running``, ``parked`` (waiting for an approval, not holding the engine) or a
+    :data:`FinishState`.
     """
 
     def __init__(
@@ -121,7 +144,7 @@ class Request:
         self.label = label
         self.job = job
         self.cancel_event = threading.Event()
-        self.state: Literal["queued", "running"] | FinishState = "queued"
+        self.state: Literal["queued", "running", "parked"] | FinishState = "queued"
         self.ahead: int | None = None
         self.error = ""
         self.submitted_at = time.monotonic()
@@ -132,6 +155,9 @@ class Request:
         self._items: queue.SimpleQueue[Item] = queue.SimpleQueue()
         self._finished = threading.Event()
         self._preempted = False
+        self._order = 0  # its place among requests of its priority, kept when it is parked
+        self._items_left: Iterator[Event | Park] | None = None  # a started job's iterator
+        self._parked_until: float | None = None  # monotonic deadline while parked
 
     def cancel(self) -> None:
         """Stop it: a queued request is dropped at once, a running one stops within a token."""
@@ -173,6 +199,12 @@ class RequestScheduler:
     Within a priority, first come first served. A user request (control, interactive or quick)
     cancels a running warm-up and drops queued ones. Each waiting request hears how many go
     before it whenever that changes. A job that raises fails only its own request.
+
+    A job waiting for an approval nobody is looking at (a background run) yields a
+    :class:`Park`: it gives the engine up, its iterator kept as it stands (the conversation is
+    in the store, the pending call in the loop's frame), and the next request runs. Once the
+    approval is decided, the request is stopped or the park's timeout passes, it is queued
+    again in its old place and goes on on the engine thread as if it had waited there.
     """
 
     def __init__(self, backend: Backend | None = None, *, name: str = "botpsy-engine") -> None:
@@ -182,6 +214,7 @@ class RequestScheduler:
         self._heap: list[tuple[int, int, Request]] = []
         self._order = itertools.count()
         self._running: Request | None = None
+        self._parked: list[Request] = []
         self._closing = False
         self._thread = threading.Thread(target=self._serve, name=name, daemon=True)
         self._thread.start()
@@ -204,7 +237,8 @@ class RequestScheduler:
                 return request
             if request.priority in USER_PRIORITIES:
                 self._preempt_warmups()
-            heapq.heappush(self._heap, (int(request.priority), next(self._order), request))
+            request._order = next(self._order)
+            heapq.heappush(self._heap, (int(request.priority), request._order, request))
             self._announce_positions()
             self._wake.notify()
         return request
@@ -213,6 +247,11 @@ class RequestScheduler:
         """The requests waiting, in the order they will run."""
         with self._lock:
             return [r for _, _, r in sorted(self._heap)]
+
+    def parked(self) -> list[Request]:
+        """The requests parked while their approval waits, oldest first."""
+        with self._lock:
+            return list(self._parked)
 
     @property
     def running(self) -> Request | None:
@@ -234,7 +273,12 @@ class RequestScheduler:
             waiting = [r for _, _, r in self._heap]
             self._heap.clear()
             for request in waiting:
-                self._finish_queued(request, "cancelled")
+                if request._items_left is not None:  # parked before: it winds up below
+                    self._parked.append(request)
+                else:
+                    self._finish_queued(request, "cancelled")
+            for request in self._parked:  # ended on the engine thread once it stops
+                request.cancel_event.set()
             if self._running is not None:
                 self._running.cancel_event.set()
             self._wake.notify()
@@ -245,8 +289,11 @@ class RequestScheduler:
     def _cancel(self, request: Request) -> None:
         with self._lock:
             request.cancel_event.set()
-            if request.state != "queued":
-                return  # running: its job sees the event; finished: nothing to do
+            if request.state == "parked":
+                self._unpark(request)  # it ends (its approval denied) when it has the engine
+                return
+            if request.state != "queued" or request._items_left is not None:
+                return  # running or resumed: its job sees the event; finished: nothing to do
             self._heap = [e for e in self._heap if e[2] is not request]
             heapq.heapify(self._heap)
             self._finish_queued(request, "cancelled")
@@ -282,16 +329,57 @@ class RequestScheduler:
                 request.ahead = ahead
                 request._put(Queued(request.id, ahead))
 
+    def _park(self, request: Request, park: Park) -> None:
+        """Called on the engine thread when ``request``'s job yields ``park``."""
+        with self._lock:
+            request.state = "parked"
+            request._parked_until = (
+                None if park.timeout_s is None else time.monotonic() + park.timeout_s
+            )
+            self._parked.append(request)
+        request._put(Parked(request.id, park.approval.call_id, park.timeout_s))
+        # decided from any thread (or already): queue it again
+        park.approval.on_decided(lambda: self._unpark(request))
+
+    def _unpark(self, request: Request) -> None:
+        """Queue a parked request again, in its old place; a no-op if it is not parked."""
+        with self._lock:
+            if self._closing or request not in self._parked:
+                return  # closing: the engine thread winds every parked request up
+            self._parked.remove(request)
+            request.state = "queued"
+            request._parked_until = None
+            # a stopped run only winds up (no model turn): it goes first, it takes no time
+            first = request.cancel_event.is_set()
+            rank = int(Priority.CONTROL if first else request.priority)
+            heapq.heappush(self._heap, (rank, request._order, request))
+            self._announce_positions()
+            self._wake.notify()
+
+    def _wake_overdue(self) -> float | None:
+        """Called with the lock held: queue parked requests whose time is up; returns the
+        seconds until the next one's is (None: no deadline)."""
+        now = time.monotonic()
+        due = [r for r in self._parked if r._parked_until is not None and r._parked_until <= now]
+        for request in due:
+            self._unpark(request)
+        deadlines = [r._parked_until for r in self._parked if r._parked_until is not None]
+        return max(min(deadlines) - now, 0.0) if deadlines else None
+
     def _serve(self) -> None:
         while True:
             with self._lock:
-                while not self._heap and not self._closing:
-                    self._wake.wait()
+                while not self._closing:
+                    left = self._wake_overdue()
+                    if self._heap:
+                        break
+                    self._wake.wait(left)
                 if self._closing:
                     break
                 _, _, request = heapq.heappop(self._heap)
                 request.state = "running"
-                request.started_at = time.monotonic()
+                if request.started_at is None:
+                    request.started_at = time.monotonic()
                 self._running = request
                 request._put(Running(request.id))
                 self._announce_positions()
@@ -299,18 +387,30 @@ class RequestScheduler:
             with self._lock:
                 self._running = None
                 self._announce_positions()
+        with self._lock:
+            parked, self._parked = self._parked, []
+        for request in parked:  # stopped by close(): each winds up (its approval denied)
+            request.cancel_event.set()
+            self._run(request)
         backend, self._backend = self._backend, None
         if backend is not None:
             with contextlib.suppress(Exception):  # closing must not fail the shutdown
                 backend.close()
 
     def _run(self, request: Request) -> None:
+        """Run (or resume) ``request``'s job until it ends or parks."""
         state: FinishState = "done"
         error = ""
         try:
-            produced = request.job(EngineContext(self, request))
-            for event in produced or ():
-                request._put(event)
+            if request._items_left is None:
+                request._items_left = iter(request.job(EngineContext(self, request)) or ())
+            for item in request._items_left:
+                if isinstance(item, Park):
+                    if not (self._closing or request.cancel_event.is_set()):
+                        self._park(request, item)
+                        return  # the iterator waits, as it stands, until it is queued again
+                    continue  # stopped or closing: it goes on at once (and sees why)
+                request._put(item)
         except Exception as exc:  # one request's bug must not end the engine thread
             state = "failed"
             error = str(exc) if isinstance(exc, BotpsyError) else f"{type(exc).__name__}: {exc}"
@@ -321,6 +421,7 @@ class RequestScheduler:
             request.state = state
             request.error = error
             request.finished_at = time.monotonic()
+        request._items_left = None
         request._put(Finished(request.id, state, error))
         request._finished.set()
 
@@ -338,11 +439,14 @@ def session_job(
     ``origin``: the request is a stored one the user did not type (a routine of untrusted
     origin, see AgentSession.run): its calls all wait for the user, with the origin shown.
 
-    An approval request holds the engine until someone decides it (from any thread) or the
-    request is stopped (then it is denied): an undecided approval never lets the call run.
+    An approval request of a run someone watches holds the engine until it is decided (from
+    any thread) or the request is stopped (then it is denied). A background run's request (it
+    waits in the gate's inbox) parks the run instead: the engine serves others until it is
+    decided; if the run is stopped, or nobody decides within the session's
+    background_approval_timeout_s, it is denied. An undecided approval never lets the call run.
     """
 
-    def job(ctx: EngineContext) -> Iterator[Event]:
+    def job(ctx: EngineContext) -> Iterator[Event | Park]:
         backend = ctx.backend
         if backend is None:
             yield Error("model", no_model)
@@ -350,8 +454,14 @@ def session_job(
         session = make_session(backend)
         for event in session.run(text, cancel=ctx.cancel, think=think, origin=origin):
             yield event
-            # a background run's request waits in the gate's inbox, inside the loop
-            if isinstance(event, ApprovalNeeded) and not event.request.background:
+            if isinstance(event, ApprovalNeeded) and event.request.background:
+                approval = event.request
+                if not approval.decided and not ctx.cancel.is_set():
+                    yield Park(approval, session.settings.background_approval_timeout_s)
+                if not approval.decided:  # the run was stopped, or the time is up
+                    with contextlib.suppress(RuntimeError):  # decided meanwhile
+                        approval.deny(by="stopped" if ctx.cancel.is_set() else NOBODY_IN_TIME)
+            elif isinstance(event, ApprovalNeeded):
                 while not event.request.decided:
                     if ctx.cancel.is_set():
                         with contextlib.suppress(RuntimeError):  # decided meanwhile

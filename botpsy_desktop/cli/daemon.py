@@ -107,7 +107,11 @@ def _daemon_routines(
     def load() -> Backend:  # when the first routine fires, on the routines' engine thread
         return app.backend(model=args.model, replay=args.replay)
 
-    timeout = app.config.agent.background_approval_timeout_s or DAEMON_APPROVAL_TIMEOUT_S
+    # nobody can approve in the daemon: its routines give up after a short wait unless the
+    # user set agent.background_approval_timeout_s (a parked run holds nothing up meanwhile)
+    agent = app.config.agent
+    chosen = "background_approval_timeout_s" in agent.model_fields_set
+    timeout = (agent.background_approval_timeout_s if chosen else None) or DAEMON_APPROVAL_TIMEOUT_S
     settings = replace(app.loop_settings(), background_approval_timeout_s=timeout)
 
     def make_session(backend: Backend, conversation_id: str) -> AgentSession:

@@ -104,11 +104,12 @@ class AgentSettings(_Section):
         "payments and deletions always ask, whatever this says).",
     )
     background_approval_timeout_s: float | None = Field(
-        None,
+        3600.0,
         gt=0,
         le=7 * 86400,
-        description="Seconds an approval request from a background run (alarms, scheduled "
-        "tasks) waits before it is denied; None: until you decide.",
+        description="Seconds an approval request from a background run (routines, scheduled "
+        "tasks) waits before it is denied and the run gives up, saying so; None: until you "
+        "decide. The run is parked meanwhile: your own requests never wait behind it.",
     )
     reply_reserve_tokens: int | None = Field(
         None,

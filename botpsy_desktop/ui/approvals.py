@@ -23,7 +23,7 @@ from PySide6.QtWidgets import (
 
 from botpsy_desktop.agent.events import ApprovalRequest
 from botpsy_desktop.agent.gate import ApprovalInbox, InboxEntry
-from botpsy_desktop.ui.approval import ApprovalDialog, plain_words
+from botpsy_desktop.ui.approval import ApprovalDialog, plain_words, technical_details
 
 
 def waited(seconds: float) -> str:
@@ -121,8 +121,8 @@ class ApprovalsPanel(QDialog):
         self.origin.setObjectName("approvalsOrigin")
         self.origin.setWordWrap(True)
         self.origin.setTextFormat(Qt.TextFormat.PlainText)
-        self.what = QLabel("")  # the plain words and the gate's receipt, as in the dialog
-        self.what.setObjectName("approvalReceipt")
+        self.what = QLabel("")  # the plain words, as in the dialog
+        self.what.setObjectName("approvalsWhat")
         self.what.setWordWrap(True)
         self.what.setTextFormat(Qt.TextFormat.PlainText)
         self.what.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
@@ -133,7 +133,12 @@ class ApprovalsPanel(QDialog):
         dv.addWidget(self.title)
         dv.addWidget(self.origin)
         dv.addWidget(self.what)
-        dv.addWidget(QLabel("Exactly these arguments:"))
+        self.technical = QLabel("")
+        self.technical.setObjectName("approvalsTechnical")
+        self.technical.setTextFormat(Qt.TextFormat.PlainText)
+        self.technical.setWordWrap(True)
+        dv.addWidget(self.technical)
+        dv.addWidget(QLabel("Details: exactly these arguments"))
         dv.addWidget(self.arguments, 1)
         split = QSplitter()
         split.addWidget(self.list)
@@ -184,7 +189,7 @@ class ApprovalsPanel(QDialog):
         self.list.clear()
         for entry in self.entries:
             item = QListWidgetItem(self._item_text(entry))
-            item.setToolTip(entry.request.receipt)
+            item.setToolTip(plain_words(entry.request))
             self.list.addItem(item)
         self.list.blockSignals(False)
         row = 0
@@ -211,7 +216,9 @@ class ApprovalsPanel(QDialog):
         title = self.pending.title_of(entry.origin) if entry.origin else None
         run = title or "background run"
         run = run if len(run) <= 30 else run[:29] + "…"
-        return f"{entry.request.tool} · waiting {age}\n{run}"
+        what = " ".join(entry.request.summary.split()) or entry.request.tool
+        what = what if len(what) <= 40 else what[:39] + "…"
+        return f"{what} · waiting {age}\n{run}"
 
     def _tick(self) -> None:
         if not self.isVisible():
@@ -227,11 +234,13 @@ class ApprovalsPanel(QDialog):
         if entry is None:
             self.title.setText("")
             self.what.setText("")
+            self.technical.setText("")
             self.arguments.setPlainText("")
             self.origin.setText("")
             return
-        self.title.setText(f"The assistant wants to run {entry.request.tool}")
+        self.title.setText("Waiting for your approval:")
         self.what.setText(plain_words(entry.request))
+        self.technical.setText(technical_details(entry.request).replace("\n", " · "))
         self.arguments.setPlainText(
             json.dumps(entry.request.arguments, ensure_ascii=False, indent=2)
         )

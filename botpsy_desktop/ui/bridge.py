@@ -27,6 +27,7 @@ from botpsy_desktop.agent.scheduler import (
     EngineContext,
     Finished,
     Item,
+    Parked,
     Priority,
     Queued,
     Request,
@@ -47,8 +48,10 @@ class EngineWorker(QObject):
     Requests from the window, the quick-command box and warm-ups go through one priority queue
     and run one at a time on the scheduler's engine thread; every core event becomes a signal
     (emitted from that thread, delivered queued to GUI objects). The GUI thread never waits on
-    the model, the disk or a tool. Approvals hold the engine (never the GUI) until the user
-    decides or Stop is pressed.
+    the model, the disk or a tool. An approval of a request someone watches holds the engine
+    (never the GUI) until the user decides or Stop is pressed; a background run (a routine)
+    waiting for one is parked instead: the user's requests run meanwhile, and it goes on once
+    the approval is decided (or gives up after agent.background_approval_timeout_s).
     """
 
     modelLoaded = Signal(str, dict)  # backend name, details (quantization, context, ...)
@@ -62,6 +65,7 @@ class EngineWorker(QObject):
     toolStarted = Signal(str, str, str, dict)  # request id, call id, tool, arguments
     toolResult = Signal(str, object)  # request id, ToolResult
     approvalNeeded = Signal(str, object)  # request id, ApprovalRequest
+    parked = Signal(str, str)  # request id, call id: a background run gave the engine up
     turnFinished = Signal(str, object)  # request id, TurnFinished
     answer = Signal(str, object)  # request id, Answer
     failed = Signal(str, str, str)  # request id, kind, message
@@ -73,6 +77,7 @@ class EngineWorker(QObject):
         self.app = app
         self.scheduler = RequestScheduler(name="botpsy-engine")
         self._requests: dict[str, Request] = {}
+        self._conversations: dict[str, dict[str, str]] = {}  # request id -> its conversation
         self._lock = threading.Lock()
         self._closing = False
 
@@ -99,6 +104,8 @@ class EngineWorker(QObject):
         again once the request is over (a first request otherwise names it after its text).
         """
         rid = request_id or uuid.uuid4().hex
+        if conversation_id and not background:
+            self._stop_parked_in(conversation_id)
         conv = {"id": conversation_id}
         relay = _Relay(self, rid, conv, think)
 
@@ -121,7 +128,22 @@ class EngineWorker(QObject):
         with self._lock:
             if not request.finished:
                 self._requests[rid] = request
+                self._conversations[rid] = conv
         return rid
+
+    def _stop_parked_in(self, conversation_id: str) -> None:
+        """The user writes in a conversation whose background run is parked mid-turn: that run
+        is stopped first (its approval denied; it winds up before the user's request runs), so
+        that two requests never write one conversation at once."""
+        parked = {r.id for r in self.scheduler.parked()}
+        with self._lock:
+            stale = [
+                self._requests[rid]
+                for rid, conv in self._conversations.items()
+                if rid in parked and conv["id"] == conversation_id and rid in self._requests
+            ]
+        for request in stale:
+            request.cancel()
 
     def cancel(self, request_id: str) -> None:
         with self._lock:
@@ -175,12 +197,16 @@ class EngineWorker(QObject):
     def _finished(self, rid: str, conversation_id: str, started: bool, think: bool) -> None:
         with self._lock:
             self._requests.pop(rid, None)
+            self._conversations.pop(rid, None)
         self.requestFinished.emit(rid, conversation_id)
         if started and conversation_id:
             self._warm(conversation_id, think)  # the follow-up then evaluates only its message
 
     def wait_idle(self, timeout: float = 60.0) -> bool:
-        """Block until nothing runs or waits (tests, the self-test); True if idle in time."""
+        """Block until nothing runs or waits (tests, the self-test); True if idle in time.
+
+        A parked background run (waiting for an approval, not for the engine) does not count.
+        """
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.scheduler.running is None and not self.scheduler.pending():
@@ -233,6 +259,8 @@ class _Relay:
                 w.queued.emit(rid, ahead)
         elif isinstance(item, ApprovalNeeded):
             w.approvalNeeded.emit(rid, item.request)
+        elif isinstance(item, Parked):
+            w.parked.emit(rid, item.call_id)
         elif isinstance(item, ToolStarted):
             w.toolStarted.emit(rid, item.call_id, item.name, item.arguments)
         elif isinstance(item, ToolResult):

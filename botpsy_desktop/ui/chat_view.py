@@ -5,13 +5,14 @@ from __future__ import annotations
 import json
 from typing import Any, ClassVar
 
-from PySide6.QtCore import Qt, QTimer
+from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QResizeEvent, QTextCursor
 from PySide6.QtWidgets import (
     QFrame,
     QHBoxLayout,
     QLabel,
     QPlainTextEdit,
+    QPushButton,
     QScrollArea,
     QSizePolicy,
     QTextBrowser,
@@ -138,7 +139,13 @@ class Collapsible(QFrame):
 
 
 class ToolCard(Collapsible):
-    """A tool call: name and arguments in the header; status, duration and result inside."""
+    """A tool call: name and arguments in the header; status, duration and result inside.
+
+    A change that ran also says what was done in plain words, under the header; where it can be
+    undone (the gate logged its inverse), an Undo button asks for it (``undoRequested``).
+    """
+
+    undoRequested = Signal(str, int)  # call id, audit log entry of the change
 
     STATUS: ClassVar[dict[str, str]] = {
         "running": "running…",
@@ -155,7 +162,25 @@ class ToolCard(Collapsible):
         self.status = "running"
         self.result = ""
         self.duration_s = 0.0
+        self.action_id: int | None = None
         super().__init__(self._title(), self._details(), name="toolCard")
+        # what was done, in words, and Undo: shown once a change has run
+        self.change = QWidget()
+        self.change.setObjectName("toolChange")
+        row = QHBoxLayout(self.change)
+        row.setContentsMargins(22, 0, 0, 2)
+        self.summary = _label("", name="toolSummary")
+        self.undo_button = QPushButton("&Undo")
+        self.undo_button.setObjectName("undoButton")
+        self.undo_button.setAutoDefault(False)
+        self.undo_button.clicked.connect(self._undo_clicked)
+        self.undo_button.setVisible(False)
+        row.addWidget(self.summary, 1)
+        row.addWidget(self.undo_button, 0, Qt.AlignmentFlag.AlignTop)
+        self.change.setVisible(False)
+        layout = self.layout()
+        assert isinstance(layout, QVBoxLayout)
+        layout.insertWidget(1, self.change)
 
     def _title(self) -> str:
         args = ", ".join(
@@ -191,6 +216,47 @@ class ToolCard(Collapsible):
         self.style().unpolish(self)
         self.style().polish(self)
 
+    def show_change(
+        self,
+        summary: str,
+        *,
+        asked: bool,
+        undo: str = "",
+        action_id: int | None = None,
+        decided_by: str = "",
+    ) -> None:
+        """Say in words what the change did; offer Undo where it can be undone."""
+        done = summary.strip().rstrip(".")
+        how = "approved by you" if asked else "done at once: you asked for it, and it can be undone"
+        if not undo or action_id is None:
+            how = "approved by you" if asked else "done"
+        if decided_by.startswith("allowed for this conversation"):
+            how = "allowed for this conversation"
+        self.summary.setText(f"✓ {done}. ({how})")
+        self.action_id = action_id if undo else None
+        self.undo_button.setVisible(self.action_id is not None)
+        self.undo_button.setEnabled(True)
+        self.undo_button.setToolTip(f"{undo}. Undo goes through the same checks as any change.")
+        self.undo_button.setAccessibleDescription(undo)
+        self.change.setVisible(True)
+
+    def show_undone(self, text: str, *, ok: bool) -> None:
+        """The outcome of Undo: undone, not approved, or why it could not be undone."""
+        self.summary.setText(text)
+        self.summary.setObjectName("toolSummary" if ok else "toolUndoFailed")
+        self.summary.style().unpolish(self.summary)
+        self.summary.style().polish(self.summary)
+        self.undo_button.setVisible(not ok and self.action_id is not None)
+        self.undo_button.setEnabled(True)
+        if ok:
+            self.action_id = None
+
+    def _undo_clicked(self) -> None:
+        if self.action_id is not None:
+            self.undo_button.setEnabled(False)  # once; the outcome comes back to show_undone
+            self.summary.setText(self.summary.text() + " Undoing…")
+            self.undoRequested.emit(self.call_id, self.action_id)
+
 
 def _pretty(text: str) -> str:
     try:
@@ -217,6 +283,7 @@ class ChatView(QScrollArea):
         self.current: MessageBubble | None = None
         self.current_thinking: Collapsible | None = None
         self.cards: dict[str, ToolCard] = {}
+        self.undo_handler: Any = None  # called with (card, action id) when Undo is clicked
         self._follow = True
         self.verticalScrollBar().rangeChanged.connect(self._on_range)
         self.verticalScrollBar().valueChanged.connect(self._on_scroll)
@@ -278,6 +345,7 @@ class ChatView(QScrollArea):
 
     def tool_started(self, call_id: str, name: str, arguments: dict[str, Any]) -> ToolCard:
         card = ToolCard(call_id, name, arguments)
+        card.undoRequested.connect(self._on_undo)
         self.cards[call_id] = card
         self._add(card)
         self.current = None  # text after a tool call starts a new bubble
@@ -293,13 +361,31 @@ class ChatView(QScrollArea):
         output: str,
         decision: str,
         duration_s: float,
+        *,
+        summary: str = "",
+        undo: str = "",
+        action_id: int | None = None,
+        decided_by: str = "",
     ) -> ToolCard:
         card = self.cards.get(call_id)
         if card is None:  # a call that never started (malformed, unknown): show it anyway
             card = self.tool_started(call_id, name or "(unreadable call)", arguments)
         status = "ok" if ok else ("denied" if decision == "denied" else "failed")
         card.set_status(status, output, duration_s, arguments)
+        if ok and summary and action_id is not None:  # a change ran: say what it did
+            card.show_change(
+                summary,
+                asked=decision == "approved",
+                undo=undo,
+                action_id=action_id,
+                decided_by=decided_by,
+            )
         return card
+
+    def _on_undo(self, call_id: str, action_id: int) -> None:
+        card = self.cards.get(call_id)
+        if card is not None and self.undo_handler is not None:
+            self.undo_handler(card, action_id)
 
     def finish_answer(self, text: str) -> None:
         if self.current is not None:

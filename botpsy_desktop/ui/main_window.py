@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
-from typing import Any
+import threading
+from typing import TYPE_CHECKING, Any
 
-from PySide6.QtCore import QEvent, QObject, Qt, QTimer, Slot
+from PySide6.QtCore import QEvent, QObject, Qt, QTimer, Signal, Slot
 from PySide6.QtGui import QAction, QKeyEvent, QKeySequence
 from PySide6.QtWidgets import (
     QApplication,
@@ -31,14 +33,18 @@ from PySide6.QtWidgets import (
 
 from botpsy_desktop.agent.events import Answer, ApprovalRequest, ToolResult, TurnFinished
 from botpsy_desktop.app import App
+from botpsy_desktop.core.errors import BotpsyError
 from botpsy_desktop.ui.approval import ApprovalDialog
 from botpsy_desktop.ui.approvals import ApprovalsPanel, PendingApprovals
 from botpsy_desktop.ui.bridge import EngineThread
-from botpsy_desktop.ui.chat_view import ChatView
+from botpsy_desktop.ui.chat_view import ChatView, ToolCard
 from botpsy_desktop.ui.download import ModelDialog
 from botpsy_desktop.ui.firstrun import FirstRunWizard, needs_first_run
 from botpsy_desktop.ui.hotkey import GlobalShortcut
 from botpsy_desktop.ui.settings import SettingsDialog
+
+if TYPE_CHECKING:
+    from botpsy_desktop.agent.undo import UndoPlan
 
 
 def rss_bytes() -> int | None:
@@ -77,6 +83,8 @@ class _EnterSends(QObject):
 class MainWindow(QMainWindow):
     """The assistant's window. All model work happens on the engine thread."""
 
+    undone = Signal(object, str, bool)  # ToolCard, what happened, whether it was undone
+
     def __init__(self, app: App, *, model: str | None = None, replay: str | None = None) -> None:
         super().__init__()
         self.app = app
@@ -94,6 +102,7 @@ class MainWindow(QMainWindow):
         self.engine_closed = False
 
         self.request_id = ""
+        self.undo_threads: list[threading.Thread] = []
         self.engine = EngineThread(app)
         w = self.engine.worker
         w.modelLoaded.connect(self._on_model_loaded)
@@ -117,6 +126,8 @@ class MainWindow(QMainWindow):
         self.approvals_panel: ApprovalsPanel | None = None
 
         self._build()
+        self.chat.undo_handler = self.undo_change
+        self.undone.connect(self._on_undone)
         self.pending.changed.connect(self._on_pending_changed)
         self._on_pending_changed(self.pending.count())
         self.refresh_conversations()
@@ -265,7 +276,39 @@ class MainWindow(QMainWindow):
             return
         self.conversation_id = conversation_id
         self.chat.show_history(self.app.store.messages(conversation_id))
+        self._show_changes(conversation_id)
         self._restore_think()
+
+    def _show_changes(self, conversation_id: str, recent: int = 500) -> None:
+        """On the cards of a reopened conversation: what its changes did, from the action log
+        (the ``recent`` newest actions), with Undo where one can still be undone."""
+        from botpsy_desktop.agent.audit import AuditLog
+
+        cards = self.chat.cards
+        for entry in reversed(AuditLog(self.app.store).entries(recent)):
+            card = cards.get(str(entry.get("call_id")))
+            if entry.get("conversation_id") != conversation_id or card is None:
+                continue
+            if not entry.get("ok") or entry.get("undoes") is not None:
+                continue
+            tool = self.app.registry.get(str(entry["tool"]))
+            arguments = dict(entry.get("arguments") or {})
+            summary = tool.summarize(arguments) if tool is not None else str(entry["tool"])
+            inverse = entry.get("inverse")
+            undo = ""
+            if isinstance(inverse, dict):
+                back = self.app.registry.get(str(inverse.get("tool")))
+                undo = back.summarize(dict(inverse.get("arguments") or {})) if back else ""
+            asked = not str(entry.get("approved_by") or "").startswith("ran at once")
+            card.show_change(
+                summary,
+                asked=asked,
+                undo=undo,
+                action_id=int(entry["id"]),
+                decided_by=str(entry.get("approved_by") or ""),
+            )
+            if entry.get("undone_by") is not None:
+                card.show_undone("↶ Undone.", ok=True)
 
     def _restore_think(self) -> None:
         """The Think box as this conversation left it (a new one: ``model.think``)."""
@@ -399,7 +442,59 @@ class MainWindow(QMainWindow):
             result.output,
             result.decision,
             result.duration_s,
+            summary=result.summary,
+            undo=result.undo,
+            action_id=result.action_id,
+            decided_by=result.decided_by,
         )
+
+    # -- undo, through the gate ------------------------------------------------------------
+    def undo_change(self, card: ToolCard, action_id: int) -> ApprovalDialog | None:
+        """Undo the change ``card`` shows: the gate judges its inverse (App.plan_undo); one that
+        asks (it sends something, deletes, or every change asks) opens the approval dialog with
+        the inverse's receipt, and runs only if approved. Returns that dialog, if any."""
+        try:
+            plan = self.app.plan_undo(action_id)
+        except BotpsyError as exc:
+            card.show_undone(f"Not undone: {exc}", ok=False)
+            return None
+        request = plan.request
+        if request is None:
+            self._carry_out(card, plan)
+            return None
+        dialog = ApprovalDialog(request, self)
+        dialog.setWindowTitle("Approve this undo?")
+        self.open_dialogs.append(dialog)
+        dialog.finished.connect(lambda _result: self._undo_decided(card, plan))
+        dialog.open()
+        return dialog
+
+    def _undo_decided(self, card: ToolCard, plan: UndoPlan) -> None:
+        self._forget_dialogs()
+        if plan.request is not None and plan.request.approved:
+            self._carry_out(card, plan)
+        else:
+            card.show_undone(f"Not undone: you did not approve this ({plan.summary}).", ok=False)
+
+    def _carry_out(self, card: ToolCard, plan: UndoPlan) -> None:
+        """Run the inverse off the GUI thread (it may reach a server); the outcome comes back
+        through ``undone``."""
+
+        def work() -> None:
+            try:
+                self.app.undo(plan)
+            except BotpsyError as exc:
+                self.undone.emit(card, f"Not undone: {exc}", False)
+                return
+            self.undone.emit(card, f"↶ Undone: {plan.summary.strip().rstrip('.')}.", True)
+
+        thread = threading.Thread(target=work, name="botpsy-undo", daemon=True)
+        self.undo_threads = [t for t in self.undo_threads if t.is_alive()] + [thread]
+        thread.start()
+
+    def _on_undone(self, card: ToolCard, text: str, ok: bool) -> None:
+        with contextlib.suppress(RuntimeError):  # the card left the view meanwhile
+            card.show_undone(text, ok=ok)
 
     def _on_approval(self, request_id: str, request: ApprovalRequest) -> None:
         if not self._mine(request_id):
@@ -561,4 +656,6 @@ class MainWindow(QMainWindow):
         self.memory_timer.stop()
         self.pending.close()
         self.stop()
+        for thread in self.undo_threads:  # an undo in progress finishes (and is logged)
+            thread.join(5)
         self.engine.close()

@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from PySide6.QtCore import QObject, Signal
 
 from botpsy_desktop.adapters.alarms import AlarmFired, AlarmService
-from botpsy_desktop.agent.events import Answer
-from botpsy_desktop.agent.routines import first_line, routine_conversation, routine_title
+from botpsy_desktop.agent.events import Answer, ApprovalRequest, ToolResult
+from botpsy_desktop.agent.loop import NOBODY_IN_TIME
+from botpsy_desktop.agent.routines import (
+    first_line,
+    gave_up_text,
+    routine_conversation,
+    routine_title,
+)
 from botpsy_desktop.agent.scheduler import Priority
 from botpsy_desktop.agent.store import ConversationStore
 from botpsy_desktop.core.errors import BotpsyError
@@ -28,14 +34,19 @@ class RoutineRun:
     conversation: str
     answer: str = ""
     error: str = ""
+    asked: dict[str, ApprovalRequest] = field(default_factory=dict)  # by call id
+    timed_out: list[str] = field(default_factory=list)
+    """Tools whose approval nobody gave in time (agent.background_approval_timeout_s)."""
 
 
 class RoutineRunner(QObject):
     """Runs routines fired while the app runs, on the window's engine at SCHEDULED priority.
 
     Each routine has its own conversation ("Routine: <request>", reused on each run); the run is
-    a background one, so anything it wants to change waits in the pending-approvals queue. When
-    it finishes, a notification shows the first line of the answer (or what went wrong).
+    a background one, so anything it wants to change waits in the pending-approvals queue, the
+    run parked meanwhile (the user's own requests go on). When it finishes, a notification
+    shows the first line of the answer (or what went wrong), after saying which actions it gave
+    up on because nobody approved them in time.
     """
 
     finished = Signal(object)  # RoutineRun, once its notification is out
@@ -58,6 +69,8 @@ class RoutineRunner(QObject):
         self.think = think
         self.runs: dict[str, RoutineRun] = {}
         worker = engine.worker
+        worker.approvalNeeded.connect(self._on_approval)
+        worker.toolResult.connect(self._on_tool_result)
         worker.answer.connect(self._on_answer)
         worker.failed.connect(self._on_failed)
         worker.requestFinished.connect(self._on_finished)
@@ -85,6 +98,17 @@ class RoutineRunner(QObject):
         log.info("routine %s queued as request %s", fired.id, rid)
         return run
 
+    def _on_approval(self, request_id: str, request: ApprovalRequest) -> None:
+        run = self.runs.get(request_id)
+        if run is not None:
+            run.asked[request.call_id] = request
+
+    def _on_tool_result(self, request_id: str, result: ToolResult) -> None:
+        run = self.runs.get(request_id)
+        asked = run.asked.get(result.call_id) if run is not None else None
+        if run is not None and asked is not None and asked.decided_by == NOBODY_IN_TIME:
+            run.timed_out.append(result.name or "a tool call")
+
     def _on_answer(self, request_id: str, answer: Answer) -> None:
         run = self.runs.get(request_id)
         if run is not None:
@@ -100,5 +124,8 @@ class RoutineRunner(QObject):
         if run is None:
             return
         text = first_line(run.answer) or first_line(run.error) or "Finished with no answer."
+        if run.timed_out:
+            timeout = self.engine.worker.app.config.agent.background_approval_timeout_s
+            text = f"{gave_up_text(run.timed_out, timeout)} {text}"
         self.notifier.notify(routine_title(run.fired.label), text)
         self.finished.emit(run)

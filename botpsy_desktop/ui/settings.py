@@ -174,6 +174,9 @@ class SettingsDialog(QDialog):
             label.setWordWrap(True)
             return label
 
+        self.ask_every_change = QCheckBox("Ask before every change")
+        self.ask_every_change.setObjectName("askBeforeEveryChange")
+        self.ask_every_change.setChecked(c.agent.ask_before_every_change)
         self.allow_for_conversation = QCheckBox(
             "Offer “Allow for this conversation” for changes on this computer"
         )
@@ -188,16 +191,30 @@ class SettingsDialog(QDialog):
         self.background_wait.setValue(0 if timeout is None else max(1, round(timeout / 60)))
         always = note(
             "<b>Always asked, every time, whatever is set here:</b> sending anything off this "
-            "computer (mail, invitations, uploads, web requests), anything involving money, and "
-            "deleting things. Each such request shows exactly what will run, and Deny is the "
-            "default. Read-only requests (looking things up) never ask."
+            "computer (mail, invitations, replies, uploads, web requests), anything involving "
+            "money or your personal data leaving, deleting, cancelling or bulk changes (moving "
+            "mail to Trash or Junk, “all”), scheduling routines, and these settings. Each such "
+            "request says in plain words what will happen, and Deny is the default. Looking "
+            "things up never asks, unless it would send text from content you did not type to "
+            "an online service."
         )
         always.setObjectName("alwaysAsk")
+        av.addWidget(self.ask_every_change)
+        av.addWidget(
+            note(
+                "Off (the default): small changes you ask for that can be undone (a timer, an "
+                "alarm, a note, a task, a folder, pausing the music) run at once, and their card "
+                "in the chat offers Undo. On: every change asks first. Either way, once a "
+                "request has read content you did not type (a file, a mail, a web answer), "
+                "its changes ask."
+            )
+        )
         av.addWidget(self.allow_for_conversation)
         av.addWidget(
             note(
-                "Changes to files, alarms, calendar entries and music can then be approved once "
-                "for the rest of a conversation, for the same targets only."
+                "A change that asks can then be allowed for the rest of a conversation, for "
+                "exactly what the dialog says it covers (the same alarm, file or list; else the "
+                "same call). Always-asked actions are never allowed so."
             )
         )
         wait_row = QFormLayout()
@@ -205,8 +222,9 @@ class SettingsDialog(QDialog):
         av.addLayout(wait_row)
         av.addWidget(
             note(
-                "Background runs are alarms and scheduled tasks; when the time is up, the "
-                "request is denied. Nothing is ever approved on its own."
+                "Background runs are routines and scheduled tasks. Their requests wait in "
+                "Pending approvals without holding up your own chat; when the time is up, the "
+                "run gives up and says so. Nothing is ever approved on its own."
             )
         )
         av.addWidget(always)
@@ -282,6 +300,7 @@ class SettingsDialog(QDialog):
         wait = self.background_wait.value()
         data["agent"].update(
             allow_for_conversation=self.allow_for_conversation.isChecked(),
+            ask_before_every_change=self.ask_every_change.isChecked(),
             background_approval_timeout_s=float(wait * 60) if wait else None,
         )
         data["ui"].update(
@@ -313,6 +332,7 @@ class SettingsDialog(QDialog):
         old.save(self.app.paths)
         gate = self.app.gate
         gate.offer_scopes = new.agent.allow_for_conversation
+        gate.ask_every_change = new.agent.ask_before_every_change
         if not gate.offer_scopes:
             gate.grants.clear()  # allowances already given stop at once
         if self.autostart.isChecked() != autostart.is_enabled():

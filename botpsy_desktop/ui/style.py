@@ -26,6 +26,14 @@ QPushButton#sendButton { background: #2563eb; color: white; padding: 6px 16px;
 QPushButton#stopButton { background: #dc2626; color: white; padding: 6px 16px;
                          border-radius: 6px; }
 QLabel#approvalTitle { font-size: 15px; }
+QLabel#approvalSummary { font-size: 16px; font-weight: 600; padding: 2px 0 4px 0; }
+QLabel#approvalSources { color: #7c2d12; background: #ffedd5; border: 1px solid #fdba74;
+                         border-radius: 6px; padding: 6px; }
+QLabel#approvalWhy { color: #4b5563; }
+QLabel#scopeCovers { color: #1e3a8a; background: #eff6ff; border-radius: 6px; padding: 6px; }
+QToolButton#approvalDetailsToggle { border: none; color: #4b5563; }
+QLabel#toolSummary { color: #065f46; }
+QLabel#toolUndoFailed { color: #b91c1c; }
 QLabel#approvalReceipt { font-family: monospace; background: #f3f4f6; padding: 8px;
                          border-radius: 6px; }
 QLabel#approvalError { color: #b91c1c; }
@@ -38,6 +46,7 @@ QLabel#alarmTitle { font-size: 18px; font-weight: 600; }
 QToolButton#approvalsButton { color: #92400e; background: #fef3c7; border: 1px solid #f59e0b;
                               border-radius: 4px; padding: 1px 6px; font-weight: 600; }
 QLabel#approvalsOrigin { font-weight: 600; }
+QLabel#approvalsWhat { background: #f3f4f6; padding: 8px; border-radius: 6px; }
 QListWidget#approvalsList::item { padding: 4px; }
 QWidget#missedBanner { background: #fef3c7; border-bottom: 1px solid #f59e0b; }
 QLabel#missedText { color: #78350f; background: transparent; }
@@ -58,7 +67,11 @@ QFrame#toolCard[status="failed"] { background: #3b0d0d; border-color: #7f1d1d; }
 QFrame#toolCard[status="denied"] { background: #262626; border-color: #404040; }
 QFrame#thinking { background: #0f172a; border: 1px dashed #374151; border-radius: 8px; }
 QPlainTextEdit, QLineEdit { background: #0f172a; color: #e5e7eb; border: 1px solid #374151; }
-QLabel#approvalReceipt { background: #1f2937; }
+QLabel#approvalReceipt, QLabel#approvalsWhat { background: #1f2937; }
+QLabel#approvalSources { color: #fed7aa; background: #431407; border-color: #9a3412; }
+QLabel#approvalWhy, QToolButton#approvalDetailsToggle { color: #9ca3af; }
+QLabel#scopeCovers { color: #bfdbfe; background: #172554; }
+QLabel#toolSummary { color: #6ee7b7; }
 QFrame#quickBox { background: #111827; border: 1px solid #374151; }
 QCheckBox::indicator { width: 13px; height: 13px; border: 1px solid #9ca3af; border-radius: 3px;
                        background: #0f172a; }

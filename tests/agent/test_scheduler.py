@@ -6,6 +6,7 @@ import itertools
 import threading
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ from botpsy_desktop.agent.scheduler import (
     EngineContext,
     Finished,
     Item,
+    Parked,
     Priority,
     Queued,
     Request,
@@ -339,6 +341,108 @@ def test_close_cancels_what_waits_and_closes_the_model_on_its_thread(harness: Ha
     assert closed_on == ["engine-x"]
     late = harness.submit(scheduler, "late", Priority.INTERACTIVE)
     assert late.state == "cancelled"
+
+
+# --- a background run waiting for approval is parked ----------------------------------------
+
+
+def parked_routine(
+    harness: Harness, scheduler: RequestScheduler, text: str = "note milk"
+) -> tuple[Request, ApprovalNeeded]:
+    """Submit a background (scheduled) request and wait until it has parked at its approval."""
+    asked: list[ApprovalNeeded] = []
+    parked = threading.Event()
+
+    def on_item(item: Item) -> None:
+        if isinstance(item, ApprovalNeeded):
+            asked.append(item)
+        elif isinstance(item, Parked):
+            parked.set()
+
+    routine = harness.submit(scheduler, text, Priority.SCHEDULED, background=True, on_item=on_item)
+    assert parked.wait(10), "the background run never parked"
+    return routine, asked[0]
+
+
+def test_a_background_run_waiting_for_approval_gives_the_engine_to_the_user(
+    harness: Harness,
+) -> None:
+    backend = ReplayBackend(
+        [xml_call("write_note", text="milk"), "Interactive answer.", "Noted: milk."]
+    )
+    scheduler = RequestScheduler(backend)
+    try:
+        routine, asked = parked_routine(harness, scheduler)
+        assert routine.state == "parked" and scheduler.parked() == [routine]
+        assert scheduler.running is None or scheduler.running is not routine
+        assert harness.gate.inbox.pending() == [asked.request]  # shown in the queue meanwhile
+        # the user's request arrives after the routine asked, and is answered while it waits
+        interactive = harness.submit(scheduler, "interactive", Priority.INTERACTIVE)
+        assert answer_of(collect(interactive)) == "Interactive answer."
+        assert routine.state == "parked" and not asked.request.decided
+        assert harness.notes == []
+        asked.request.approve(by="user (later)")
+        items = collect(routine)
+    finally:
+        scheduler.close()
+    # it went on where it stopped: the approved call ran, then the model answered
+    assert answer_of(items) == "Noted: milk." and harness.notes == ["milk"]
+    [result] = [i for i in items if isinstance(i, ToolResult)]
+    assert result.decision == "approved" and result.decided_by == "user (later)"
+    progress = [type(i).__name__ for i in items if isinstance(i, Running | Parked | Finished)]
+    assert progress == ["Running", "Parked", "Running", "Finished"]
+    assert items[-1] == Finished(routine.id, "done")
+    assert harness.gate.inbox.pending() == []
+    texts = conversation_texts(harness.store)
+    assert texts["interactive"] == [("user", "interactive"), ("assistant", "Interactive answer.")]
+    assert [r for r in texts["note milk"] if r[0] != "assistant" or r[1]] == [
+        ("user", "note milk"),
+        ("tool", "written"),
+        ("assistant", "Noted: milk."),
+    ]
+
+
+def test_a_parked_run_gives_up_when_nobody_answers_in_time(harness: Harness) -> None:
+    harness.settings = replace(harness.settings, background_approval_timeout_s=0.2)
+    backend = ReplayBackend([xml_call("write_note", text="milk"), "Nobody approved the note."])
+    scheduler = RequestScheduler(backend)
+    try:
+        routine, asked = parked_routine(harness, scheduler)
+        items = collect(routine)
+    finally:
+        scheduler.close()
+    assert asked.request.decided_by == "nobody in time" and not asked.request.approved
+    [result] = [i for i in items if isinstance(i, ToolResult)]
+    assert result.decision == "denied" and result.decided_by == ""
+    assert result.output.startswith(
+        "write_note was not run: it waited for the user's approval for 0.2 s and nobody "
+        "answered (agent.background_approval_timeout_s)."
+    )
+    assert answer_of(items) == "Nobody approved the note."
+    assert harness.notes == [] and harness.gate.inbox.pending() == []
+    assert items[-1] == Finished(routine.id, "done")
+
+
+def test_stop_or_close_winds_a_parked_run_up_with_its_approval_denied(harness: Harness) -> None:
+    backend = ReplayBackend(
+        [xml_call("write_note", text="milk"), xml_call("write_note", text="eggs")]
+    )
+    scheduler = RequestScheduler(backend)
+    try:
+        stopped, first = parked_routine(harness, scheduler, "note milk")
+        stopped.cancel()
+        stopped_items = collect(stopped)
+        closed, second = parked_routine(harness, scheduler, "note eggs")
+    finally:
+        scheduler.close()
+    closed_items = collect(closed)
+    for request, items in ((first, stopped_items), (second, closed_items)):
+        assert request.request.decided_by == "stopped" and not request.request.approved
+        assert [i.kind for i in items if isinstance(i, Error)] == ["cancelled"]
+        assert isinstance(items[-1], Finished) and items[-1].state == "cancelled"
+        assert items[-1].started
+    assert harness.notes == [] and harness.gate.inbox.pending() == []
+    assert not scheduler.thread.is_alive()
 
 
 @pytest.mark.model

@@ -21,7 +21,7 @@ from botpsy_desktop.agent.store import ConversationStore
 
 PARIS = ZoneInfo("Europe/Paris")
 ROOT = Path(__file__).resolve().parents[2]
-REQUEST = "Start a tea timer"
+REQUEST = "Cancel all my alarms"
 
 
 @pytest.fixture
@@ -90,11 +90,10 @@ def stop(proc: subprocess.Popen[str]) -> tuple[int, str]:
 def test_the_daemon_runs_a_routine_and_denies_its_approval_after_the_timeout(
     profile: Path, tmp_path: Path
 ) -> None:
-    turns = [  # the run reads the alarms first: with tool output in its context, a change asks
-        "<tool_call>\n<function=list_alarms>\n</function>\n</tool_call>",
-        "<tool_call>\n<function=set_timer>\n<parameter=duration>\n10 minutes\n</parameter>\n"
-        "<parameter=label>\ntea\n</parameter>\n</function>\n</tool_call>",
-        "The timer was not approved, so none is set.\nAsk me again when you are back.",
+    turns = [  # cancelling always asks (a timer would just be set: it can be undone)
+        "<tool_call>\n<function=cancel_alarm>\n<parameter=alarm>\nall\n</parameter>\n"
+        "</function>\n</tool_call>",
+        "Nothing was cancelled: it was not approved.\nAsk me again when you are back.",
     ]
     replay = tmp_path / "routine.json"
     replay.write_text(json.dumps(turns), encoding="utf-8")
@@ -117,19 +116,19 @@ def test_the_daemon_runs_a_routine_and_denies_its_approval_after_the_timeout(
     assert approval == {
         "event": "routine_approval",
         "id": new_id,
-        "tool": "set_timer",
-        "arguments": {"duration": "10 minutes", "label": "tea"},
+        "tool": "cancel_alarm",
+        "arguments": {"alarm": "all"},
         "waits_s": 1,
     }
     assert denied == {
         "event": "routine_denied",
         "id": new_id,
-        "tool": "set_timer",
+        "tool": "cancel_alarm",
         "by": "nobody in time",
     }
     assert finished["event"] == "routine_finished" and finished["state"] == "done"
-    assert finished["answer"].startswith("The timer was not approved")
-    assert finished["denied"] == ["set_timer"]
+    assert finished["answer"].startswith("Nothing was cancelled")
+    assert finished["denied"] == ["cancel_alarm"]
 
     store = ConversationStore(profile / "data" / "conversations.sqlite3")
     try:
@@ -142,7 +141,7 @@ def test_the_daemon_runs_a_routine_and_denies_its_approval_after_the_timeout(
         kinds = [(a.kind, a.status) for a in alarms.alarms()]
     finally:
         alarms.shutdown()
-    assert kinds == [(AlarmKind.ROUTINE, "missed")]  # no timer was set; the run is done
+    assert kinds == [(AlarmKind.ROUTINE, "missed")]  # nothing was cancelled; the run is done
 
 
 def test_without_a_model_the_daemon_says_the_routine_did_not_run(profile: Path) -> None:
@@ -182,3 +181,58 @@ def test_the_model_is_loaded_only_when_a_routine_is_due(profile: Path, tmp_path:
     assert got[2].startswith("routines: the model did not load: ")
     assert "broken.gguf" in got[2]
     assert got[3].startswith(f"routine {new_id}: No model is loaded yet.")
+
+
+def test_a_routine_waiting_for_approval_does_not_hold_up_the_next_one(
+    profile: Path, tmp_path: Path
+) -> None:
+    # the first routine's cancellation waits for an approval nobody can give in the daemon;
+    # it is parked, so the second routine runs and finishes before the first gives up
+    config_file = profile / "config" / "config.json"
+    config = json.loads(config_file.read_text(encoding="utf-8"))
+    config["agent"]["background_approval_timeout_s"] = 6
+    config_file.write_text(json.dumps(config), encoding="utf-8")
+    turns = [
+        "<tool_call>\n<function=cancel_alarm>\n<parameter=alarm>\nall\n</parameter>\n"
+        "</function>\n</tool_call>",
+        "<tool_call>\n<function=list_alarms>\n</function>\n</tool_call>",
+        "You have an alarm and two routines.",
+        "Nobody approved the cancellation, so nothing was cancelled.",
+    ]
+    replay = tmp_path / "routines.json"
+    replay.write_text(json.dumps(turns), encoding="utf-8")
+    db = profile / "data" / "alarms.sqlite3"
+    service = AlarmService(db, tz=PARIS)
+    soon = datetime.now(UTC) + timedelta(seconds=2)
+    first = service.add(AlarmKind.ROUTINE, soon, label="Cancel all my alarms")
+    second = service.add(AlarmKind.ROUTINE, soon + timedelta(seconds=0.5), label="List alarms")
+    wake = service.add(AlarmKind.ALARM, soon + timedelta(hours=8), label="Wake up")
+    service.shutdown()
+    proc = daemon(profile, "--replay", str(replay), "--json")
+    events: list[dict[str, Any]] = []
+    try:
+        assert proc.stdout is not None
+        lines = Lines(proc.stdout)
+        while sum(e["event"] == "routine_finished" for e in events) < 2:
+            events.append(json.loads(lines.next(timeout=30)))
+    finally:
+        code, err = stop(proc)
+    assert code == 0, err
+    assert "Traceback" not in err
+    routine_events = [(e["event"], e["id"]) for e in events if e["event"] != "running"]
+    assert routine_events == [
+        ("routine_approval", first.id),
+        ("routine_finished", second.id),  # ran while the first one waited
+        ("routine_denied", first.id),
+        ("routine_finished", first.id),
+    ]
+    done = {e["id"]: e for e in events if e["event"] == "routine_finished"}
+    assert done[second.id]["answer"] == "You have an alarm and two routines."
+    assert done[second.id]["denied"] == []
+    assert done[first.id]["denied"] == ["cancel_alarm"]
+    assert done[first.id]["answer"].startswith("Nobody approved the cancellation")
+    alarms = AlarmService(db, tz=PARIS)
+    try:
+        assert [a.id for a in alarms.alarms()] == [wake.id]  # nothing was cancelled
+    finally:
+        alarms.shutdown()

@@ -74,6 +74,41 @@ def folder_twice(app: App, tmp_path: Path) -> tuple[list[ApprovalRequest], list[
     return run(app, turns, f"read {readme}, then make the folder {path}, twice")
 
 
+def folder_once(app: App, tmp_path: Path, name: str) -> tuple[list[ApprovalRequest], ToolResult]:
+    path = str(tmp_path / "files" / name)
+    asked, [result], _ = run(app, [xml_call("create_folder", path=path), "Done."], f"mkdir {path}")
+    return asked, result
+
+
+def test_ask_before_every_change_is_a_setting_the_gate_follows(
+    qtbot: QtBot, app: App, home: Path, tmp_path: Path
+) -> None:
+    # off (the default): a folder the user asked for is made at once, nothing asks
+    asked, result = folder_once(app, tmp_path, "a")
+    assert asked == [] and result.decision == "allowed" and (tmp_path / "files" / "a").is_dir()
+    dialog = SettingsDialog(app)
+    qtbot.addWidget(dialog)
+    assert not dialog.ask_every_change.isChecked()
+    assert dialog.ask_every_change.text() == "Ask before every change"
+    dialog.ask_every_change.setChecked(True)
+    dialog.save_button.click()
+    saved = json.loads((home / "config" / "config.json").read_text(encoding="utf-8"))
+    assert saved["agent"]["ask_before_every_change"] is True
+    assert app.gate.ask_every_change
+    # on: the same kind of change asks first, and says why
+    asked, result = folder_once(app, tmp_path, "b")
+    assert [r.tool for r in asked] == ["create_folder"]
+    assert any("Ask before every change" in reason for reason in asked[0].reasons)
+    assert result.decision == "approved" and (tmp_path / "files" / "b").is_dir()
+    # it survives a restart
+    app.close()
+    again = open_app(home, tmp_path)
+    try:
+        assert again.gate.ask_every_change
+    finally:
+        again.close()
+
+
 def test_allow_for_this_conversation_follows_the_preference(
     qtbot: QtBot, app: App, home: Path, tmp_path: Path
 ) -> None:
@@ -141,7 +176,7 @@ def test_background_approvals_wait_as_long_as_configured(
 ) -> None:
     dialog = SettingsDialog(app)
     qtbot.addWidget(dialog)
-    assert dialog.background_wait.value() == 0  # "until I decide"
+    assert dialog.background_wait.value() == 60  # the default: an hour, then denied
     dialog.background_wait.setValue(5)
     dialog.save_button.click()
     saved = json.loads((home / "config" / "config.json").read_text(encoding="utf-8"))

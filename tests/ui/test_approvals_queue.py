@@ -116,9 +116,13 @@ def test_a_background_approval_waits_in_the_queue_and_is_approved_from_the_panel
     panel = window.approvals_panel
     assert panel is not None and panel.isVisible()
     assert panel.list.count() == 1
-    assert "write_note" in panel.list.item(0).text()
+    assert "Write a note file" in panel.list.item(0).text()  # plain words; the tool below
+    assert "write_note" in panel.technical.text()
     assert "waiting" in panel.list.item(0).text()
-    assert "changes something on this computer" in panel.what.text()
+    assert panel.what.text() == (
+        "Write a note file.\nWith name “summary.txt”, text “3 new mails”.\n"
+        "Why it asks: It changes something on this computer."
+    )
     assert json.loads(panel.arguments.toPlainText()) == {
         "name": "summary.txt",
         "text": "3 new mails",
@@ -228,12 +232,13 @@ def test_approval_dialog_mnemonics_and_tab_order(
     for _ in range(3):
         qtbot.keyClick(QApplication.focusWidget() or dialog, Qt.Key.Key_Tab)
         order.append(QApplication.focusWidget())
-    assert order == [
+    assert order == [  # the arguments are under Details, collapsed: its toggle comes next
         dialog.deny_button,
         dialog.edit_button,
         dialog.approve_button,
-        dialog.arguments,
+        dialog.details_toggle,
     ]
+    assert not dialog.details.isVisible() and not dialog.details_shown
     focused = QApplication.focusWidget()
     assert focused is not None
     # mnemonics click the button (animated: a moment later)

@@ -123,11 +123,14 @@ def test_a_fired_routine_runs_in_the_background_and_its_answer_is_notified(
     [run] = runner.runs.values()
     assert notifier.windows == []  # it does not ring
 
-    # the write waits in the pending-approvals queue; the run holds the engine as SCHEDULED
+    # the write waits in the pending-approvals queue; the SCHEDULED run is parked meanwhile
+    # (it does not hold the engine: see tests/ui/test_engine_queue.py)
     qtbot.waitUntil(lambda: window.approvals_button.isVisible(), timeout=10000)
-    running = window.engine.worker.scheduler.running
-    assert running is not None and running.id == run.request_id
-    assert running.priority is Priority.SCHEDULED
+    scheduler = window.engine.worker.scheduler
+    qtbot.waitUntil(lambda: bool(scheduler.parked()), timeout=10000)
+    [parked] = scheduler.parked()
+    assert parked.id == run.request_id and parked.state == "parked"
+    assert parked.priority is Priority.SCHEDULED
     assert window.approvals_button.text() == "⚠ 1 approval waiting"
     assert window.open_dialogs == []  # no dialog: nobody is watching a routine
     assert not (files / "summary.txt").exists()
