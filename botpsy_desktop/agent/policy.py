@@ -218,6 +218,7 @@ class Policy:
         lines: list[str] = []
         summary = tool.description.strip().splitlines()[0] if tool.description.strip() else ""
         lines.append(f"{tool.name}: {summary}" if summary else f"Runs {tool.name}.")
+        lines.extend(tool.notes)
         if undeclared:
             lines.append(
                 "This tool does not say what it does: it could send, pay, delete or change "
