@@ -27,6 +27,7 @@ from botpsy_desktop.agent.events import (
 )
 from botpsy_desktop.agent.routines import DaemonRoutines
 from botpsy_desktop.app import App, build_app
+from botpsy_desktop.cli_mcp import add_mcp_command, cmd_mcp
 from botpsy_desktop.core.errors import BotpsyError
 from botpsy_desktop.core.paths import Paths
 from botpsy_desktop.eval.command import add_eval_command, cmd_eval
@@ -100,6 +101,7 @@ def _parser() -> argparse.ArgumentParser:
     _add_model_commands(sub)
     _add_bench_command(sub)
     add_eval_command(sub)  # botpsy_desktop/eval/command.py
+    add_mcp_command(sub)  # botpsy_desktop/cli_mcp.py
     _add_account_commands(sub)
     daemon = sub.add_parser(
         "daemon",
@@ -996,6 +998,7 @@ def cmd_bench(app: App, args: argparse.Namespace, out: TextIO, err: TextIO) -> i
 
 COMMANDS["bench"] = cmd_bench
 COMMANDS["eval"] = cmd_eval
+COMMANDS["mcp"] = cmd_mcp
 
 
 def main(argv: Sequence[str] | None = None) -> int:
