@@ -42,6 +42,9 @@ class Tool:
     args_model: type[BaseModel]
     handler: Handler
     effects: frozenset[Effect]
+    domain: str = ""
+    """What the tool is about (``files``, ``email``, a tool server's name): each request is
+    offered the tools of its domains (agent/selection.py). Empty: offered to every request."""
     input_schema: Mapping[str, Any] | None = None
     """A JSON Schema given with the tool (a tool server's): shown to the model instead of the
     one derived from ``args_model``, and checked in full when arguments are validated."""
@@ -140,11 +143,13 @@ def make_tool(
     effects: Iterable[Effect],
     name: str | None = None,
     description: str | None = None,
+    domain: str | None = None,
 ) -> Tool:
     """Build a Tool from a handler whose single parameter is annotated with a pydantic model.
 
     The tool's description is the model's docstring unless given; field descriptions become the
-    parameter descriptions the model reads.
+    parameter descriptions the model reads. ``domain`` defaults to the adapter the handler
+    comes from (``botpsy_desktop.adapters.weather...`` -> ``weather``).
     """
     params = list(inspect.signature(handler).parameters.values())
     if len(params) != 1:
@@ -161,7 +166,16 @@ def make_tool(
     if not doc:
         raise TypeError(f"{model.__name__} needs a docstring: it is the tool's description")
     tool_name = name or str(getattr(handler, "__name__", ""))
-    return Tool(tool_name, doc, model, handler, frozenset(effects))
+    area = adapter_of(handler) if domain is None else domain
+    return Tool(tool_name, doc, model, handler, frozenset(effects), area)
+
+
+def adapter_of(handler: Handler) -> str:
+    """The adapter package a handler is defined in (``weather``), or "" for any other code."""
+    parts = str(getattr(handler, "__module__", "") or "").split(".")
+    if len(parts) > 2 and parts[:2] == ["botpsy_desktop", "adapters"]:
+        return parts[2]
+    return ""
 
 
 def canonical_name(name: str) -> str:
@@ -199,8 +213,18 @@ class ToolRegistry:
         return [t.schema() for t in self._tools.values()]
 
 
+_NOT_FOR_THE_MODEL = frozenset(
+    {"title", "$defs", "default", "minLength", "maxLength", "minimum", "maximum", "examples"}
+)
+"""Schema keys left out of the prompt: every token of a schema is read on every request, and
+these cost tokens without helping the model choose or fill a call. Defaults are what happens
+when a field is left out (it is not required); bounds are still checked when the call is
+validated, and a value out of range goes back to the model with the reason (``validate``)."""
+
+
 def _clean_schema(schema: dict[str, Any]) -> dict[str, Any]:
-    """Inline $refs, drop titles, and turn Optional[X] into X (the field is simply not required)."""
+    """Inline $refs, drop what the model does not need (``_NOT_FOR_THE_MODEL``), and turn
+    Optional[X] into X (the field is simply not required)."""
     defs = schema.get("$defs", {})
 
     def walk(node: Any) -> Any:
@@ -211,7 +235,7 @@ def _clean_schema(schema: dict[str, Any]) -> dict[str, Any]:
                 return walk(merged)
             out: dict[str, Any] = {}
             for key, value in node.items():
-                if key in ("title", "$defs"):
+                if key in _NOT_FOR_THE_MODEL:
                     continue
                 if key == "properties" and isinstance(value, dict):
                     out[key] = {pk: walk(pv) for pk, pv in value.items()}
@@ -223,8 +247,6 @@ def _clean_schema(schema: dict[str, Any]) -> dict[str, Any]:
                 if len(non_null) == 1 and len(non_null) < len(any_of):
                     del out["anyOf"]
                     out = {**non_null[0], **out}
-            if out.get("default", 0) is None:
-                del out["default"]
             return out
         if isinstance(node, list):
             return [walk(v) for v in node]

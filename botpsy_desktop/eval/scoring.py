@@ -88,10 +88,11 @@ def tool_schema(tool: Tool) -> dict[str, Any]:
 
 
 def schema_defaults(registry: ToolRegistry) -> dict[str, dict[str, Any]]:
-    """Each tool's argument defaults, from its JSON schema."""
+    """Each tool's argument defaults, from its arguments model's JSON schema (the prompt's
+    schemas leave defaults out)."""
     out: dict[str, dict[str, Any]] = {}
     for tool in registry:
-        props = tool_schema(tool)["function"]["parameters"].get("properties", {})
+        props = tool.args_model.model_json_schema().get("properties", {})
         out[tool.name] = {k: v["default"] for k, v in props.items() if "default" in v}
     return out
 

@@ -238,10 +238,12 @@ def test_list_folder_shows_escaping_symlinks_as_links_without_following(
 def test_list_folder_default_is_first_root_when_home_not_allowed(tree: Path, outside: Path) -> None:
     tools = tools_by_name(outside)
     tool = tools["list_folder"]
-    assert tool.parameters_schema()["properties"]["path"]["default"] == str(outside)
-    assert tools["find_files"].parameters_schema()["properties"]["folder"]["default"] == str(
-        outside
-    )
+    # the prompt's schemas have no defaults: the description names the folder used
+    path = tool.parameters_schema()["properties"]["path"]
+    assert path["description"].endswith(f"Default: {json.dumps(str(outside))}.")
+    folder = tools["find_files"].parameters_schema()["properties"]["folder"]
+    assert folder["description"].endswith(f"Default: {json.dumps(str(outside))}.")
+    assert tool.args_model().path == str(outside)  # type: ignore[attr-defined]
     result = call(tool)
     assert result["folder"] == str(outside)
     assert [e["name"] for e in result["entries"]] == ["secret-report.pdf", "secret.txt"]
@@ -506,18 +508,18 @@ def test_tool_schemas_are_described_and_typed(home: Path, tmp_path: Path) -> Non
         json.dumps(schema)
         function = schema["function"]
         assert function["name"] == tool.name
-        assert "Example:" in function["description"]
+        assert function["description"].endswith(".")
         parameters = function["parameters"]
         assert parameters["type"] == "object"
         props = parameters["properties"]
         assert {k: v["type"] for k, v in props.items()} == expected[tool.name]
-        for prop in props.values():
-            assert "e.g." in prop["description"]
+        for prop in props.values():  # described; defaults and bounds are left out of the prompt
+            assert prop["description"] and not {"default", "minimum", "maximum"} & set(prop)
     assert tools["read_text_file"].parameters_schema()["required"] == ["path"]
     find = tools["find_files"].parameters_schema()
     assert "required" not in find or find["required"] == []
-    assert find["properties"]["folder"]["default"] == "~"
-    assert find["properties"]["pattern"]["default"] == "*"
+    defaults = tools["find_files"].args_model()
+    assert (defaults.folder, defaults.pattern) == ("~", "*")  # type: ignore[attr-defined]
     assert "image" in find["properties"]["kind"]["enum"]
     assert tools["search_text"].parameters_schema()["required"] == ["phrase"]
     assert tools["rename_or_move"].parameters_schema()["required"] == ["source", "destination"]
@@ -532,7 +534,9 @@ def test_default_folder_follows_the_first_root_for_every_tool(
         ("find_files", "folder"),
         ("search_text", "folder"),
     ):
-        assert tools[name].parameters_schema()["properties"][field]["default"] == str(outside)
+        described = tools[name].parameters_schema()["properties"][field]["description"]
+        assert described.endswith(f"Default: {json.dumps(str(outside))}.")
+        assert tools[name].args_model.model_fields[field].default == str(outside)
 
 
 def test_files_tools_needs_a_root() -> None:

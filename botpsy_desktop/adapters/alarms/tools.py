@@ -22,71 +22,43 @@ from botpsy_desktop.adapters.alarms.when import (
 from botpsy_desktop.core.errors import ToolError
 from botpsy_desktop.core.tools import Effect, Tool, make_tool
 
-_TIME_FIELD = (
-    'When, in the user\'s words, e.g. "7:30", "7:30 pm", "tomorrow at 9", "monday 8am", '
-    '"in 20 minutes" or "2026-12-01T07:30". Do not convert it yourself.'
-)
-_REPEAT_FIELD = (
-    '"never" (rings once), "daily", "weekdays", "weekends", or days such as "monday" or '
-    '"monday,wednesday,friday".'
-)
-_WHICH = (
-    'its number from list_alarms (e.g. "3"), its label (e.g. "Wake up") or its time (e.g. "7:30")'
-)
+_TIME_FIELD = 'In the user\'s words, unconverted: "7:30 pm", "tomorrow at 9", "in 20 minutes".'
+_REPEAT_FIELD = '"never" (default), "daily", "weekdays", "weekends", "monday,friday".'
+_WHICH = "its number from list_alarms, its label or its time"
 
 
 class SetAlarmArgs(BaseModel):
-    """Set an alarm that rings at a time, once or repeating.
-
-    Examples: {"time": "7:30"}, {"time": "tomorrow at 6:45", "label": "Flight"},
-    {"time": "8:00", "repeat": "weekdays"}. The result shows the exact day and time it will ring.
-    """
+    """Set an alarm that rings at a time, once or repeating."""
 
     time: str = Field(description=_TIME_FIELD, min_length=1, max_length=100)
-    label: str = Field("", max_length=100, description='Optional name, e.g. "Wake up".')
+    label: str = Field("", max_length=100, description='e.g. "Wake up".')
     repeat: str = Field("never", max_length=100, description=_REPEAT_FIELD)
 
 
 class SetTimerArgs(BaseModel):
-    """Start a countdown timer that rings when the time is up.
-
-    Examples: {"duration": "10 minutes"}, {"duration": "1h30m", "label": "Oven"}.
-    """
+    """Start a countdown timer."""
 
     duration: str = Field(
-        description='How long, e.g. "10 minutes", "1h30m", "90 seconds" or "half an hour".',
-        min_length=1,
-        max_length=100,
+        description='e.g. "10 minutes", "1h30m", "half an hour".', min_length=1, max_length=100
     )
-    label: str = Field("", max_length=100, description='Optional name, e.g. "Pasta".')
+    label: str = Field("", max_length=100, description='e.g. "Pasta".')
 
 
 class SetReminderArgs(BaseModel):
-    """Remind the user of something at a time: it pops up with the text.
-
-    Examples: {"time": "tomorrow at 9", "text": "Call the dentist"},
-    {"time": "in 2 hours", "text": "Take the laundry out"}.
-    """
+    """Remind the user of something at a time (a notification with the text)."""
 
     time: str = Field(description=_TIME_FIELD, min_length=1, max_length=100)
-    text: str = Field(
-        description='What to remind, e.g. "Call the dentist".', min_length=1, max_length=300
-    )
+    text: str = Field(description='e.g. "Call the dentist".', min_length=1, max_length=300)
     repeat: str = Field("never", max_length=100, description=_REPEAT_FIELD)
 
 
 class SetRoutineArgs(BaseModel):
-    """Have the assistant carry out a request by itself at a time, once or repeating (a routine).
-
-    Examples: {"time": "8:00", "request": "What's on my calendar today and the weather?",
-    "repeat": "weekdays"}, {"time": "friday 17:00", "request": "List the files I changed this
-    week"}. At that time the request runs as if the user asked it; anything it wants to change
-    still waits for the user's approval. The result shows when it runs first.
-    """
+    """Have the assistant carry out a request at a time, once or repeating (a routine), as if
+    the user asked it then; changes still wait for the user's approval."""
 
     time: str = Field(description=_TIME_FIELD, min_length=1, max_length=100)
     request: str = Field(
-        description="What to ask the assistant then, in the user's words.",
+        description='What to ask the assistant then, e.g. "What\'s the weather?".',
         min_length=1,
         max_length=500,
     )
@@ -94,40 +66,28 @@ class SetRoutineArgs(BaseModel):
 
 
 class ListAlarmsArgs(BaseModel):
-    """List the alarms, timers, reminders and routines that are set, ringing or were missed.
-
-    Example: {}. Each has a number to use with cancel_alarm, snooze_alarm or dismiss_alarm.
-    """
+    """List the alarms, timers, reminders and routines (set, ringing or missed), numbered."""
 
 
 class CancelAlarmArgs(BaseModel):
-    """Cancel an alarm, timer, reminder or routine so it never rings or runs (all repeats).
-
-    Examples: {"alarm": "3"}, {"alarm": "Wake up"}, {"alarm": "7:30"}, {"alarm": "all"}.
-    """
+    """Cancel an alarm, timer, reminder or routine, with all its repeats."""
 
     alarm: str = Field(description=f'Which one: {_WHICH}, or "all".', min_length=1, max_length=100)
 
 
 class SnoozeAlarmArgs(BaseModel):
-    """Snooze the ringing alarm: it goes quiet and rings again a few minutes later.
-
-    Examples: {} (the one ringing now), {"minutes": 5}, {"alarm": "2", "minutes": 10}.
-    """
+    """Snooze the ringing alarm: it rings again a few minutes later."""
 
     alarm: str = Field(
         "", max_length=100, description=f"Which one: {_WHICH}; leave empty for the ringing one."
     )
     minutes: int | None = Field(
-        None, ge=1, le=120, description="Minutes until it rings again, e.g. 9 (default)."
+        None, ge=1, le=120, description="Minutes until it rings again (default 9)."
     )
 
 
 class DismissAlarmArgs(BaseModel):
-    """Stop the ringing alarm (or a snoozed or missed one). A repeating alarm still rings next time.
-
-    Examples: {} (whatever is ringing now), {"alarm": "2"}.
-    """
+    """Stop the ringing (or a snoozed or missed) alarm; a repeating one still rings next time."""
 
     alarm: str = Field(
         "", max_length=100, description=f"Which one: {_WHICH}; leave empty for the ringing ones."

@@ -12,87 +12,74 @@ from botpsy_desktop.core.accounts import EMAIL_RE
 from botpsy_desktop.core.errors import ToolError
 from botpsy_desktop.core.tools import Effect, Tool, make_tool
 
-_START = (
-    'As the user said it: "tomorrow 9am", "friday 14:30", "2026-06-01T09:00"; '
-    'a day alone ("friday") makes an all-day event.'
-)
-_END = 'Optional end ("11am"), or an all-day event\'s last day.'
-_DURATION = 'Optional length instead of end: "30 minutes". Default 1 hour.'
-_CALENDAR = '"local" or an account name. Default: the main calendar.'
+_START = 'As the user said it: "tomorrow 9am", "friday 14:30"; a day alone: all day.'
+_END = 'e.g. "11am", or an all-day event\'s last day.'
+_DURATION = 'Instead of end, e.g. "30 minutes" (default 1 hour).'
+_CALENDAR = '"local" or an account name (default: the main calendar).'
 _EVENT = "Its id from list_events or find_events, or its title."
 _EMAILS = 'Comma-separated addresses: "ana@example.com, Bob <bob@example.com>".'
 
 
 class ListEventsArgs(BaseModel):
-    """List calendar events for some days, repeats included. Example: {"when": "tomorrow"}."""
+    """List calendar events for some days."""
 
     when: str = Field(
-        "next 7 days",
-        description='"today", "friday", "next week", "this month", "2026-06-01 to 2026-06-07".',
+        "next 7 days", description='e.g. "today", "friday", "next week", "2026-06-01 to 06-07".'
     )
     calendar: str | None = Field(None, description=_CALENDAR)
 
 
 class FindEventsArgs(BaseModel):
-    """Find events by words in their title, place or notes. Example: {"text": "dentist"}."""
+    """Find events by words in their title, place or notes."""
 
-    text: str = Field(min_length=1, description="Words to look for.")
-    when: str | None = Field(None, description="Optional days; default: a month back, a year on.")
+    text: str = Field(min_length=1, description='e.g. "dentist".')
+    when: str | None = Field(
+        None, description="Days to look in (default: a month back, a year on)."
+    )
 
 
 class FreeBusyArgs(BaseModel):
-    """When the user is busy and free on one day. Example: {"day": "friday"}."""
+    """When the user is busy and free on one day."""
 
-    day: str = Field("today", description='"today", "friday", "2026-06-01".')
+    day: str = Field("today", description='e.g. "today", "friday", "2026-06-01".')
     start_hour: int = Field(8, ge=0, le=23, description="Day starts at this hour.")
     end_hour: int = Field(20, ge=1, le=24, description="Day ends at this hour.")
 
 
 class CreateEventArgs(BaseModel):
-    """Add an event for the user alone (to invite people, use create_meeting).
-
-    Example: {"title": "Dentist", "start": "tomorrow 9am"}.
-    """
+    """Add an event for the user alone (to invite people, use create_meeting)."""
 
     title: str = Field(min_length=1, description='e.g. "Dentist".')
     start: str = Field(min_length=1, description=_START)
     end: str | None = Field(None, description=_END)
     duration: str | None = Field(None, description=_DURATION)
-    location: str = Field("", description="Optional place.")
-    description: str = Field("", description="Optional notes.")
-    reminder_minutes: int | None = Field(
-        None, ge=0, description="Optional reminder, minutes before."
-    )
+    location: str = ""
+    description: str = Field("", description="Notes.")
+    reminder_minutes: int | None = Field(None, ge=0, description="Reminder, minutes before.")
     repeat: str = Field(
-        "never", description='"never", "daily", "weekly", "weekdays", "monthly" or "monday,friday".'
+        "never", description='"never" (default), "daily", "weekly", "weekdays", "monday,friday".'
     )
     calendar: str | None = Field(None, description=_CALENDAR)
 
 
 class CreateMeetingArgs(BaseModel):
-    """Create an event and invite people (their addresses go to the calendar server).
-
-    Example: {"title": "Review", "start": "tuesday 14:00", "attendees": "ana@example.com"}.
-    """
+    """Create an event and invite people (their addresses go to the calendar server)."""
 
     title: str = Field(min_length=1, description='e.g. "Project review".')
     start: str = Field(min_length=1, description=_START)
     attendees: str = Field(min_length=3, description=_EMAILS)
     end: str | None = Field(None, description=_END)
     duration: str | None = Field(None, description=_DURATION)
-    location: str = Field("", description="Optional place.")
-    description: str = Field("", description="Optional notes.")
+    location: str = ""
+    description: str = Field("", description="Notes.")
     calendar: str | None = Field(None, description=_CALENDAR)
 
 
 class UpdateEventArgs(BaseModel):
-    """Move or change an event of the user's that has no attendees (unset fields stay).
-
-    Example: {"event": "Dentist", "start": "friday 10am"} (same length).
-    """
+    """Move or change an event without attendees; fields left out stay (a move keeps its length)."""
 
     event: str = Field(min_length=1, description=_EVENT)
-    start: str | None = Field(None, description="Optional new start, as the user said it.")
+    start: str | None = Field(None, description="New start, as the user said it.")
     end: str | None = Field(None, description=_END)
     duration: str | None = Field(None, description=_DURATION)
     title: str | None = None
@@ -102,13 +89,10 @@ class UpdateEventArgs(BaseModel):
 
 
 class UpdateMeetingArgs(BaseModel):
-    """Move or change an event with attendees, or add or remove attendees (they may be told).
-
-    Example: {"event": "Review", "start": "wednesday 15:00", "add_attendees": "bob@example.com"}.
-    """
+    """Move or change an event with attendees, or add or remove attendees (they may be told)."""
 
     event: str = Field(min_length=1, description=_EVENT)
-    start: str | None = Field(None, description="Optional new start, as the user said it.")
+    start: str | None = Field(None, description="New start, as the user said it.")
     end: str | None = Field(None, description=_END)
     duration: str | None = Field(None, description=_DURATION)
     title: str | None = None
@@ -119,29 +103,29 @@ class UpdateMeetingArgs(BaseModel):
 
 
 class DeleteEventArgs(BaseModel):
-    """Delete an event. Example: {"event": "Dentist"}."""
+    """Delete an event."""
 
     event: str = Field(min_length=1, description=_EVENT)
     all_occurrences: bool = Field(False, description="Must be true for a repeating event.")
 
 
 class AddTaskArgs(BaseModel):
-    """Add a to-do. Example: {"title": "Buy milk", "due": "friday"}."""
+    """Add a to-do."""
 
     title: str = Field(min_length=1, description='e.g. "Renew passport".')
-    due: str | None = Field(None, description='Optional: "friday", "tomorrow 5pm".')
+    due: str | None = Field(None, description='e.g. "friday", "tomorrow 5pm".')
     calendar: str | None = Field(None, description=_CALENDAR)
 
 
 class ListTasksArgs(BaseModel):
-    """List the open to-dos, soonest due first. Example: {}."""
+    """List the open to-dos, soonest due first."""
 
     include_done: bool = Field(False, description="Also completed ones.")
     calendar: str | None = Field(None, description=_CALENDAR)
 
 
 class CompleteTaskArgs(BaseModel):
-    """Mark a to-do done. Example: {"task": "Buy milk"}."""
+    """Mark a to-do done."""
 
     task: str = Field(min_length=1, description="Its id from list_tasks, or its title.")
 

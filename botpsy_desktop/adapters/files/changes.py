@@ -25,58 +25,37 @@ _NOTHING_CHANGED = "Nothing was changed."
 
 
 class CreateFolderArgs(BaseModel):
-    """Create a new folder, with any missing folders above it.
+    """Create a folder, with any missing folders above it."""
 
-    Example: {"path": "~/Documents/pdfs"}. If the folder exists already nothing happens.
-    """
-
-    path: str = Field(description='The new folder, e.g. "~/Documents/pdfs".')
+    path: str = Field(description='e.g. "~/Documents/pdfs".')
 
 
 class WriteTextNoteArgs(BaseModel):
-    """Write a NEW text note (.txt or .md). An existing file is never overwritten.
+    """Write a NEW text note (.txt or .md); an existing file is never overwritten."""
 
-    Example: {"path": "~/Documents/shopping.md", "text": "- milk\\n- bread"}.
-    """
-
-    path: str = Field(
-        description='The new file, ending in .txt or .md, e.g. "~/Documents/shopping.md".'
-    )
-    text: str = Field(
-        description='What the note says, e.g. "Call Ann on Monday.".', max_length=MAX_NOTE_CHARS
-    )
+    path: str = Field(description='e.g. "~/Documents/shopping.md".')
+    text: str = Field(description="What the note says.", max_length=MAX_NOTE_CHARS)
 
 
 class RenameOrMoveArgs(BaseModel):
-    """Rename a file or folder, or move it into another folder. Never replaces an existing file.
+    """Rename a file or folder, or move it into an existing folder (create_folder makes one).
+    Never replaces a file."""
 
-    Example: {"source": "~/Downloads/report.pdf", "destination": "~/Documents/pdfs"} moves it
-    into that folder; {"source": "~/Documents/a.txt", "destination": "~/Documents/b.txt"}
-    renames it. Create a missing folder first with create_folder.
-    """
-
-    source: str = Field(description='The file or folder to move, e.g. "~/Downloads/report.pdf".')
+    source: str = Field(description='e.g. "~/Downloads/report.pdf".')
     destination: str = Field(
-        description='An existing folder to move it into, e.g. "~/Documents/pdfs", or the new '
-        'path and name, e.g. "~/Documents/report-2025.pdf".'
+        description='A folder to move it into, e.g. "~/Documents/pdfs", or the new path and '
+        'name, e.g. "~/Documents/report-2025.pdf".'
     )
 
 
 class MoveToTrashArgs(BaseModel):
-    """Move a file or folder to the system trash, where the user can still restore it.
+    """Move a file or folder to the trash (the user can restore it)."""
 
-    Example: {"path": "~/Downloads/old-installer.zip"}. Nothing is deleted for good.
-    """
-
-    path: str = Field(description='The file or folder to throw away, e.g. "~/Downloads/old.zip".')
+    path: str = Field(description='e.g. "~/Downloads/old.zip".')
 
 
 class UndoArgs(BaseModel):
-    """Undo the most recent file change made by the assistant.
-
-    Example: {}. Removes a folder or note it created (only while still empty or unchanged),
-    moves a renamed or moved file back, or takes a trashed file back out of the trash.
-    """
+    """Undo the assistant's last file change (a new folder or note, a move, a trashing)."""
 
 
 class FileChanges:

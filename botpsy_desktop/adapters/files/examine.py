@@ -56,40 +56,23 @@ _TEXT_SIGNATURES: Final = frozenset({"rtf", "ps", "eps"})
 
 
 class SearchTextArgs(BaseModel):
-    """Search inside the text files of a folder (and its subfolders) for a word or phrase.
+    """Search the text files of a folder and its subfolders for a word or phrase (any case).
 
-    Example: {"phrase": "dentist", "folder": "~/Documents"} or {"phrase": "total due",
-    "pattern": "*.txt"}. Returns the file, the line number and the line; any case matches.
-    Binary files (PDFs, images, programs) and very large files are skipped.
+    Returns each matching file, line number and line; PDFs and images are skipped.
     """
 
-    phrase: str = Field(
-        description='Text to look for, any case, e.g. "dentist" or "total due".', min_length=1
-    )
-    folder: str = Field(
-        "~", description='Folder to search in, with its subfolders, e.g. "~/Documents".'
-    )
-    pattern: str = Field(
-        "*", description='Only files whose name matches this glob, e.g. "*.md"; "*" for all.'
-    )
-    limit: int = Field(30, ge=1, le=200, description="Most matching lines to return, e.g. 30.")
-    max_depth: int = Field(
-        6,
-        ge=1,
-        le=32,
-        description="How deep to search: 1 = only that folder, 2 = also its subfolders, e.g. 6.",
-    )
+    phrase: str = Field(description='e.g. "dentist" or "total due".', min_length=1)
+    folder: str = Field("~", description='Folder to search, e.g. "~/Documents".')
+    pattern: str = Field("*", description='Only files whose name matches this glob, e.g. "*.md".')
+    limit: int = Field(30, ge=1, le=200, description="Most matching lines to return.")
+    max_depth: int = Field(6, ge=1, le=32, description="1: only that folder; 2: and subfolders...")
 
 
 class FileInfoArgs(BaseModel):
-    """Describe one file or folder without opening it for reading: size, dates, type, lines.
+    """Describe a file or folder: size, dates, real type (from its content), lines of text; for
+    a folder, how many files and folders it holds."""
 
-    Example: {"path": "~/Downloads/setup.bin"}. Tells what a file really is (from its first
-    bytes, not only its name), whether it is text and how many lines it has; for a folder, how
-    many files and folders it holds.
-    """
-
-    path: str = Field(description='The file or folder, e.g. "~/Documents/report.pdf".')
+    path: str = Field(description='e.g. "~/Documents/report.pdf".')
 
 
 # --- search_text ---------------------------------------------------------------------------

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fnmatch
+import json
 import os
 import stat
 from collections.abc import Callable, Sequence
@@ -68,72 +69,46 @@ Clock = Callable[[], datetime]
 
 
 class ListFolderArgs(BaseModel):
-    """List the files and folders inside a folder on the user's computer, folders first.
-
-    Example: {"path": "~/Documents"}. Use it to see what a folder contains before reading a file.
-    """
+    """List the files and folders in a folder on the user's computer."""
 
     path: str = Field(
         "~",
         description='Folder to list, e.g. "~/Documents". "~" is the home folder.',
     )
     show_hidden: bool = Field(
-        False, description="Also list hidden entries (names starting with '.'), e.g. false."
+        False, description="Also list hidden entries (names starting with '.')."
     )
-    limit: int = Field(100, ge=1, le=1000, description="Most entries to return, e.g. 100.")
+    limit: int = Field(100, ge=1, le=1000, description="Most entries to return.")
 
 
 class FindFilesArgs(BaseModel):
-    """Find files and folders inside a folder and its subfolders by name, kind, size or date.
+    """Find files and folders in a folder and its subfolders by name, kind, size or date.
 
-    Example: {"pattern": "*.pdf", "folder": "~/Documents"}, {"pattern": "invoice"} or
-    {"kind": "image", "min_size": "5 MB", "modified_after": "last week"}. Every filter given must
-    match. Hidden files and folders are skipped unless the pattern starts with '.'.
+    Every filter given must match.
     """
 
     pattern: str = Field(
         "*",
-        description='Part of the name (any case), e.g. "invoice", or a glob, e.g. "*.pdf". '
-        '"*" matches every name.',
+        description='Part of the name, e.g. "invoice", or a glob, e.g. "*.pdf".',
     )
-    folder: str = Field(
-        "~", description='Folder to search in, with its subfolders, e.g. "~/Documents".'
-    )
-    kind: Kind | None = Field(
-        None,
-        description='Only this kind, e.g. "image", "document", "folder"; "file" means any file.',
-    )
-    extensions: str | None = Field(
-        None, description='Only these file extensions, comma-separated, e.g. "pdf" or "jpg, png".'
-    )
-    min_size: str | None = Field(None, description='Only files at least this big, e.g. "10 MB".')
-    max_size: str | None = Field(None, description='Only files at most this big, e.g. "500 KB".')
+    folder: str = Field("~", description='Folder to search, e.g. "~/Documents".')
+    kind: Kind | None = Field(None, description='Only this kind; "file": any file.')
+    extensions: str | None = Field(None, description='Comma-separated, e.g. "pdf" or "jpg, png".')
+    min_size: str | None = Field(None, description='e.g. "10 MB".')
+    max_size: str | None = Field(None, description='e.g. "500 KB".')
     modified_after: str | None = Field(
-        None,
-        description='Only entries changed on or after this date, e.g. "last week", "2025-01-01".',
+        None, description='Changed on or after, e.g. "last week", "2025-01-01".'
     )
-    modified_before: str | None = Field(
-        None, description='Only entries changed before this date, e.g. "yesterday", "2024-12-31".'
-    )
-    limit: int = Field(50, ge=1, le=1000, description="Most matches to return, e.g. 50.")
-    max_depth: int = Field(
-        6,
-        ge=1,
-        le=32,
-        description="How deep to search: 1 = only that folder, 2 = also its subfolders, e.g. 6.",
-    )
+    modified_before: str | None = Field(None, description='Changed before, e.g. "yesterday".')
+    limit: int = Field(50, ge=1, le=1000, description="Most matches to return.")
+    max_depth: int = Field(6, ge=1, le=32, description="1: only that folder; 2: and subfolders...")
 
 
 class ReadTextFileArgs(BaseModel):
-    """Read a text file on the user's computer and return its text.
+    """Read a text file (not PDFs, images or programs)."""
 
-    Example: {"path": "~/Documents/notes.txt"}. Binary files (images, PDFs, programs) are refused.
-    """
-
-    path: str = Field(description='The file to read, e.g. "~/Documents/notes.txt".')
-    max_chars: int = Field(
-        20_000, ge=1, le=1_000_000, description="Most characters of text to return, e.g. 20000."
-    )
+    path: str = Field(description='e.g. "~/Documents/notes.txt".')
+    max_chars: int = Field(20_000, ge=1, le=1_000_000, description="Most characters to return.")
 
 
 def files_tools(
@@ -221,9 +196,11 @@ def files_tools(
 
 
 def _with_default(model: type[_M], field: str, value: str) -> type[_M]:
-    """A subclass of ``model`` whose ``field`` defaults to ``value`` (the first allowed folder)."""
+    """A subclass of ``model`` whose ``field`` defaults to ``value`` (the first allowed folder);
+    its description says so, as the prompt's schemas leave defaults out."""
     info = model.model_fields[field]
-    fields: dict[str, Any] = {field: (str, Field(value, description=info.description))}
+    described = f"{info.description or ''} Default: {json.dumps(value, ensure_ascii=False)}."
+    fields: dict[str, Any] = {field: (str, Field(value, description=described.strip()))}
     sub = create_model(model.__name__, __base__=model, __doc__=model.__doc__, **fields)
     return cast("type[_M]", sub)
 

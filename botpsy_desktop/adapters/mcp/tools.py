@@ -119,6 +119,7 @@ def make_server_tool(
         ServerArgs,
         handler,
         effects,
+        domain=server.tool_domain,
         input_schema=_schema(remote),
         notes=notes,
     )

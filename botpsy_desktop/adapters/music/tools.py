@@ -10,75 +10,61 @@ from botpsy_desktop.adapters.music.library import SearchField
 from botpsy_desktop.adapters.music.queue import MusicController
 from botpsy_desktop.core.tools import Effect, Tool, make_tool
 
-_FIELD_HELP = 'Where to look: "any" (default), "artist", "album", "title" or "genre", e.g. "genre".'
+_FIELD_HELP = 'Where to look (default "any").'
 
 
 class SearchMusicArgs(BaseModel):
-    """Search the user's music library by artist, album, title or genre.
+    """Search the user's music library (nothing is played)."""
 
-    Example: {"query": "Miles Davis", "field": "artist"}. Only looks; nothing is played.
-    """
-
-    query: str = Field(description='Words to look for, e.g. "kind of blue".', max_length=200)
+    query: str = Field(description='e.g. "kind of blue".', max_length=200)
     field: SearchField = Field("any", description=_FIELD_HELP)
-    limit: int = Field(20, ge=1, le=200, description="Most tracks to return, e.g. 20.")
+    limit: int = Field(20, ge=1, le=200, description="Most tracks to return.")
 
 
 class PlayMusicArgs(BaseModel):
-    """Play music from the user's library: a song, an album, an artist or a genre.
-
-    Example: {"query": "jazz", "field": "genre"} or {"query": "Abbey Road"}. Replaces the
-    play queue with every matching track.
-    """
+    """Play a song, album, artist or genre from the user's library (replaces the queue)."""
 
     query: str | None = Field(
         None,
-        description='What to play, e.g. "jazz", "Miles Davis" or "So What". Leave out to play '
-        "the whole library.",
+        description='e.g. "jazz", "Miles Davis", "So What"; leave out for everything.',
         max_length=200,
     )
     field: SearchField = Field("any", description=_FIELD_HELP)
-    shuffle: bool = Field(False, description="Play in random order, e.g. false.")
+    shuffle: bool = Field(False, description="Random order.")
 
 
 class PauseMusicArgs(BaseModel):
-    """Pause the music that is playing. Example: {}."""
+    """Pause the music."""
 
 
 class ResumeMusicArgs(BaseModel):
-    """Resume the paused music (or replay the queue's track after a stop). Example: {}."""
+    """Resume the paused or stopped music."""
 
 
 class NextTrackArgs(BaseModel):
-    """Skip to the next track in the play queue. Example: {}."""
+    """Skip to the next track."""
 
 
 class PreviousTrackArgs(BaseModel):
-    """Go back to the previous track (or restart the current one if it has played a while).
-
-    Example: {}.
-    """
+    """Go back to the previous track (or the start of this one)."""
 
 
 class StopMusicArgs(BaseModel):
-    """Stop the music. Example: {}."""
+    """Stop the music."""
 
 
 class SetMusicVolumeArgs(BaseModel):
-    """Set the music volume in percent. Example: {"percent": 40}."""
+    """Set the music volume."""
 
-    percent: int = Field(ge=0, le=100, description="Volume from 0 (silent) to 100, e.g. 40.")
+    percent: int = Field(ge=0, le=100, description="0 (silent) to 100.")
 
 
 class NowPlayingArgs(BaseModel):
-    """Say what music is playing: track, artist, position, queue and volume. Example: {}."""
+    """What is playing: track, artist, position, queue, volume."""
 
 
 class ScanMusicLibraryArgs(BaseModel):
-    """Look through the music folders again for new, changed or removed files. Example: {}.
-
-    Only needed when the user just added music; searching rescans every few minutes anyway.
-    """
+    """Rescan the music folders now, after the user added or removed music."""
 
 
 def music_tools(controller: MusicController) -> list[Tool]:

@@ -26,22 +26,16 @@ _COMPASS = ("N", "NE", "E", "SE", "S", "SW", "W", "NW")
 
 
 class GetWeatherArgs(BaseModel):
-    """Get the weather: current conditions or the forecast for one day, for a place.
-
-    Example: {"place": "Paris, France", "when": "tomorrow"}. Leave out place for the user's
-    home location.
-    """
+    """Get the weather now or the forecast for one day, for a place."""
 
     place: str | None = Field(
         None,
-        description='City or town, with the country if unclear, e.g. "Paris, France". '
-        "Leave out for the user's home location.",
+        description='e.g. "Paris, France"; leave out for the user\'s home.',
         max_length=200,
     )
     when: str = Field(
         "now",
-        description='"now", "today", "tomorrow", a weekday like "friday", or a date like '
-        '"2025-06-01".',
+        description='"now" (default), "today", "tomorrow", "friday", "2025-06-01".',
         max_length=40,
     )
 
