@@ -220,3 +220,37 @@ class ToolServer:
             self.http_app(token), host="127.0.0.1", port=port, log_level="warning", lifespan="on"
         )
         return uvicorn.Server(config)
+
+
+class HttpService:
+    """The HTTP server on a thread of its own (the window hosts it): ``start``, ``stop``."""
+
+    def __init__(self, server: ToolServer, token: str, port: int) -> None:
+        self._uvicorn = server.http_server(token, port)
+        self.url = f"http://127.0.0.1:{port}/mcp"
+        self._thread = threading.Thread(target=self._run, name="mcp-serve", daemon=True)
+        self.problem = ""
+
+    def _run(self) -> None:
+        try:
+            self._uvicorn.run()
+        except (OSError, SystemExit) as exc:  # the port is taken: uvicorn exits
+            self.problem = f"{self.url} could not be opened ({exc})"
+            log.warning("serving tools: %s", self.problem)
+
+    def start(self, wait_s: float = 10.0) -> bool:
+        """Start it; True once it listens (False: see ``problem``)."""
+        self._thread.start()
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline and self._thread.is_alive():
+            if self._uvicorn.started:
+                return True
+            time.sleep(0.05)
+        if not self.problem:
+            self.problem = f"{self.url} did not start"
+        return False
+
+    def stop(self) -> None:
+        self._uvicorn.should_exit = True
+        if self._thread.is_alive():
+            self._thread.join(10)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import shlex
 from collections.abc import Callable
 from dataclasses import replace
@@ -9,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import QObject, Qt, QThreadPool, Signal
+from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import (
     QCheckBox,
     QDialog,
@@ -21,6 +23,7 @@ from PySide6.QtWidgets import (
     QLineEdit,
     QListWidget,
     QPushButton,
+    QSpinBox,
     QTableWidget,
     QTableWidgetItem,
     QVBoxLayout,
@@ -29,6 +32,7 @@ from PySide6.QtWidgets import (
 
 from botpsy_desktop.adapters.mcp import (
     RemoteTool,
+    ServeConfig,
     ServerConfig,
     ServerHub,
     ToolSwitch,
@@ -36,11 +40,41 @@ from botpsy_desktop.adapters.mcp import (
     hint_words,
     namespaced,
 )
+from botpsy_desktop.agent.mcp_serve import HttpService, ServeSettings, ToolServer
 from botpsy_desktop.app import App
 from botpsy_desktop.core.errors import BotpsyError
 from botpsy_desktop.core.tools import Effect
 
+log = logging.getLogger(__name__)
 RESTART_NOTE = "Changes to servers and tools apply to the next request after a restart."
+
+
+def start_serving(app: App) -> HttpService | None:
+    """Offer our tools to other apps while the window runs, when the user switched it on.
+
+    Calls that ask wait in this window's approval queue (the gate's inbox)."""
+    if app.tool_servers is None:
+        return None
+    book = app.tool_servers.book
+    try:
+        serve = book.serve_config()
+        if not serve.window:
+            return None
+        token = book.serve_token()
+    except BotpsyError as exc:
+        log.warning("serving tools: %s", exc)
+        return None
+    settings = ServeSettings(
+        allow_approvals=serve.allow_approvals,
+        approval_timeout_s=app.config.agent.background_approval_timeout_s or 600.0,
+        tool_timeout_s=app.config.agent.tool_timeout_s,
+    )
+    tools = ToolServer(app.registry, app.gate, settings, secrets=app.secrets.known_values)
+    service = HttpService(tools, token, serve.port)
+    if not service.start():
+        return None
+    log.info("serving tools to other apps at %s", service.url)
+    return service
 
 
 class ToolServersWorker(QObject):
@@ -142,6 +176,8 @@ class ServerForm(QDialog):
 class ToolServersPanel(QWidget):
     """The servers, each one's status and tools; switches and trust saved at once."""
 
+    token_ready = Signal(str)  # the serving token, read off the GUI thread
+
     def __init__(self, app: App) -> None:
         super().__init__()
         self.setObjectName("toolServersPanel")
@@ -194,6 +230,20 @@ class ToolServersPanel(QWidget):
         self.tools.verticalHeader().setVisible(False)
         self.tools.itemChanged.connect(self._tool_changed)
         layout.addWidget(self.tools, 1)
+        serve_row = QHBoxLayout()
+        self.serve = QCheckBox("Offer my read-only tools to other apps on port")
+        self.serve_port = QSpinBox()
+        self.serve_port.setRange(1024, 65535)
+        self.serve_approvals = QCheckBox("and tools that ask (calls wait in Approvals)")
+        self.copy_token = QPushButton("Copy token")
+        for w in (self.serve, self.serve_port, self.serve_approvals, self.copy_token):
+            serve_row.addWidget(w)
+        serve_row.addStretch(1)
+        layout.addLayout(serve_row)
+        self.serve.clicked.connect(self._save_serve)
+        self.serve_approvals.clicked.connect(self._save_serve)
+        self.serve_port.editingFinished.connect(self._save_serve)
+        self.copy_token.clicked.connect(self._copy_token)
         self.status = QLabel(RESTART_NOTE)
         self.status.setWordWrap(True)
         layout.addWidget(self.status)
@@ -206,6 +256,7 @@ class ToolServersPanel(QWidget):
         self.worker = ToolServersWorker(self.hub)  # no parent: outlives a closed panel's jobs
         self.worker.listed.connect(self._on_listed)
         self.worker.done.connect(self._on_done)
+        self.token_ready.connect(self._on_token)
         self.pool = QThreadPool.globalInstance()
         self._filling = False
         self.busy = False
@@ -334,9 +385,40 @@ class ToolServersPanel(QWidget):
         updated = server.with_tool(name, ToolSwitch(enabled=on, effects=effects))
         self._job("Saving…", lambda: self._update(updated))
 
+    def _save_serve(self) -> None:
+        serve = ServeConfig(
+            window=self.serve.isChecked(),
+            port=self.serve_port.value(),
+            allow_approvals=self.serve_approvals.isChecked(),
+        )
+
+        def job() -> str:
+            self.hub.book.save_serve(serve)
+            if serve.window:
+                self.hub.book.serve_token()  # made now, so it can be copied
+            return "Serving to other apps changes at the next start of the window."
+
+        self._job("Saving…", job)
+
+    def _copy_token(self) -> None:
+        def job() -> str:
+            self.token_ready.emit(self.hub.book.serve_token())
+            return (
+                "The bearer token is on the clipboard: other apps send it as "
+                "'Authorization: Bearer TOKEN'."
+            )
+
+        self._job("Reading the token from the keyring…", job)
+
+    def _on_token(self, token: str) -> None:
+        clipboard = QGuiApplication.clipboard()
+        if clipboard is not None:
+            clipboard.setText(token)
+
     # -- display ----------------------------------------------------------------------------
     def _on_listed(self, rows: object) -> None:
         current = self.selected()
+        self._show_serve()
         self.list.clear()
         if isinstance(rows, str):
             self.rows = []
@@ -397,6 +479,15 @@ class ToolServersPanel(QWidget):
                 self.tools.setItem(i, 2, said)
         finally:
             self._filling = False
+
+    def _show_serve(self) -> None:
+        try:
+            serve = self.hub.book.serve_config()
+        except BotpsyError:
+            serve = ServeConfig()
+        self.serve.setChecked(serve.window)
+        self.serve_port.setValue(serve.port)
+        self.serve_approvals.setChecked(serve.allow_approvals)
 
     def _on_done(self, ok: bool, message: str) -> None:
         self.busy = False

@@ -4,16 +4,27 @@ import and remove, with the process work off the GUI thread."""
 from __future__ import annotations
 
 import json
+import socket
+import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from PySide6.QtCore import Qt
 from pytestqt.qtbot import QtBot
 
+from botpsy_desktop.adapters.mcp import ServeConfig
 from botpsy_desktop.app import App, build_app
 from botpsy_desktop.core.tools import Effect
+from botpsy_desktop.ui.approvals import PendingApprovals
 from botpsy_desktop.ui.settings import SettingsDialog
+from botpsy_desktop.ui.tool_servers import start_serving
+from tests.helpers.keyring_service import SecretService
+from tests.helpers.services import (  # noqa: F401
+    keyring_env,
+    secret_service,
+)
 
 
 @pytest.fixture
@@ -68,3 +79,49 @@ def test_tool_servers_tab(app: App, qtbot: QtBot, tmp_path: Path) -> None:
     panel.list.setCurrentRow(1)
     panel.remove()
     qtbot.waitUntil(lambda: panel.list.count() == 1, timeout=10_000)
+
+
+def test_the_window_serves_and_asking_calls_wait_in_its_queue(
+    keyring_env: SecretService,  # noqa: F811
+    app: App,
+    qtbot: QtBot,
+    tmp_path: Path,
+) -> None:
+    import anyio
+    import httpx2
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    (tmp_path / "old.txt").write_text("x", encoding="utf-8")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = int(s.getsockname()[1])
+    book = app.tool_servers.book  # type: ignore[union-attr]
+    book.save_serve(ServeConfig(window=True, port=port, allow_approvals=True))
+    assert book.path.read_text(encoding="utf-8").count('"allow_approvals": true') == 1
+    service = start_serving(app)
+    assert service is not None
+    pending = PendingApprovals(app.gate.inbox, app.store.title, None)
+    results: list[Any] = []
+
+    async def client() -> None:
+        http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {book.serve_token()}"})
+        async with http, Client(streamable_http_client(service.url, http_client=http)) as c:
+            args = {"source": "old.txt", "destination": "new.txt"}
+            results.append(await c.call_tool("rename_or_move", args))
+
+    thread = threading.Thread(target=lambda: anyio.run(client), daemon=True)
+    try:
+        thread.start()
+        qtbot.waitUntil(lambda: pending.count() == 1, timeout=20_000)
+        (entry,) = pending.entries()
+        assert "another app" in pending.origin_text(entry)
+        assert "rename_or_move" in entry.request.receipt
+        assert (tmp_path / "old.txt").exists()  # nothing ran before the decision
+        entry.request.approve(by="user")
+        thread.join(20)
+        assert results and not results[0].is_error
+        assert (tmp_path / "new.txt").exists()
+    finally:
+        pending.close()
+        service.stop()

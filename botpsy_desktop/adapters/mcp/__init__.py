@@ -2,6 +2,7 @@
 
 from botpsy_desktop.adapters.mcp.client import RemoteTool, ServerConnection, ServerError
 from botpsy_desktop.adapters.mcp.config import (
+    ServeConfig,
     ServerBook,
     ServerConfig,
     ToolSwitch,
@@ -12,6 +13,7 @@ from botpsy_desktop.adapters.mcp.tools import ServerHub, hint_words, make_server
 
 __all__ = [
     "RemoteTool",
+    "ServeConfig",
     "ServerBook",
     "ServerConfig",
     "ServerConnection",

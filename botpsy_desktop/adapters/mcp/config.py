@@ -166,6 +166,24 @@ class ServerConfig:
         return entry
 
 
+SERVE_TOKEN_ACCOUNT = "mcp:serve:token"
+DEFAULT_SERVE_PORT = 8765
+
+
+@dataclass(frozen=True)
+class ServeConfig:
+    """The window offering our tools to other apps (``"serve"`` in mcp.json)."""
+
+    window: bool = False
+    """Serve over streamable HTTP on 127.0.0.1 while the window runs."""
+    port: int = DEFAULT_SERVE_PORT
+    allow_approvals: bool = False
+    """Offer tools that ask too; each call waits in the window's approval queue."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"window": self.window, "port": self.port, "allow_approvals": self.allow_approvals}
+
+
 def _strings(value: Any, what: str, server: str) -> dict[str, str]:
     if value is None:
         return {}
@@ -261,9 +279,9 @@ class ServerBook:
         """The tools each server listed when last reached (what the model is shown)."""
         return self.path.with_name(TOOLS_CACHE)
 
-    def load(self) -> list[ServerConfig]:
+    def _data(self) -> dict[str, Any]:
         if not self.path.exists():
-            return []
+            return {}
         try:
             data = json.loads(self.path.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
@@ -271,7 +289,42 @@ class ServerBook:
                 f"The tool servers file {self.path} cannot be read: {exc}.",
                 "Fix the JSON, or move the file away and add the servers again.",
             ) from exc
-        servers = data.get("mcpServers", {}) if isinstance(data, Mapping) else None
+        if not isinstance(data, dict):
+            raise ConfigError(f"{self.path} is not a JSON object.", "See README: Tool servers.")
+        return data
+
+    def serve_config(self) -> ServeConfig:
+        raw = self._data().get("serve") or {}
+        if not isinstance(raw, Mapping):
+            return ServeConfig()
+        try:
+            port = int(raw.get("port", DEFAULT_SERVE_PORT))
+        except (TypeError, ValueError):
+            port = DEFAULT_SERVE_PORT
+        return ServeConfig(
+            window=bool(raw.get("window", False)),
+            port=port if 1024 <= port <= 65535 else DEFAULT_SERVE_PORT,
+            allow_approvals=bool(raw.get("allow_approvals", False)),
+        )
+
+    def save_serve(self, serve: ServeConfig) -> None:
+        self._write(self.load(), serve)
+
+    def serve_token(self) -> str:
+        """The bearer token other apps use (made and kept in the keyring on first use)."""
+        token = self.secrets.get(SERVE_TOKEN_ACCOUNT)
+        if not token:
+            import secrets as pysecrets
+
+            token = pysecrets.token_urlsafe(24)
+            self.secrets.set(SERVE_TOKEN_ACCOUNT, token)
+        return token
+
+    def load(self) -> list[ServerConfig]:
+        data = self._data()
+        if not data:
+            return []
+        servers = data.get("mcpServers", {})
         if not isinstance(servers, Mapping):
             raise ConfigError(
                 f'{self.path} has no "mcpServers" object.',
@@ -297,7 +350,12 @@ class ServerBook:
                         f"Tool server {server.name!r}: a secret would be written to the file.",
                         "Store it with ServerBook.protect first.",
                     )
-        data = {"mcpServers": {s.name: s.to_json() for s in servers}}
+        self._write(servers, self.serve_config() if self.path.exists() else None)
+
+    def _write(self, servers: list[ServerConfig], serve: ServeConfig | None) -> None:
+        data: dict[str, Any] = {"mcpServers": {s.name: s.to_json() for s in servers}}
+        if serve is not None and serve != ServeConfig():
+            data["serve"] = serve.to_json()
         self.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_suffix(".json.tmp")
         tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
