@@ -28,6 +28,7 @@ from botpsy_desktop.adapters.music import (
 from botpsy_desktop.adapters.weather import OpenMeteo, weather_tools
 from botpsy_desktop.agent.gate import ALWAYS_ASK, Gate
 from botpsy_desktop.agent.loop import AgentSession, LoopSettings
+from botpsy_desktop.agent.selection import RequestTools, ToolSelector
 from botpsy_desktop.agent.store import ConversationStore
 from botpsy_desktop.agent.tools import Tool, ToolRegistry
 from botpsy_desktop.core.accounts import AccountBook, MailAccount
@@ -181,6 +182,7 @@ class App:
             background_approval_timeout_s=a.background_approval_timeout_s,
             reply_tokens=a.reply_reserve_tokens or self.config.model.max_tokens,
             trim_chunk_turns=a.trim_chunk_turns,
+            select_tools=a.tool_selection,
         )
 
     def session(
@@ -207,22 +209,34 @@ class App:
     ) -> None:
         """Let the model evaluate ahead what the next request will start with (llama.cpp only).
 
-        No conversation: the system prompt and tool schemas, once per model and tool set (call
-        after loading a model). A conversation: its history as the next request renders it.
-        Run it on the thread that owns the backend, when idle; ``cancel`` stops it early.
+        No conversation: the system prompt with each tool set a request may be offered (one per
+        domain, then all tools), once per model and tool set (call after loading a model). A
+        conversation: its history as the next request renders it. Run it on the thread that
+        owns the backend, when idle; ``cancel`` stops it early.
         """
         warm = getattr(backend, "warm", None)
         if warm is None:
             return
         think = self.config.model.think if think is None else think
+        settings = self.loop_settings()
+        selector = ToolSelector(self.registry) if settings.select_tools else None
         if conversation_id:
             # the loop's own prompt (tool output framed as it frames it, older turns left out
-            # as the context budget will leave them out), so the tokens match
+            # as the context budget will leave them out), so the tokens match; with the tools
+            # of the domains the conversation used, as a follow-up on them will be offered
             session = self.session(backend, conversation_id)
-            messages = session.warm_messages(self.registry.schemas(), think)
-        else:
-            messages = [{"role": "system", "content": self.loop_settings().system_prompt}]
-        warm(messages, self.registry.schemas(), enable_thinking=think, cancel=cancel)
+            history = self.store.messages(conversation_id)
+            tools = RequestTools(self.registry, selector, "", history).schemas()
+            warm(session.warm_messages(tools, think), tools, enable_thinking=think, cancel=cancel)
+            return
+        # the tool sets requests are offered (agent/selection.py): one per domain, then all of
+        # them, the fallback, left in the context last (saved prefix states keep the others)
+        system = [{"role": "system", "content": settings.system_prompt}]
+        sets = [] if selector is None else [selector.schemas(c) for c in selector.warm_sets()]
+        for tools in [*sets[:-1], self.registry.schemas()]:
+            if cancel is not None and cancel.is_set():
+                return
+            warm(system, tools, enable_thinking=think, cancel=cancel)
 
     def close(self) -> None:
         if self.alarms is not None:

@@ -32,6 +32,7 @@ from botpsy_desktop.agent.hardening import clean_output, frame, known_secrets
 from botpsy_desktop.agent.logs import logged_events
 from botpsy_desktop.agent.provenance import Provenance
 from botpsy_desktop.agent.reply import PendingReply
+from botpsy_desktop.agent.selection import RequestTools, ToolSelector
 from botpsy_desktop.agent.store import ConversationStore, prompt_history
 from botpsy_desktop.agent.tools import Tool, ToolArgumentsError, ToolRegistry
 from botpsy_desktop.core.errors import BotpsyError
@@ -56,6 +57,8 @@ class LoopSettings:
     """Context tokens kept free for the reply (the prompt is trimmed to leave them)."""
     trim_chunk_turns: int = 4
     """Older turns are left out of the prompt this many at a time (see agent/budget.py)."""
+    select_tools: bool = True
+    """Offer each request only the tools of its domains (agent/selection.py), else all."""
 
 
 class _Outcome:
@@ -102,6 +105,7 @@ class AgentSession:
         self.background = background
         self.audit = AuditLog(store)
         self._secrets = known_secrets(settings.secrets)
+        self.selector = ToolSelector(registry) if settings.select_tools else None
         if conversation_id is None:
             conversation_id = store.create()
         elif not store.exists(conversation_id):
@@ -182,9 +186,14 @@ class AgentSession:
         if not self.store.messages(self.conversation_id):
             self.store.rename(self.conversation_id, text[:60])
         self._reply.start({"role": "user", "content": text})
-        tools = self.registry.schemas()
+        # this request's tools (agent/selection.py): the same every step, so the prompt's start
+        # stays cached, unless the model calls a registered tool outside them (then it grows)
+        offer = RequestTools(
+            self.registry, self.selector, text, self.store.messages(self.conversation_id)
+        )
         trimmed: Fitted | None = None  # what was last reported as left out of the prompt
         for step in range(1, self.settings.max_steps + 1):
+            tools = offer.schemas()
             splitter: StreamSplitter | None = None
             completion: Completion | None = None
             try:
@@ -216,6 +225,7 @@ class AgentSession:
             parsed = parse_turn(
                 completion.text, tools, started_in_thinking=completion.started_in_thinking
             )
+            offer.called(c.name for c in parsed.calls if c.name)
             if completion.finish_reason == "cancelled":
                 self._reply.finish(
                     {"role": "assistant", "content": parsed.content} if parsed.content else None,

@@ -46,6 +46,12 @@ def add_eval_command(sub: Any) -> None:
         action="store_true",
         help="with --model: check the prompt tokens against the model's own template instead",
     )
+    ev.add_argument(
+        "--selection",
+        action="store_true",
+        help="only check tool selection: recall of the expected tools and prompt prefix sizes "
+        "(tokens with --model or the config's model, else characters); no model run",
+    )
     ev.add_argument("--cases", metavar="DIR|FILE", help="case folder or file (default: shipped)")
     ev.add_argument(
         "--domain", action="append", default=[], metavar="D", help="only this domain (repeatable)"
@@ -110,6 +116,8 @@ def cmd_eval(app: App, args: argparse.Namespace, out: TextIO, err: TextIO) -> in
         return 0
     if args.fidelity:
         return _fidelity(app, args, out)
+    if args.selection:
+        return _selection(app, args, out, err)
     from botpsy_desktop.core.config import ModelSettings
     from botpsy_desktop.eval.oracle import oracle_turns, wrong_turns
     from botpsy_desktop.eval.runner import check_cases, run_cases
@@ -216,3 +224,40 @@ def _fidelity(app: App, args: argparse.Namespace, out: TextIO) -> int:
     if args.json:
         Path(args.json).write_text(json.dumps(result.as_dict(), indent=1), encoding="utf-8")
     return 0 if result.ok else 1
+
+
+def _selection(app: App, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """`botpsy eval --selection`: 0 when every case's expected tools were offered."""
+    from botpsy_desktop.core.config import ModelSettings
+    from botpsy_desktop.eval.sandbox import sandbox_tools
+    from botpsy_desktop.eval.selection import render_selection, select_cases, selection_report
+    from botpsy_desktop.eval.spec import load_cases
+
+    cases = load_cases(args.cases, domains=args.domain, ids=args.case, limit=args.limit)
+    if not cases:
+        raise BotpsyError("No case matches.", "Check --domain, --case and --cases.")
+    registry = sandbox_tools()
+    think = app.config.model.think if args.think is None else args.think
+    backend = None
+    if args.model or app.config.model.path:
+        from botpsy_desktop.llm.engine import LlamaBackend
+
+        path = _model_path(app, args)
+        print(f"counting tokens with {path.name}...", file=err, flush=True)
+        backend = LlamaBackend(ModelSettings.model_validate(_model_settings(app, args)), path)
+    try:
+        count = (
+            None
+            if backend is None
+            else lambda m, t: backend.count_tokens(m, t, enable_thinking=think)
+        )
+        selected = select_cases(cases, registry, app.config.agent.system_prompt, count)
+    finally:
+        if backend is not None:
+            backend.close()
+    report = selection_report(selected, "tokens" if backend is not None else "characters")
+    print(render_selection(report), file=out)
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=1), encoding="utf-8")
+        print(f"report written to {args.json}", file=err)
+    return 0 if not report["misses"] else 1
