@@ -39,6 +39,8 @@ from botpsy_desktop.core.secrets import SecretStore
 from botpsy_desktop.llm.backend import Backend
 
 if TYPE_CHECKING:
+    from botpsy_desktop.agent.audit import Undone
+    from botpsy_desktop.agent.undo import UndoPlan
     from botpsy_desktop.llm.models import ModelService
 
 
@@ -238,11 +240,36 @@ class App:
                 return
             warm(system, tools, enable_thinking=think, cancel=cancel)
 
+    def plan_undo(self, action_id: int | None = None) -> UndoPlan:
+        """Undo, judged by the gate: the plan to undo audit entry ``action_id`` (None: the
+        newest reversible action). If ``plan.needs_approval``, show ``plan.request`` (summary,
+        details) and let the person decide before :meth:`undo`; else :meth:`undo` at once."""
+        from botpsy_desktop.agent.audit import AuditLog
+        from botpsy_desktop.agent.undo import plan_undo
+
+        return plan_undo(AuditLog(self.store), self.registry, self.gate, action_id)
+
+    def undo(self, plan: UndoPlan, by: str = "user (undo)") -> Undone:
+        """Carry out an undo plan (approved first where it asks); raises BotpsyError if not."""
+        from botpsy_desktop.agent.audit import AuditLog
+        from botpsy_desktop.agent.undo import carry_out
+
+        return carry_out(AuditLog(self.store), plan, by)
+
     def close(self) -> None:
         if self.alarms is not None:
             self.alarms.shutdown()
         self.resources.close()
         self.store.close()
+
+
+def build_gate(config: Config) -> Gate:
+    """The gate the app ships, for these settings (the only place a Gate is configured)."""
+    return Gate(
+        offer_scopes=config.agent.allow_for_conversation,
+        never_scoped=ALWAYS_ASK,
+        ask_every_change=config.agent.ask_before_every_change,
+    )
 
 
 def build_app(
@@ -276,7 +303,7 @@ def build_app(
         now=now,
         servers=servers,
     )
-    gate = Gate(offer_scopes=config.agent.allow_for_conversation, never_scoped=ALWAYS_ASK)
+    gate = build_gate(config)
     return App(
         paths,
         config,

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from botpsy_desktop.agent.store import ConversationStore
-from botpsy_desktop.agent.tools import ToolArgumentsError, ToolRegistry
+from botpsy_desktop.agent.tools import Inverse, ToolArgumentsError, ToolRegistry
 from botpsy_desktop.core.errors import BotpsyError
+from botpsy_desktop.core.tools import InverseRule
 
 FILE_CHANGES = frozenset({"create_folder", "write_text_note", "rename_or_move", "move_to_trash"})
 """File changes the files adapter logs and undoes newest first with undo_last_file_change."""
@@ -19,25 +20,6 @@ FILE_CHANGES = frozenset({"create_folder", "write_text_note", "rename_or_move", 
 FILES_UNDO = "undo_last_file_change"
 
 MAX_RESULT_CHARS = 2000
-
-
-@dataclass(frozen=True)
-class Inverse:
-    """The call that reverses an action. ``group``: actions of one group are undone newest first."""
-
-    tool: str
-    arguments: dict[str, Any]
-    group: str | None = None
-
-    def as_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"tool": self.tool, "arguments": self.arguments}
-        if self.group:
-            out["group"] = self.group
-        return out
-
-
-InverseRule = Callable[[Mapping[str, Any], Any], "Inverse | str"]
-"""From an action's arguments and result: its inverse, or a sentence saying why there is none."""
 
 
 def _files(arguments: Mapping[str, Any], result: Any) -> Inverse | str:
@@ -118,11 +100,16 @@ class AuditLog:
         output: str,
         value: Any = None,
         undoes: int | None = None,
+        inverse: Inverse | str | None = None,
     ) -> int:
-        """Append one action that ran (``ok`` False if it failed), with its inverse."""
-        inverse: Inverse | str = (
-            inverse_of(tool, arguments, value) if ok else "it failed, so there is nothing to undo"
-        )
+        """Append one action that ran (``ok`` False if it failed), with its inverse (the tool's
+        declared one, given by the caller; else the known inverses by name)."""
+        if inverse is None:
+            inverse = (
+                inverse_of(tool, arguments, value)
+                if ok
+                else "it failed, so there is nothing to undo"
+            )
         if undoes is not None:
             inverse = "it was itself an undo"
         entry_id = self.store.record_action(

@@ -52,19 +52,32 @@ def call_digest(tool: str, arguments: Mapping[str, Any]) -> str:
 class Scope:
     """What "allow for this conversation" covers: one tool, and only these target values.
 
-    ``targets`` maps an argument name (recipients, paths, ...) to the values allowed for it; a
-    later call is covered only if every target argument it has stays within these values.
+    ``targets`` maps each of the tool's declared target fields (recipients, a path, an alarm,
+    an event id) to the values allowed for it; a later call is covered only if every one of
+    them stays within these values. A tool that declares no target fields is covered only for
+    identical arguments: ``exact`` is then :func:`call_digest` of the approved call.
+    ``what`` is the approved call in plain words, for :meth:`describe`.
     """
 
     conversation_id: str
     tool: str
     targets: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    exact: str | None = None
+    what: str = ""
 
     def describe(self) -> str:
-        if not self.targets:
-            return f"Allow {self.tool} again in this conversation (any arguments but these)."
-        parts = "; ".join(f"{k}: {', '.join(v)}" for k, v in self.targets)
-        return f"Allow {self.tool} again in this conversation, only for {parts}."
+        """Exactly what the allowance covers, in words."""
+        what = self.what or self.tool
+        if self.exact is not None or not self.targets:
+            return (
+                f"Also allow exactly this again in this conversation: {what} "
+                "(the same call with the same details, nothing else)."
+            )
+        parts = "; ".join(f"{k} {', '.join(v) or '(empty)'}" for k, v in self.targets)
+        return (
+            f"Also allow {self.tool} again in this conversation, only for {parts} "
+            "(anything else asks)."
+        )
 
 
 class ApprovalRequest:
@@ -89,8 +102,20 @@ class ApprovalRequest:
         reasons: Sequence[str] = (),
         scope: Scope | None = None,
         background: bool = False,
+        summary: str = "",
+        details: str = "",
+        tier: str = "ask",
+        sources: Sequence[str] = (),
     ) -> None:
         self.call_id = call_id
+        self.summary = summary or receipt.split("\n", 1)[0]
+        """What the call does, in one plain sentence ("Set a timer for 5 minutes.")."""
+        self.details = details
+        """For a Details section: the tool's name, its effects and the arguments as JSON."""
+        self.tier = tier
+        """The call's tier: "reversible" (asks only in an untrusted context) or "ask"."""
+        self.sources = list(sources)
+        """The untrusted content in the request's context, named (empty: a clean context)."""
         self.tool = tool
         self.arguments = copy.deepcopy(arguments)
         self.receipt = receipt
@@ -194,6 +219,12 @@ class ToolResult:
     duration_s: float = 0.0
     decided_by: str = ""
     """Who approved it: "user", "user (edited)", "--approve all", a conversation allowance."""
+    summary: str = ""
+    """What was done, in plain words ("Set a timer for 5 minutes."); empty for a read."""
+    action_id: int | None = None
+    """The audit log entry of a change that ran (``App.plan_undo(action_id)`` undoes it)."""
+    undo: str = ""
+    """What Undo would do, in words; empty when the change cannot be undone."""
 
 
 @dataclass(frozen=True)

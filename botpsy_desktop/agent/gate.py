@@ -7,18 +7,22 @@ import re
 import threading
 import time
 import unicodedata
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from botpsy_desktop.agent.events import ApprovalRequest, Scope
-from botpsy_desktop.agent.policy import NEVER_SCOPED, Assessment, Policy, within
+from botpsy_desktop.agent.events import ApprovalRequest, Scope, call_digest
+from botpsy_desktop.agent.policy import EFFECT_REASONS, NEVER_SCOPED, Assessment, Policy, within
 from botpsy_desktop.agent.provenance import Finding, Provenance
-from botpsy_desktop.agent.tools import Effect, Tool, ToolRegistry
+from botpsy_desktop.agent.receipts import build_receipt
+from botpsy_desktop.agent.tools import Effect, Tier, Tool, ToolRegistry
 
 ALWAYS_ASK = NEVER_SCOPED | {Effect.OUTBOUND, Effect.PERSONAL_DATA}
 """What the app never lets "allow for this conversation" cover: sending, money, deleting."""
+
+_ALWAYS_ASK_EFFECTS = ALWAYS_ASK
+"""Effects that make any call the always-ask tier, declared or inferred from its arguments."""
 
 
 class Decision(StrEnum):
@@ -29,7 +33,12 @@ class Decision(StrEnum):
 
 @dataclass(frozen=True)
 class Verdict:
-    """The gate's answer for one call: the decision, what the call does, and the receipt."""
+    """The gate's answer for one call: the decision, what the call does, and the receipt.
+
+    ``summary`` is the call in plain words, ``details`` the tool, tier, effects and JSON for a
+    Details section; ``receipt`` is the whole plain text (summary, lines and why it asks).
+    ``tier`` is the call's effective tier; ``sources`` the untrusted content in its context.
+    """
 
     decision: Decision
     assessment: Assessment | None
@@ -39,10 +48,36 @@ class Verdict:
     reasons: tuple[str, ...] = ()
     message: str = ""
     """For DENY: the sentence the model reads."""
+    tier: Tier = Tier.ASK
+    summary: str = ""
+    details: str = ""
+    sources: tuple[str, ...] = ()
 
     @property
     def scopable(self) -> bool:
-        return self.assessment is not None and self.assessment.scopable and not self.findings
+        """May "allow for this conversation" cover calls like this one (before preferences)?"""
+        return (
+            self.assessment is not None
+            and not self.assessment.undeclared
+            and self.tier is not Tier.ASK
+            and not self.findings
+        )
+
+
+@dataclass(frozen=True)
+class Context:
+    """What is in a request's context, for the gate: ``sources`` names each piece of content the
+    user did not type (tool output, a stored request of untrusted origin). Empty: clean."""
+
+    sources: tuple[str, ...] = ()
+
+    @property
+    def tainted(self) -> bool:
+        return bool(self.sources)
+
+    @classmethod
+    def clean(cls) -> Context:
+        return cls()
 
 
 # Look-alike letters (Cyrillic, Greek) folded to Latin, only to name a trick in the message.
@@ -87,6 +122,32 @@ class ScopeGrants:
                 continue
             granted = {k: set(v) for k, v in scope.targets}
             if within(assessment.targets, granted):
+                return scope
+        return None
+
+    def covering_call(
+        self, conversation_id: str, tool: Tool, arguments: Mapping[str, Any]
+    ) -> Scope | None:
+        """The grant that covers this call: same conversation and tool, and the same values of
+        every declared target field (or, with none declared, identical arguments)."""
+        with self._lock:
+            grants = list(self._grants.get(conversation_id, ()))
+        digest = call_digest(tool.name, dict(arguments))
+        values = dict(tool.target_values(arguments))
+        for scope in grants:
+            if scope.tool != tool.name:
+                continue
+            if scope.exact is not None:
+                if scope.exact == digest:
+                    return scope
+                continue
+            if not tool.targets:
+                continue
+            granted = {k: set(v) for k, v in scope.targets}
+            if all(
+                key in granted and set(vals) <= granted[key] and (bool(vals) or not granted[key])
+                for key, vals in values.items()
+            ):
                 return scope
         return None
 
@@ -168,14 +229,26 @@ class ApprovalInbox:
 
 @dataclass
 class Gate:
-    """Decides per call. Read-only calls run; every other effect waits for the user's approval.
+    """Decides per call, from the tool's declared tier and the request's :class:`Context`.
 
-    The decision comes from the tool's declared effects and its arguments (:class:`Policy`):
-    a read-only tool whose arguments would contact a web address asks, a payment always asks
-    with the amount and payee shown, and a tool with undeclared effects is treated as the most
-    dangerous kind. Unknown names and name tricks are denied. Values that came from tool output
-    rather than from the user (:class:`Provenance`) are named in the receipt and stop any
-    conversation-wide allowance from applying.
+    Trust follows the data, per request: a request's context is clean until content the user
+    did not type is in it (any tool output still in the rendered prompt, or a routine stored
+    from such content). Then:
+
+    * read calls run, except those that send model-chosen text to a service (``sends``, e.g.
+      the place name a weather look-up geocodes) while the context is tainted;
+    * reversible local changes (declared with an inverse) run at once in a clean context, and
+      ask in a tainted one (or always, with ``ask_every_change``); "allow for this
+      conversation" then binds to the values of the tool's declared target fields (else to
+      identical arguments);
+    * the always-ask tier (outbound, money, personal data, destructive or bulk, routines, the
+      gate's own settings) always asks and is never allowed for the conversation.
+
+    :class:`Policy` only adds caution: a web address, recipients or a telling verb make a call
+    stricter than declared; a tool with undeclared effects is treated as the most dangerous
+    kind. Unknown names and name tricks are denied. Values that came from tool output rather
+    than from the user (:class:`Provenance`) are named in the receipt, taint the context, and
+    stop any allowance from being offered for that call.
     """
 
     policy: Policy = field(default_factory=Policy)
@@ -185,6 +258,8 @@ class Gate:
     """Whether "allow for this conversation" is offered at all (a user preference)."""
     never_scoped: frozenset[Effect] = NEVER_SCOPED
     """Effects a conversation-wide allowance never covers (the app passes ``ALWAYS_ASK``)."""
+    ask_every_change: bool = False
+    """The "Ask before every change" setting: reversible changes ask even in a clean context."""
 
     # --- names ---------------------------------------------------------------------------------
 
@@ -212,47 +287,155 @@ class Gate:
 
     # --- calls ---------------------------------------------------------------------------------
 
-    def decide(self, tool: Tool | None, arguments: dict[str, Any]) -> Decision:
-        """ALLOW for a read-only call, DENY for no tool, ASK for everything else."""
-        if tool is None:
-            return Decision.DENY
-        return Decision.ALLOW if self.policy.assess(tool, arguments).read_only else Decision.ASK
+    def decide(
+        self, tool: Tool | None, arguments: dict[str, Any], context: Context | None = None
+    ) -> Decision:
+        """ALLOW, ASK or DENY for one call (see :meth:`check`)."""
+        return self.check(tool, arguments, context=context).decision
+
+    def tier(
+        self,
+        tool: Tool,
+        arguments: Mapping[str, Any],
+        assessment: Assessment,
+        declared_tier: Tier | None = None,
+    ) -> Tier:
+        """The call's effective tier: its declaration, made stricter (never looser) by what the
+        policy infers from its name and arguments. ``declared_tier`` (an inverse's own
+        declaration) replaces the tool's declared tier and effects; inferred effects still count.
+        """
+        if declared_tier is not None and not assessment.undeclared:
+            inferred = assessment.effects - assessment.declared
+            if inferred & _ALWAYS_ASK_EFFECTS:
+                return Tier.ASK
+            return declared_tier
+        declared = tool.tier_for(arguments)
+        if assessment.undeclared or (assessment.effects & _ALWAYS_ASK_EFFECTS):
+            return Tier.ASK
+        if tool.tier is None:  # an old-style declaration: effects only
+            return Tier.READ if assessment.read_only else Tier.ASK
+        if declared is Tier.READ and not assessment.read_only:
+            return Tier.ASK  # a "read" tool whose arguments write: no inverse is declared
+        return declared
 
     def check(
         self,
         tool: Tool | None,
         arguments: Mapping[str, Any],
         provenance: Provenance | None = None,
+        *,
+        context: Context | None = None,
+        tier: Tier | None = None,
     ) -> Verdict:
-        """The decision for one call with its receipt, reasons and provenance findings."""
+        """The decision for one call with its receipt, reasons and provenance findings.
+
+        ``tier``: the call's declared tier where its caller declares it instead of the tool
+        (an undo: the inverse's own declaration, see core/tools.py Inverse).
+
+        * read: runs, unless the context is tainted and the call sends model-chosen text off
+          the computer (a declared ``sends`` field with a value): then it asks;
+        * reversible: runs in a clean context (unless ``ask_every_change``), asks otherwise;
+        * ask: always asks, never covered by an allowance.
+        A provenance finding (an argument value seen in untrusted output) taints the context
+        even when the caller passed none.
+        """
         if tool is None:
             return Verdict(Decision.DENY, None, message="There is no such tool.")
+        context = context or Context()
         assessment = self.policy.assess(tool, arguments)
         findings = tuple(provenance.findings(arguments)) if provenance is not None else ()
-        if assessment.read_only:
-            return Verdict(Decision.ALLOW, assessment, findings)
-        reasons = list(assessment.reasons) + [f.sentence() for f in findings]
-        receipt = self._text(tool, arguments, assessment, reasons)
+        sources = context.sources or tuple(
+            dict.fromkeys(f"what {f.source} returned" for f in findings)
+        )
+        tier = self.tier(tool, arguments, assessment, tier)
+        reasons = [] if tier is Tier.REVERSIBLE else list(assessment.reasons)
+        if tier is Tier.ASK and tool.tier is not None and Effect.LOCAL_WRITE in assessment.effects:
+            # a declared always-ask tool asks for what its summary says, not for a local write
+            local = EFFECT_REASONS[Effect.LOCAL_WRITE]
+            reasons = [r for r in reasons if not r.lower().startswith(local)]
+        if tier is Tier.READ:
+            sent = [k for k in tool.sends if arguments.get(k) not in (None, "", [])]
+            if not (sources and sent):
+                return Verdict(
+                    Decision.ALLOW,
+                    assessment,
+                    findings,
+                    tier=tier,
+                    sources=sources,
+                    summary=tool.summarize(arguments),
+                )
+            reasons.append(
+                f"it sends what is in {', '.join(sent)} to an online service, and this request "
+                "has read content you did not type"
+            )
+        elif tier is Tier.REVERSIBLE:
+            if not sources and not self.ask_every_change:
+                return Verdict(
+                    Decision.ALLOW,
+                    assessment,
+                    findings,
+                    tier=tier,
+                    summary=tool.summarize(arguments),
+                )
+            if sources:
+                reasons.append(
+                    "this request has read content you did not type, so changes ask first"
+                )
+            else:
+                reasons.append('you chose "Ask before every change"')
+        built = build_receipt(
+            tool,
+            arguments,
+            assessment,
+            tier=tier,
+            sources=sources,
+            findings=findings,
+            reasons=reasons,
+        )
         return Verdict(
             Decision.ASK,
             assessment,
             findings,
-            receipt=receipt,
-            lines=assessment.lines,
-            reasons=tuple(reasons),
+            receipt=built.text,
+            lines=built.lines,
+            reasons=built.reasons,
+            tier=tier,
+            summary=built.summary,
+            details=built.details,
+            sources=sources,
         )
 
     def receipt(self, tool: Tool, arguments: dict[str, Any]) -> str:
-        """Plain words and the full arguments of what will happen if approved."""
+        """Plain words of what will happen if approved (the call judged in a clean context)."""
         assessment = self.policy.assess(tool, arguments)
-        return self._text(tool, arguments, assessment, list(assessment.reasons))
+        tier = self.tier(tool, arguments, assessment)
+        return build_receipt(
+            tool, arguments, assessment, tier=tier, reasons=assessment.reasons
+        ).text
 
-    def scope_for(self, conversation_id: str, verdict: Verdict) -> Scope | None:
-        """What "allow for this conversation" would cover, or None where it is not offered."""
+    def scope_for(
+        self,
+        conversation_id: str,
+        verdict: Verdict,
+        tool: Tool | None = None,
+        arguments: Mapping[str, Any] | None = None,
+    ) -> Scope | None:
+        """What "allow for this conversation" would cover, or None where it is not offered:
+        the values of the tool's declared target fields, else exactly these arguments."""
         if not self.scopable(verdict) or verdict.assessment is None:
             return None
-        a = verdict.assessment
-        return Scope(conversation_id, a.tool, a.targets)
+        if tool is None or arguments is None:
+            return None
+        if tool.targets:
+            return Scope(
+                conversation_id, tool.name, tool.target_values(arguments), what=verdict.summary
+            )
+        return Scope(
+            conversation_id,
+            tool.name,
+            exact=call_digest(tool.name, dict(arguments)),
+            what=verdict.summary,
+        )
 
     def scopable(self, verdict: Verdict) -> bool:
         """May a conversation-wide allowance offer or cover this call (preference included)?"""
@@ -262,6 +445,14 @@ class Gate:
             and verdict.assessment is not None
             and not (verdict.assessment.effects & self.never_scoped)
         )
+
+    def covering(
+        self, conversation_id: str, tool: Tool, arguments: Mapping[str, Any], verdict: Verdict
+    ) -> Scope | None:
+        """The allowance of this conversation that covers this call, if any."""
+        if not self.scopable(verdict):
+            return None
+        return self.grants.covering_call(conversation_id, tool, arguments)
 
     def request(
         self,
@@ -283,17 +474,10 @@ class Gate:
             sorted(e.value for e in verdict.assessment.effects),
             lines=verdict.lines,
             reasons=verdict.reasons,
-            scope=None if background else self.scope_for(conversation_id, verdict),
+            scope=None if background else self.scope_for(conversation_id, verdict, tool, arguments),
             background=background,
+            summary=verdict.summary,
+            details=verdict.details,
+            tier=verdict.tier.value,
+            sources=verdict.sources,
         )
-
-    @staticmethod
-    def _text(
-        tool: Tool, arguments: Mapping[str, Any], assessment: Assessment, reasons: Sequence[str]
-    ) -> str:
-        effects = ", ".join(sorted(e.value for e in assessment.effects))
-        parts = [f"Run {tool.describe_call(arguments)} — effects: {effects}."]
-        parts += list(assessment.lines)
-        if reasons:
-            parts.append("Why it asks: " + "; ".join(reasons) + ".")
-        return "\n".join(parts)

@@ -13,6 +13,9 @@ _LEFT, _RIGHT = "\u2039", "\u203a"
 # the tags that frame calls, results and thinking. The prompt is tokenized with special tokens
 # enabled, so these would otherwise let a file or web page forge a user turn or a tool call.
 _CONTROL_RE = re.compile(r"<\|([^|<>\n]{0,64})\|>")
+# The loop's own frame around tool output ("[Output of X. ...]", "[End of X output.]"): text
+# that forges one would pose as the end of the data and the start of instructions.
+_FRAME_RE = re.compile(r"\[(?=\s*(?:output|end) of\b)", re.IGNORECASE)
 _TAG_RE = re.compile(
     r"<(/?)(tool_call|tool_response|think|function|parameter|im_start|im_end)\b([^>]{0,64})>",
     re.IGNORECASE,
@@ -63,8 +66,10 @@ def redact(text: str, secrets: Iterable[str] = ()) -> str:
 
 def defuse(text: str) -> str:
     """Make chat control tokens and call tags inert: ``<|im_end|>`` becomes ``\u2039|im_end|\u203a``
-    (single angle quotation marks), which the tokenizer reads as plain text."""
+    (single angle quotation marks), which the tokenizer reads as plain text; a forged frame
+    marker (``[End of X output.]``) loses its bracket the same way."""
     text = _CONTROL_RE.sub(lambda m: f"{_LEFT}|{m.group(1)}|{_RIGHT}", text)
+    text = _FRAME_RE.sub(_LEFT, text)
     return _TAG_RE.sub(lambda m: f"{_LEFT}{m.group(1)}{m.group(2)}{m.group(3)}{_RIGHT}", text)
 
 

@@ -27,14 +27,22 @@ from botpsy_desktop.agent.events import (
     ToolStarted,
     TurnFinished,
 )
-from botpsy_desktop.agent.gate import Decision, Gate, Verdict
-from botpsy_desktop.agent.hardening import clean_output, frame, known_secrets
+from botpsy_desktop.agent.gate import Context, Decision, Gate, Verdict
+from botpsy_desktop.agent.hardening import clean_output, defuse, frame, known_secrets
 from botpsy_desktop.agent.logs import logged_events
-from botpsy_desktop.agent.provenance import Provenance
+from botpsy_desktop.agent.provenance import Provenance, untrusted_sources
 from botpsy_desktop.agent.reply import PendingReply
 from botpsy_desktop.agent.selection import RequestTools, ToolSelector
 from botpsy_desktop.agent.store import ConversationStore, prompt_history
-from botpsy_desktop.agent.tools import Tool, ToolArgumentsError, ToolRegistry
+from botpsy_desktop.agent.tools import (
+    CallContext,
+    Inverse,
+    Tier,
+    Tool,
+    ToolArgumentsError,
+    ToolRegistry,
+    run_in_context,
+)
 from botpsy_desktop.core.errors import BotpsyError
 from botpsy_desktop.llm.backend import Backend
 from botpsy_desktop.llm.parser import StreamSplitter, parse_turn
@@ -73,6 +81,9 @@ class _Outcome:
         self.value: Any = None  # what the tool returned, when it ran
         self.ran = False  # the tool was called (its output is untrusted data)
         self.decided_by = ""
+        self.summary = ""  # a change that ran, in plain words
+        self.action_id: int | None = None  # its audit entry
+        self.undo = ""  # what undoing it would do
 
 
 class AgentSession:
@@ -106,6 +117,8 @@ class AgentSession:
         self.audit = AuditLog(store)
         self._secrets = known_secrets(settings.secrets)
         self.selector = ToolSelector(registry) if settings.select_tools else None
+        self._sources: list[str] = []
+        """The untrusted content in the current request's context, named (agent/gate.py)."""
         if conversation_id is None:
             conversation_id = store.create()
         elif not store.exists(conversation_id):
@@ -124,6 +137,8 @@ class AgentSession:
             if m.get("role") == "tool" and m.get("data"):
                 m = {k: v for k, v in m.items() if k != "data"}
                 m["content"] = frame(str(m.get("name") or "the tool"), str(m.get("content", "")))
+            elif m.get("role") == "user" and m.get("origin"):
+                m = {k: v for k, v in m.items() if k != "origin"}
             out.append(m)
         return out
 
@@ -154,9 +169,18 @@ class AgentSession:
         return messages[:-1]
 
     def run(
-        self, text: str, *, cancel: threading.Event | None = None, think: bool = False
+        self,
+        text: str,
+        *,
+        cancel: threading.Event | None = None,
+        think: bool = False,
+        origin: str | None = None,
     ) -> Iterator[Event]:
         """Handle one user request, yielding events until an Answer or an Error.
+
+        ``origin`` marks a request the user did not type now (a routine stored from untrusted
+        content): its text is defused like tool output and its context is tainted from the
+        start, so every change it asks for waits for the user, with the origin shown.
 
         The user's message is committed before the model is called; the reply is saved as it
         streams (agent/reply.py). A reply left unfinished (an error, Stop, the generator
@@ -164,7 +188,7 @@ class AgentSession:
         """
         self._reply = PendingReply(self.store, self.conversation_id)
         try:
-            events = self._run(text, cancel=cancel, think=think)
+            events = self._run(text, cancel=cancel, think=think, origin=origin)
             yield from logged_events(events, self.conversation_id, text)  # agent/logs.py
         finally:
             self._reply.abandon()
@@ -180,12 +204,21 @@ class AgentSession:
         return self._reply.next_turn()
 
     def _run(
-        self, text: str, *, cancel: threading.Event | None = None, think: bool = False
+        self,
+        text: str,
+        *,
+        cancel: threading.Event | None = None,
+        think: bool = False,
+        origin: str | None = None,
     ) -> Iterator[Event]:
         cancel = cancel or threading.Event()
         if not self.store.messages(self.conversation_id):
             self.store.rename(self.conversation_id, text[:60])
-        self._reply.start({"role": "user", "content": text})
+        user: dict[str, Any] = {"role": "user", "content": text}
+        if origin:
+            user = {"role": "user", "content": defuse(text), "origin": origin}
+        self._reply.start(user)
+        self._sources = []
         # this request's tools (agent/selection.py): the same every step, so the prompt's start
         # stays cached, unless the model calls a registered tool outside them (then it grows)
         offer = RequestTools(
@@ -198,6 +231,7 @@ class AgentSession:
             completion: Completion | None = None
             try:
                 prompt, fitted = self._fit(tools, think)
+                self._sources = list(self._context_sources(fitted.dropped_messages))
                 if fitted.trimmed and (trimmed is None or _trim_key(trimmed) != _trim_key(fitted)):
                     trimmed = fitted
                     yield _trimmed_event(fitted, self.backend.n_ctx or 0)
@@ -299,6 +333,8 @@ class AgentSession:
                 }
                 if outcome.ran:
                     message["data"] = True
+                    label = _call_label(name, args)
+                    self._sources.append(f"what {label} returned")
                 self._reply.finish(message, then=self._next_row(stubs, step, cancel))
                 self.store.record_tool_call(
                     self.conversation_id,
@@ -318,6 +354,9 @@ class AgentSession:
                     outcome.decision,
                     outcome.duration,
                     outcome.decided_by,
+                    outcome.summary,
+                    outcome.action_id,
+                    outcome.undo,
                 )
             if cancel.is_set():
                 yield Error("cancelled", "Stopped.")
@@ -342,19 +381,29 @@ class AgentSession:
             return _Outcome(False, str(exc), "not-run")
         arguments = dict(call.arguments)
         provenance = Provenance.from_messages(self.store.messages(self.conversation_id))
-        verdict = self.gate.check(tool, arguments, provenance)
+        context = Context(tuple(dict.fromkeys(self._sources)))
+        verdict = self.gate.check(tool, arguments, provenance, context=context)
+        call_context = CallContext(verdict.sources)
         if verdict.decision is Decision.DENY:
             return _Outcome(False, verdict.message or f"{tool.name} is not allowed.", "denied")
         if verdict.decision is Decision.ALLOW:
-            return _run_with_timeout(
-                lambda: tool.call(args_model), *self._timeout(tool), tool.name, "allowed", cancel
+            outcome = _run_with_timeout(
+                lambda: run_in_context(call_context, lambda: tool.call(args_model)),
+                *self._timeout(tool),
+                tool.name,
+                "allowed",
+                cancel,
             )
+            if verdict.tier is not Tier.READ:  # a reversible change ran at once: log it
+                outcome.decided_by = "ran at once (a reversible change you asked for)"
+                self._audit(call_id, tool, arguments, verdict, outcome.decided_by, outcome)
+            return outcome
 
         # ASK: a conversation-wide allowance, or the user's decision on this exact call
         edited: dict[str, Any] | None = None
         scope = None
-        if not self.background and self.gate.scopable(verdict) and verdict.assessment is not None:
-            scope = self.gate.grants.covering(self.conversation_id, tool.name, verdict.assessment)
+        if not self.background:
+            scope = self.gate.covering(self.conversation_id, tool, arguments, verdict)
         if scope is not None:
             decided_by = f"allowed for this conversation ({scope.describe()})"
         else:
@@ -384,7 +433,7 @@ class AgentSession:
                     return _Outcome(
                         False, f"The user's edited arguments were invalid: {exc}", "denied"
                     )
-                verdict = self.gate.check(tool, edited)  # the user's own words: no provenance
+                verdict = self.gate.check(tool, edited, context=context)
                 if verdict.decision is Decision.DENY:
                     return _Outcome(False, verdict.message, "denied")
             if not request.consume(tool.name, arguments if edited is None else edited):
@@ -398,16 +447,27 @@ class AgentSession:
                 self.gate.grants.add(request.scope)
             decided_by = request.decided_by or "user"
         outcome = _run_with_timeout(
-            lambda: tool.call(args_model), *self._timeout(tool), tool.name, "approved", cancel
+            lambda: run_in_context(call_context, lambda: tool.call(args_model)),
+            *self._timeout(tool),
+            tool.name,
+            "approved",
+            cancel,
         )
         outcome.decided_by = decided_by
         ran_with = arguments if edited is None else edited
-        self._audit(call_id, tool.name, ran_with, verdict, decided_by, outcome)
+        self._audit(call_id, tool, ran_with, verdict, decided_by, outcome)
         if edited is not None:
             outcome.arguments = edited
             shown = json.dumps(edited, ensure_ascii=False)
             outcome.output = f"(The user changed the arguments to {shown}.)\n{outcome.output}"
         return outcome
+
+    def _context_sources(self, dropped_messages: int) -> tuple[str, ...]:
+        """The untrusted content in the prompt just sent: tool output of this request and of the
+        earlier turns still in the prompt (turns the context budget left out no longer count,
+        whole, with the replies that read them), and stored requests of untrusted origin."""
+        history = prompt_history(self.store.messages(self.conversation_id))
+        return untrusted_sources(history[dropped_messages:])
 
     def _timeout(self, tool: Tool) -> tuple[float, str]:
         """Seconds ``tool`` may run and the setting that says so: the tool's own entry in
@@ -436,21 +496,35 @@ class AgentSession:
     def _audit(
         self,
         call_id: str,
-        tool: str,
+        tool: Tool,
         arguments: dict[str, Any],
         verdict: Verdict,
         decided_by: str,
         outcome: _Outcome,
     ) -> None:
+        """Log a change that ran; the outcome learns its entry, summary and undo."""
         effects = (
             sorted(e.value for e in verdict.assessment.effects)
             if verdict.assessment is not None
             else []
         )
-        self.audit.record(
+        inverse: Inverse | str = (
+            tool.inverse_of(arguments, outcome.value)
+            if outcome.ok
+            else "it failed, so there is nothing to undo"
+        )
+        if outcome.ok:
+            outcome.summary = verdict.summary or tool.summarize(arguments)
+        if outcome.ok and isinstance(inverse, Inverse):
+            target = self.registry.get(inverse.tool)
+            outcome.undo = (
+                target.summarize(inverse.arguments) if target is not None else inverse.tool
+            )
+        outcome.action_id = self.audit.record(
             conversation_id=self.conversation_id,
             call_id=call_id,
-            tool=tool,
+            tool=tool.name,
+            inverse=inverse,
             arguments=arguments,
             effects=effects,
             approved_by=decided_by,
@@ -459,6 +533,11 @@ class AgentSession:
             output=clean_output(outcome.output, 2000, self._secrets),
             value=outcome.value,
         )
+
+
+def _call_label(name: str | None, arguments: Mapping[str, Any]) -> str:
+    shown = ", ".join(f"{k}={v!s:.60}" for k, v in arguments.items())
+    return f"{name or '?'}({shown})"
 
 
 def tool_family(tool: Tool) -> str:

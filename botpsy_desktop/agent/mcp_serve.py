@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from botpsy_desktop.agent.gate import Decision, Gate
+from botpsy_desktop.agent.gate import Context, Decision, Gate
 from botpsy_desktop.agent.hardening import clean_output, known_secrets
 from botpsy_desktop.agent.tools import Effect, Tool, ToolArgumentsError, ToolRegistry
 from botpsy_desktop.core.errors import BotpsyError
@@ -27,6 +27,7 @@ from botpsy_desktop.core.errors import BotpsyError
 log = logging.getLogger(__name__)
 ORIGIN = "mcp-serve"
 MAX_OUTPUT_CHARS = 20_000
+CALLER = Context(("the request of another app (over MCP)",))
 
 
 @dataclass
@@ -92,7 +93,9 @@ class ToolServer:
             args_model = tool.validate(arguments)
         except ToolArgumentsError as exc:
             return False, str(exc)
-        verdict = self.gate.check(tool, arguments)
+        # what another app asks for is untrusted like tool output: reads that send text to a
+        # service, and every change, ask (agent/gate.py)
+        verdict = self.gate.check(tool, arguments, context=CALLER)
         if verdict.decision is Decision.DENY:
             return False, verdict.message or f"{name} is not allowed."
         decided_by = "allowed (read-only)"

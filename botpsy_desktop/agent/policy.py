@@ -8,7 +8,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from botpsy_desktop.agent.tools import Effect, Tool
+from botpsy_desktop.agent.tools import Effect, Tier, Tool
 
 ALL_EFFECTS = frozenset(Effect)
 """What a tool with undeclared (or unknown) effects is assumed to do: everything."""
@@ -65,6 +65,12 @@ def _words(name: str) -> set[str]:
 def _key_is(key: str, keys: frozenset[str]) -> bool:
     low = key.lower()
     return low in keys or bool(_words(low) & keys)
+
+
+def _is_recipient(key: str) -> bool:
+    """A recipient-like argument name; an id (``reply_to_id``) names a message, not a person."""
+    low = key.lower()
+    return _key_is(low, _RECIPIENT_KEYS) and not (low.endswith("_id") or low == "id")
 
 
 def leaves(value: Any, key: str = "") -> Iterator[tuple[str, str]]:
@@ -156,9 +162,13 @@ class Policy:
         urls = [u for _, text in leaves(dict(arguments)) for u in URL_RE.findall(text)]
         if urls:
             infer(Effect.OUTBOUND, "an argument is a web address, which would be contacted")
-        if known != {Effect.READ} and any(
-            _key_is(k, _RECIPIENT_KEYS) and any(EMAIL_RE.search(t) for t in _values(v))
-            for k, v in arguments.items()
+        if (
+            known != {Effect.READ}
+            and tool.tier_for(arguments) is not Tier.ASK  # asks anyway: no untrue reason
+            and any(
+                _is_recipient(k) and any(EMAIL_RE.search(t) for t in _values(v))
+                for k, v in arguments.items()
+            )
         ):
             infer(Effect.OUTBOUND, "it names people by e-mail address, who would be contacted")
         if verb in _DESTRUCTIVE_VERBS:
@@ -216,9 +226,8 @@ class Policy:
         files_out: list[str],
     ) -> list[str]:
         lines: list[str] = []
-        summary = tool.description.strip().splitlines()[0] if tool.description.strip() else ""
-        lines.append(f"{tool.name}: {summary}" if summary else f"Runs {tool.name}.")
-        lines.extend(tool.notes)
+        declared = tool.summary is not None  # the tool's own words say who, what and where
+        lines.extend(tool.notes)  # where the tool comes from (a tool server's, its hints)
         if undeclared:
             lines.append(
                 "This tool does not say what it does: it could send, pay, delete or change "
@@ -232,12 +241,9 @@ class Policy:
             cur = f" {', '.join(_values(currency))}" if currency else ""
             payee = ", ".join(_values(payees)) or "a payee it does not state"
             lines.append(f"Pays {amount}{cur} to {payee}.")
-        if Effect.OUTBOUND in effects:
+        if Effect.OUTBOUND in effects and not declared:
             recipients = [
-                text
-                for k, v in arguments.items()
-                if _key_is(k, _RECIPIENT_KEYS)
-                for text in _values(v)
+                text for k, v in arguments.items() if _is_recipient(k) for text in _values(v)
             ]
             if recipients:
                 lines.append(f"Sends to: {', '.join(recipients)}.")
@@ -247,10 +253,13 @@ class Policy:
             for key, value in arguments.items():
                 if _key_is(key, _BODY_KEYS):
                     lines.append(f"{key.capitalize()}: {_shown(' '.join(_values(value)))}")
+        if Effect.OUTBOUND in effects:
             for url in urls:
                 lines.append(f"Contacts the web address {url}")
         if files_out:
             lines.append(f"These files leave this computer: {', '.join(files_out)}.")
+        if declared:
+            return lines
         if Effect.DESTRUCTIVE in effects:
             doomed = [
                 text

@@ -68,7 +68,9 @@ class Provenance:
         untrusted: list[Source] = []
         for m in messages:
             role = m.get("role")
-            if role == "user":
+            if role == "user" and m.get("origin"):  # a stored request the user did not type
+                untrusted.append(Source(str(m["origin"]), str(m.get("content") or "")))
+            elif role == "user":
                 trusted.append(str(m.get("content") or ""))
             elif role == "assistant":
                 for call in m.get("tool_calls") or []:
@@ -127,3 +129,32 @@ class Provenance:
                         add(key, value[start : start + WINDOW], source, copied=True)
                         break
         return found
+
+
+def call_labels(messages: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+    """Each tool call's id -> the call in a few words (``read_text_file(path=~/a.txt)``)."""
+    calls: dict[str, str] = {}
+    for m in messages:
+        for call in m.get("tool_calls") or [] if m.get("role") == "assistant" else []:
+            fn = call.get("function") or {}
+            args = fn.get("arguments") or {}
+            shown = ", ".join(f"{k}={v!s:.60}" for k, v in dict(args).items())
+            calls[str(call.get("id"))] = f"{fn.get('name', '?')}({shown})"
+    return calls
+
+
+def untrusted_sources(messages: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
+    """The content in ``messages`` (a prompt's history) that the user did not type, named: each
+    tool output (a tool that ran) and each stored request of untrusted origin (a routine made
+    from such content). Empty: the context is clean."""
+    labels = call_labels(messages)
+    out: list[str] = []
+    for m in messages:
+        if m.get("role") == "tool" and m.get("data"):
+            call_id = str(m.get("tool_call_id"))
+            out.append(
+                "what " + (labels.get(call_id) or str(m.get("name") or "a tool")) + " returned"
+            )
+        elif m.get("role") == "user" and m.get("origin"):
+            out.append(str(m["origin"]))
+    return tuple(dict.fromkeys(out))

@@ -142,7 +142,10 @@ class DaemonRoutines:
         conversation = routine_conversation(self.store, self.alarms, fired)
         run = _Run(fired, conversation)
         job = session_job(
-            lambda backend: self.make_session(backend, conversation), fired.label, think=self.think
+            lambda backend: self.make_session(backend, conversation),
+            fired.label,
+            think=self.think,
+            origin=fired.origin,
         )
         with self._lock:
             self._active += 1

@@ -331,8 +331,12 @@ def session_job(
     *,
     think: bool = False,
     no_model: str = "No model is loaded yet. Load one, then ask again.",
+    origin: str | None = None,
 ) -> Job:
     """A job that handles ``text`` in the session ``make_session`` builds on the shared model.
+
+    ``origin``: the request is a stored one the user did not type (a routine of untrusted
+    origin, see AgentSession.run): its calls all wait for the user, with the origin shown.
 
     An approval request holds the engine until someone decides it (from any thread) or the
     request is stopped (then it is denied): an undecided approval never lets the call run.
@@ -344,7 +348,7 @@ def session_job(
             yield Error("model", no_model)
             return
         session = make_session(backend)
-        for event in session.run(text, cancel=ctx.cancel, think=think):
+        for event in session.run(text, cancel=ctx.cancel, think=think, origin=origin):
             yield event
             # a background run's request waits in the gate's inbox, inside the loop
             if isinstance(event, ApprovalNeeded) and not event.request.background:

@@ -85,6 +85,11 @@ class AgentSettings(_Section):
         description="Offer each request only the tools of the domains it names (files, email, "
         "...) and those the conversation used; false: every tool every time (a longer prompt).",
     )
+    ask_before_every_change: bool = Field(
+        False,
+        description="Ask before every change, even small reversible ones you asked for (a "
+        "timer, a note); off: those run at once and offer Undo.",
+    )
     allow_for_conversation: bool = Field(
         True,
         description='Offer "Allow for this conversation" for changes on this computer (sending, '

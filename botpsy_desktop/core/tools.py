@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import contextvars
 import inspect
 import json
 import unicodedata
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, get_type_hints
 
@@ -26,6 +27,134 @@ class Effect(StrEnum):
     DESTRUCTIVE = "destructive"
 
 
+class Tier(StrEnum):
+    """How much the user is asked before a call runs; declared on the tool (see :class:`Tool`).
+
+    * ``READ``: looks, changes nothing, sends nothing the user did not type: runs.
+    * ``REVERSIBLE``: a local change with a declared inverse (a timer, a note, a folder, a
+      personal event): runs at once while the request's context is clean (only the user's own
+      typing in it); its result says what happened and offers Undo. Asks once content the user
+      did not type (tool output, a routine from such content) is in the context.
+    * ``ASK``: always asks and is never allowed for the whole conversation: anything outbound,
+      money, personal data leaving, destructive or bulk changes, scheduling unattended runs,
+      the gate's own settings.
+    """
+
+    READ = "read"
+    REVERSIBLE = "reversible"
+    ASK = "ask"
+
+
+TIER_ORDER = {Tier.READ: 0, Tier.REVERSIBLE: 1, Tier.ASK: 2}
+
+
+def stricter(a: Tier, b: Tier) -> Tier:
+    """The more cautious of two tiers."""
+    return a if TIER_ORDER[a] >= TIER_ORDER[b] else b
+
+
+@dataclass(frozen=True)
+class Inverse:
+    """The call that reverses an action. ``group``: actions of one group are undone newest first.
+
+    ``tier``: what the inverse call itself is, when its declaration knows better than the inverse
+    tool's own tier for those arguments (cancelling the very timer an action set is reversible
+    housekeeping, though ``cancel_alarm`` in general always asks). The gate still adds caution
+    from the inverse's arguments (recipients, web addresses), never less.
+    """
+
+    tool: str
+    arguments: dict[str, Any]
+    group: str | None = None
+    tier: Tier | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"tool": self.tool, "arguments": self.arguments}
+        if self.group:
+            out["group"] = self.group
+        if self.tier is not None:
+            out["tier"] = self.tier.value
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Inverse:
+        tier = data.get("tier")
+        return cls(
+            str(data["tool"]),
+            dict(data.get("arguments") or {}),
+            data.get("group"),
+            Tier(tier) if tier in {t.value for t in Tier} else None,
+        )
+
+
+def result_inverse(result: Any, tier: Tier | None = None) -> Inverse | None:
+    """The inverse an adapter put in its result (``{"inverse": {"tool": ..., "arguments":
+    {...}}}``), with ``tier`` as its declared tier when given."""
+    if isinstance(result, Mapping) and isinstance(result.get("inverse"), Mapping):
+        inv = result["inverse"]
+        if isinstance(inv.get("tool"), str) and isinstance(inv.get("arguments", {}), Mapping):
+            found = Inverse.from_dict(inv)
+            return (
+                found if tier is None else Inverse(found.tool, found.arguments, found.group, tier)
+            )
+    return None
+
+
+def from_result(tier: Tier | None = None, missing: str = "") -> InverseRule:
+    """An inverse rule: the inverse the adapter returned in its result (see
+    :func:`result_inverse`), else ``missing`` as the reason there is none."""
+
+    def rule(arguments: Mapping[str, Any], result: Any) -> Inverse | str:
+        found = result_inverse(result, tier)
+        return found if found is not None else (missing or "the result names no way to undo it")
+
+    return rule
+
+
+TierRule = Callable[[Mapping[str, Any]], Tier]
+"""An argument-dependent tier: from the call's arguments (an event with attendees is ASK)."""
+
+InverseRule = Callable[[Mapping[str, Any], Any], "Inverse | str"]
+"""From an action's arguments and result: its inverse, or a sentence saying why there is none."""
+
+SummaryRule = Callable[[Mapping[str, Any]], str]
+"""A call in plain words for the person deciding: "Set a timer for 5 minutes"."""
+
+
+@dataclass(frozen=True)
+class CallContext:
+    """What the gate knew about the request a tool call runs in, for tools that store requests.
+
+    ``sources`` names the untrusted content in the context (empty: only the user's own typing);
+    a tool that stores something to act on later (a routine) keeps it as the stored origin.
+    """
+
+    sources: tuple[str, ...] = ()
+
+    @property
+    def tainted(self) -> bool:
+        return bool(self.sources)
+
+
+_CALL_CONTEXT: contextvars.ContextVar[CallContext | None] = contextvars.ContextVar(
+    "botpsy_call_context", default=None
+)
+
+
+def current_call_context() -> CallContext:
+    """The context of the tool call running now (clean when none is set)."""
+    return _CALL_CONTEXT.get() or CallContext()
+
+
+def run_in_context(context: CallContext, fn: Callable[[], Any]) -> Any:
+    """Run ``fn`` with :func:`current_call_context` returning ``context``."""
+    token = _CALL_CONTEXT.set(context)
+    try:
+        return fn()
+    finally:
+        _CALL_CONTEXT.reset(token)
+
+
 class ToolArgumentsError(BotpsyError):
     """The model's arguments do not fit the tool's schema; the message is written for the model."""
 
@@ -35,7 +164,21 @@ Handler = Callable[[Any], Any]
 
 @dataclass(frozen=True)
 class Tool:
-    """One tool: its name, the model-facing description, arguments model, handler and effects."""
+    """One tool: its name, the model-facing description, arguments model, handler and effects.
+
+    The gate's declaration (one place drives schema, gate, receipt and undo):
+
+    * ``tier``: a :class:`Tier`, or a function of the arguments returning one (argument-
+      dependent: cancelling "all" is ASK). None: READ for a read-only tool, else ASK.
+    * ``targets``: the argument names that say *what or whom* a call acts on (recipients, a
+      path, an alarm, an event id). "Allow for this conversation" binds to their values; with
+      none declared it binds to identical arguments.
+    * ``inverse``: from (arguments, result) the call that undoes it (or why there is none);
+      required for a static REVERSIBLE tier.
+    * ``summary``: the call in plain words for the receipt ("Set a timer for 5 minutes").
+    * ``sends``: the arguments whose text leaves the computer even though the tool only reads
+      (a place name geocoded by a web service): in a tainted context such a call asks.
+    """
 
     name: str
     description: str
@@ -50,16 +193,84 @@ class Tool:
     one derived from ``args_model``, and checked in full when arguments are validated."""
     notes: tuple[str, ...] = ()
     """Lines the approval receipt adds under the tool's summary (where a tool comes from)."""
+    tier: Tier | TierRule | None = None
+    targets: tuple[str, ...] = ()
+    inverse: InverseRule | None = None
+    summary: SummaryRule | None = None
+    sends: tuple[str, ...] = field(default=())
 
     def __post_init__(self) -> None:
         if not self.effects:
             raise ValueError(f"tool {self.name!r} must declare at least one effect")
         if not self.name.isidentifier() or not self.name.isascii():
             raise ValueError(f"tool name {self.name!r} must be an ASCII identifier")
+        fields = set(self.args_model.model_fields)
+        if self.input_schema is not None:
+            fields = set(self.input_schema.get("properties") or {})
+        for key in (*self.targets, *self.sends):
+            if key not in fields:
+                raise ValueError(f"tool {self.name!r} declares {key!r}, which is not a parameter")
+        if self.tier is Tier.REVERSIBLE and self.inverse is None:
+            raise ValueError(f"tool {self.name!r} is declared reversible but has no inverse")
+        if self.tier is Tier.READ and not self.read_only:
+            raise ValueError(f"tool {self.name!r} is declared read but has effects beyond read")
 
     @property
     def read_only(self) -> bool:
         return self.effects == frozenset({Effect.READ})
+
+    def tier_for(self, arguments: Mapping[str, Any]) -> Tier:
+        """The declared tier of this call (its arguments decide where the tier is a rule)."""
+        if self.tier is None:
+            return Tier.READ if self.read_only else Tier.ASK
+        if isinstance(self.tier, Tier):
+            return self.tier
+        try:
+            tier = self.tier(arguments)
+        except Exception:  # a rule that fails on odd arguments: the most cautious tier
+            return Tier.ASK
+        return tier if isinstance(tier, Tier) else Tier.ASK
+
+    def summarize(self, arguments: Mapping[str, Any]) -> str:
+        """The call in plain words (its declared summary), else a generic sentence."""
+        if self.summary is not None:
+            try:
+                text = self.summary(arguments).strip()
+            except Exception:
+                text = ""
+            if text:
+                return text
+        first = self.description.strip().splitlines()[0] if self.description.strip() else ""
+        return first.rstrip(".") or f"Run {self.name}"
+
+    def inverse_of(self, arguments: Mapping[str, Any], result: Any) -> Inverse | str:
+        """The call that undoes this executed call, or why there is none.
+
+        An adapter may also return ``{"inverse": {"tool": ..., "arguments": {...}}}`` in a
+        result (e.g. the created event's delete call); that wins over the declaration.
+        """
+        if self.inverse is not None:
+            return self.inverse(arguments, result)
+        found = result_inverse(result)
+        return found if found is not None else f"{self.name} has no known inverse"
+
+    def target_values(
+        self, arguments: Mapping[str, Any]
+    ) -> tuple[tuple[str, tuple[str, ...]], ...]:
+        """The declared target fields and their values in this call (what an allowance binds)."""
+        out: list[tuple[str, tuple[str, ...]]] = []
+        for key in self.targets:
+            value = arguments.get(key)
+            items = value if isinstance(value, list | tuple) else [value]
+            texts = sorted(
+                {
+                    (v if isinstance(v, str) else json.dumps(v, sort_keys=True)).strip()
+                    for v in items
+                    if v is not None
+                }
+            )
+            out.append((key, tuple(texts)))
+        return tuple(out)
 
     def parameters_schema(self) -> dict[str, Any]:
         """The JSON schema of the arguments, simplified to what a small model reads well."""
@@ -144,12 +355,18 @@ def make_tool(
     name: str | None = None,
     description: str | None = None,
     domain: str | None = None,
+    tier: Tier | TierRule | None = None,
+    targets: Iterable[str] = (),
+    inverse: InverseRule | None = None,
+    summary: SummaryRule | None = None,
+    sends: Iterable[str] = (),
 ) -> Tool:
     """Build a Tool from a handler whose single parameter is annotated with a pydantic model.
 
     The tool's description is the model's docstring unless given; field descriptions become the
     parameter descriptions the model reads. ``domain`` defaults to the adapter the handler
-    comes from (``botpsy_desktop.adapters.weather...`` -> ``weather``).
+    comes from (``botpsy_desktop.adapters.weather...`` -> ``weather``). ``tier``, ``targets``,
+    ``inverse``, ``summary`` and ``sends`` are the gate's declaration (see :class:`Tool`).
     """
     params = list(inspect.signature(handler).parameters.values())
     if len(params) != 1:
@@ -167,7 +384,19 @@ def make_tool(
         raise TypeError(f"{model.__name__} needs a docstring: it is the tool's description")
     tool_name = name or str(getattr(handler, "__name__", ""))
     area = adapter_of(handler) if domain is None else domain
-    return Tool(tool_name, doc, model, handler, frozenset(effects), area)
+    return Tool(
+        tool_name,
+        doc,
+        model,
+        handler,
+        frozenset(effects),
+        area,
+        tier=tier,
+        targets=tuple(targets),
+        inverse=inverse,
+        summary=summary,
+        sends=tuple(sends),
+    )
 
 
 def adapter_of(handler: Handler) -> str:

@@ -90,6 +90,7 @@ class EngineWorker(QObject):
         *,
         background: bool = False,
         title: str | None = None,
+        origin: str | None = None,
     ) -> str:
         """Queue a request (from any thread); returns its id at once.
 
@@ -107,7 +108,7 @@ class EngineWorker(QObject):
             self.requestStarted.emit(rid, session.conversation_id)
             return session
 
-        job = session_job(make_session, text, think=think, no_model=NO_MODEL)
+        job = session_job(make_session, text, think=think, no_model=NO_MODEL, origin=origin)
         if title:
             job = keep_title(job, self.app.store, lambda: conv["id"], title)
         request = self.scheduler.submit(
@@ -284,9 +285,16 @@ class EngineThread(QObject):
         *,
         background: bool = False,
         title: str | None = None,
+        origin: str | None = None,
     ) -> str:
         return self.worker.submit(
-            conversation_id, text, think, priority, background=background, title=title
+            conversation_id,
+            text,
+            think,
+            priority,
+            background=background,
+            title=title,
+            origin=origin,
         )
 
     def load(self, model: str, replay: str) -> None:

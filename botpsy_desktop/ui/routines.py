@@ -78,6 +78,7 @@ class RoutineRunner(QObject):
             Priority.SCHEDULED,
             background=True,
             title=routine_title(fired.label),
+            origin=fired.origin,
         )
         run = RoutineRun(fired, rid, conversation)
         self.runs[rid] = run

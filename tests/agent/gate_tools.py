@@ -13,6 +13,8 @@ from botpsy_desktop.agent.events import ApprovalNeeded, Event
 from botpsy_desktop.agent.gate import Gate
 from botpsy_desktop.agent.loop import AgentSession, LoopSettings
 from botpsy_desktop.agent.store import ConversationStore
+from botpsy_desktop.app import build_gate
+from botpsy_desktop.core.config import Config
 from botpsy_desktop.core.tools import Effect, Tool, ToolRegistry, make_tool
 from botpsy_desktop.llm.replay import ReplayBackend
 
@@ -83,6 +85,12 @@ def xml_call(function: str, **params: Any) -> str:
     return f"<tool_call>\n<function={function}>\n{body}</function>\n</tool_call>"
 
 
+def shipped_gate(**agent: Any) -> Gate:
+    """The gate ``build_app`` ships, for the default settings (``agent``: settings of the
+    agent section, e.g. ``ask_before_every_change=True``)."""
+    return build_gate(Config.model_validate({"agent": agent}))
+
+
 def make_session(
     turns: list[Any],
     registry: ToolRegistry,
@@ -97,7 +105,7 @@ def make_session(
     return AgentSession(
         ReplayBackend(turns),
         registry,
-        gate or Gate(),
+        gate or shipped_gate(),
         store,
         LoopSettings(**settings),
         conversation_id,

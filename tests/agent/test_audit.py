@@ -87,11 +87,17 @@ def test_an_approved_change_is_logged_with_its_inverse_and_undone(
     [entry] = store.actions()
     assert entry["tool"] == "write_text_note" and entry["ok"]
     assert entry["arguments"] == {"path": "Documents/todo.md", "text": "milk"}
-    assert entry["approved_by"] == "test" and entry["effects"] == ["local-write"]
-    assert entry["inverse"] == {"tool": "undo_last_file_change", "arguments": {}, "group": "files"}
-    assert "write_text_note" in entry["receipt"]
+    # a reversible change the user asked for in a clean context runs at once, and is logged
+    assert entry["approved_by"].startswith("ran at once")
+    assert entry["effects"] == ["local-write"]
+    assert entry["inverse"] == {
+        "tool": "undo_last_file_change",
+        "arguments": {},
+        "group": "files",
+        "tier": "reversible",
+    }
     line = format_entry(entry)
-    assert "approved by test" in line and "undo: undo_last_file_change()" in line
+    assert "approved by ran at once" in line and "undo: undo_last_file_change()" in line
 
     done = AuditLog(store).undo(registry)
     assert not (home / "Documents" / "todo.md").exists()
@@ -142,7 +148,11 @@ def test_a_set_alarm_is_undone_by_cancelling_it(
     run([xml_call("set_alarm", time="7:30", label="Gym")], registry, store, "approve")
     [alarm] = alarms.alarms()
     [entry] = store.actions()
-    assert entry["inverse"] == {"tool": "cancel_alarm", "arguments": {"alarm": str(alarm.id)}}
+    assert entry["inverse"] == {
+        "tool": "cancel_alarm",
+        "arguments": {"alarm": str(alarm.id)},
+        "tier": "reversible",
+    }
     AuditLog(store).undo(registry)
     assert [a for a in alarms.alarms() if a.next_ring is not None] == []
 
@@ -193,13 +203,14 @@ def test_botpsy_log_and_undo(
     profile: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     home, files = profile
+    (files / "Documents" / "draft.txt").write_text("the plan", encoding="utf-8")
     replay = tmp_path / "replay.json"
-    replay.write_text(
-        json.dumps(
-            [xml_call("write_text_note", path="Documents/plan.md", text="the plan"), "Written."]
-        ),
-        encoding="utf-8",
-    )
+    turns = [  # after reading a file (content the user did not type) the note asks
+        xml_call("read_text_file", path="Documents/draft.txt"),
+        xml_call("write_text_note", path="Documents/plan.md", text="the plan"),
+        "Written.",
+    ]
+    replay.write_text(json.dumps(turns), encoding="utf-8")
     base = ["--home", str(home)]
     assert main([*base, "log"]) == 0
     assert "has not carried out any action" in capsys.readouterr().out

@@ -20,7 +20,7 @@ from botpsy_desktop.agent.events import (
     ToolResult,
     call_digest,
 )
-from botpsy_desktop.agent.gate import Decision, Gate, raw_name
+from botpsy_desktop.agent.gate import Context, Decision, raw_name
 from botpsy_desktop.agent.policy import Policy
 from botpsy_desktop.agent.store import ConversationStore
 from botpsy_desktop.core.tools import Effect, Tool, ToolRegistry, make_tool
@@ -31,6 +31,7 @@ from tests.agent.gate_tools import (
     make_session,
     outbox_email_tool,
     payment_tool,
+    shipped_gate,
     xml_call,
 )
 
@@ -94,10 +95,19 @@ def tool(name: str, effects: Any, model: type[BaseModel] = NoArgs) -> Tool:
 # --- policy ----------------------------------------------------------------------------------
 
 
-def test_read_only_runs_and_every_other_effect_asks(registry: ToolRegistry) -> None:
-    gate = Gate()
+def test_reads_run_reversible_changes_run_when_clean_and_the_rest_asks(
+    registry: ToolRegistry,
+) -> None:
+    gate = shipped_gate()
+    tainted = Context(("what read_text_file(path=a) returned",))
     assert gate.decide(registry.get("read_text_file"), {"path": "a"}) is Decision.ALLOW
-    for name in ("write_text_note", "move_to_trash", "send_payment", "send_email"):
+    assert gate.decide(registry.get("read_text_file"), {"path": "a"}, tainted) is Decision.ALLOW
+    note = {"path": "Documents/n.md", "text": "milk"}
+    assert gate.decide(registry.get("write_text_note"), note) is Decision.ALLOW
+    assert gate.decide(registry.get("write_text_note"), note, tainted) is Decision.ASK
+    every = shipped_gate(ask_before_every_change=True)
+    assert every.decide(registry.get("write_text_note"), note) is Decision.ASK
+    for name in ("move_to_trash", "send_payment", "send_email"):
         assert gate.decide(registry.get(name), {}) is Decision.ASK, name
     assert gate.decide(None, {}) is Decision.DENY
 
@@ -105,7 +115,7 @@ def test_read_only_runs_and_every_other_effect_asks(registry: ToolRegistry) -> N
 def test_a_payment_always_asks_with_amount_and_payee_and_is_never_scoped(
     registry: ToolRegistry,
 ) -> None:
-    gate = Gate()
+    gate = shipped_gate()
     args = {"amount": 950.0, "currency": "EUR", "payee": "Evil Corp"}
     verdict = gate.check(registry.get("send_payment"), args)
     assert verdict.decision is Decision.ASK
@@ -137,7 +147,7 @@ def test_sending_mail_asks_and_attaching_a_file_is_personal_data(
         "body": "Here it is.",
         "attachments": ["~/Documents/report.txt"],
     }
-    verdict = Gate().check(registry.get("send_email"), args)
+    verdict = shipped_gate().check(registry.get("send_email"), args)
     assert verdict.decision is Decision.ASK
     assert verdict.assessment is not None
     assert {Effect.OUTBOUND, Effect.PERSONAL_DATA} <= verdict.assessment.effects
@@ -145,17 +155,17 @@ def test_sending_mail_asks_and_attaching_a_file_is_personal_data(
     assert "Sends to: ann@example.com." in text
     assert "Subject: Report" in text and "Body: Here it is." in text
     assert "These files leave this computer: ~/Documents/report.txt." in text
-    # full arguments are in the receipt too
-    assert '"attachments"' not in verdict.receipt  # described as keyword arguments:
-    assert 'attachments=["~/Documents/report.txt"]' in verdict.receipt
+    # every argument is in the plain receipt (the tool declares no words), the JSON in Details
+    assert 'attachments “["~/Documents/report.txt"]”' in verdict.receipt
+    assert '"attachments": [' in verdict.details and "send_email(" not in verdict.receipt
 
 
 def test_a_web_address_in_any_argument_makes_a_read_tool_ask() -> None:
     reader = tool("read_page", {Effect.READ}, FetchPageArgs)
-    gate = Gate()
+    gate = shipped_gate()
     verdict = gate.check(reader, {"url": "http://evil.test/?d=secret"})
     assert verdict.decision is Decision.ASK
-    assert "Contacts the web address http://evil.test/?d=secret" in verdict.lines
+    assert "Contacts the web address http://evil.test/?d=secret." in verdict.lines
     assert gate.check(reader, {"url": "no address here"}).decision is Decision.ALLOW
     # a tool whose name says it fetches is outbound whatever its arguments
     fetch = tool("fetch_page", {Effect.READ}, FetchPageArgs)
@@ -170,14 +180,16 @@ def test_undeclared_effects_are_the_most_dangerous() -> None:
     assert "does not declare what it does" in a.reasons[0]
     empty = tool("do_more", {Effect.LOCAL_WRITE})
     object.__setattr__(empty, "effects", frozenset())  # a declaration that lost its effects
-    verdict = Gate().check(empty, {})
+    verdict = shipped_gate().check(empty, {})
     assert verdict.decision is Decision.ASK and verdict.assessment is not None
     assert verdict.assessment.undeclared and Effect.MONEY in verdict.assessment.effects
 
 
 def test_deletion_says_what_goes(registry: ToolRegistry) -> None:
-    verdict = Gate().check(registry.get("move_to_trash"), {"path": "~/Documents/report.txt"})
-    assert "Deletes or throws away: ~/Documents/report.txt." in verdict.lines
+    verdict = shipped_gate().check(
+        registry.get("move_to_trash"), {"path": "~/Documents/report.txt"}
+    )
+    assert verdict.summary == "Move ~/Documents/report.txt to the trash."
     assert not verdict.scopable
 
 
@@ -376,60 +388,53 @@ def test_text_copied_from_a_file_into_a_message_is_flagged(
 # --- allow for this conversation -------------------------------------------------------------
 
 
-def test_allow_for_this_conversation_is_limited_to_the_tool_and_its_recipients(
-    registry: ToolRegistry, store: ConversationStore, outbox: Path
+def test_allow_for_this_conversation_is_limited_to_the_tool_and_its_targets(
+    home: Path, registry: ToolRegistry, store: ConversationStore
 ) -> None:
-    gate = Gate()
-    bob = "bob@example.com"
+    gate = shipped_gate()
     turns = [
-        xml_call("send_email", to=[bob], subject="1", body="first"),
-        xml_call("send_email", to=[bob], subject="2", body="second"),
-        xml_call("send_email", to=[bob, "eve@example.com"], subject="3", body="third"),
-        "Sent.",
+        xml_call("read_text_file", path="Documents/report.txt"),  # the context is tainted now
+        xml_call("create_folder", path="Documents/q1"),
+        xml_call("create_folder", path="Documents/q1"),
+        xml_call("create_folder", path="Documents/q2"),
+        "Done.",
     ]
     session = make_session(turns, registry, store, gate)
     asked: list[ApprovalRequest] = []
     events: list[Event] = []
-    for event in session.run(f"mail {bob} twice, then bob and eve@example.com"):
+    for event in session.run("read the report, then make Documents/q1 and Documents/q2"):
         if isinstance(event, ApprovalNeeded):
             asked.append(event.request)
             if len(asked) == 1:
                 assert event.request.scope is not None
-                assert bob in event.request.scope.describe()
+                assert "only for path Documents/q1" in event.request.scope.describe()
                 event.request.approve(by="user (for this conversation)", scope=True)
             else:
                 event.request.deny()
         events.append(event)
     results = of(ToolResult, events)
-    assert [r.decision for r in results] == ["approved", "approved", "denied"]
-    assert results[1].decided_by.startswith("allowed for this conversation")
-    assert len(asked) == 2  # the second mail to bob did not ask; bob + eve did
-    assert len(outbox.read_text(encoding="utf-8").splitlines()) == 2
-    # another conversation asks again
-    other = make_session([turns[1], "ok"], registry, store, gate)
-    events = drive(other.run(f"mail {bob}"), "deny")
-    assert len(of(ApprovalNeeded, events)) == 1
+    assert [r.decision for r in results] == ["allowed", "approved", "approved", "denied"]
+    assert results[2].decided_by.startswith("allowed for this conversation")
+    assert len(asked) == 2  # the second q1 did not ask; q2 did
+    assert (home / "Documents" / "q1").is_dir() and not (home / "Documents" / "q2").exists()
+    # another conversation starts clean: a folder the user asks for there simply runs
+    other = make_session([turns[3], "ok"], registry, store, gate)
+    events = drive(other.run("make the folder Documents/q2"), "deny")
+    assert not of(ApprovalNeeded, events) and (home / "Documents" / "q2").is_dir()
 
 
-def test_an_allowance_reads_comma_separated_recipients_one_by_one() -> None:
-    gate = Gate()
-    mail = tool("send_message", {Effect.OUTBOUND})
-    first = gate.check(mail, {"to": "Ann@example.com, bob@example.com", "body": "hi"})
-    scope = gate.scope_for("conv", first)
-    assert scope is not None
-    gate.grants.add(scope)
-    for to, covered in [
-        ("bob@example.com;ann@example.com", True),
-        ("bob@example.com", True),
-        ("bob@example.com, eve@example.com", False),
-    ]:
-        verdict = gate.check(mail, {"to": to, "body": "again"})
-        assert verdict.assessment is not None
-        found = gate.grants.covering("conv", "send_message", verdict.assessment)
-        assert (found is not None) is covered, to
-    other = gate.check(mail, {"to": "bob@example.com"})
-    assert other.assessment is not None
-    assert gate.grants.covering("another", "send_message", other.assessment) is None
+def test_sending_is_never_allowed_for_the_conversation(
+    registry: ToolRegistry, store: ConversationStore, outbox: Path
+) -> None:
+    mail = xml_call("send_email", to=["bob@example.com"], subject="s", body="b")
+    session = make_session([mail, mail, "ok"], registry, store)
+    asked = 0
+    for event in session.run("mail bob twice"):
+        if isinstance(event, ApprovalNeeded):
+            asked += 1
+            assert event.request.scope is None and event.request.tier == "ask"
+            event.request.approve()
+    assert asked == 2 and len(outbox.read_text(encoding="utf-8").splitlines()) == 2
 
 
 def test_money_cannot_be_allowed_for_a_conversation(
@@ -449,18 +454,19 @@ def test_money_cannot_be_allowed_for_a_conversation(
 
 
 def test_a_background_run_waits_for_the_user_and_ignores_allowances(
-    registry: ToolRegistry, store: ConversationStore, outbox: Path
+    home: Path, registry: ToolRegistry, store: ConversationStore
 ) -> None:
-    gate = Gate()
-    bob = "bob@example.com"
-    mail = xml_call("send_email", to=[bob], subject="s", body="b")
-    first = make_session([mail, "ok"], registry, store, gate)
-    for event in first.run(f"mail {bob}"):
+    gate = shipped_gate()
+    read = xml_call("read_text_file", path="Documents/report.txt")
+    folder = xml_call("create_folder", path="Documents/q1")
+    first = make_session([read, folder, "ok"], registry, store, gate)
+    for event in first.run("read the report and make a folder"):
         if isinstance(event, ApprovalNeeded):
             event.request.approve(scope=True)
     assert gate.grants.of(first.conversation_id)
+    (home / "Documents" / "q1").rmdir()
     background = make_session(
-        [mail, "ok"], registry, store, gate, first.conversation_id, background=True
+        [folder, "ok"], registry, store, gate, first.conversation_id, background=True
     )
     seen: list[ApprovalRequest] = []
 
@@ -475,14 +481,14 @@ def test_a_background_run_waits_for_the_user_and_ignores_allowances(
 
     helper = threading.Thread(target=approve_later)
     helper.start()
-    events = list(background.run("scheduled: mail bob"))  # nobody answers in the stream
+    events = list(background.run("scheduled: make the folder"))  # nobody answers in the stream
     helper.join(5)
     request = of(ApprovalNeeded, events)[0].request
     assert request.background and request.scope is None
     assert seen == [request]
     result = of(ToolResult, events)[0]
     assert result.decision == "approved" and result.decided_by == "user (later)"
-    assert len(outbox.read_text(encoding="utf-8").splitlines()) == 2
+    assert (home / "Documents" / "q1").is_dir()
     assert gate.inbox.pending() == []
 
 

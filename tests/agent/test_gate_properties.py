@@ -12,11 +12,10 @@ from hypothesis import strategies as st
 from pydantic import BaseModel, Field
 
 from botpsy_desktop.agent.events import ApprovalNeeded, ApprovalRequest, ToolResult, call_digest
-from botpsy_desktop.agent.gate import Gate
 from botpsy_desktop.agent.policy import Policy
 from botpsy_desktop.agent.store import ConversationStore
 from botpsy_desktop.core.tools import Effect, Tool, ToolRegistry, make_tool
-from tests.agent.gate_tools import make_session
+from tests.agent.gate_tools import make_session, shipped_gate
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -166,7 +165,7 @@ def test_every_sensitive_run_matches_one_approval_of_exactly_that_call(
 @given(name=st.text(min_size=1, max_size=30))
 def test_only_an_exact_registered_name_resolves(name: str) -> None:
     registry = build_registry([])
-    found, why = Gate().resolve(registry, name, f"<tool_call>\n<function={name}>\n", "xml")
+    found, why = shipped_gate().resolve(registry, name, f"<tool_call>\n<function={name}>\n", "xml")
     if found is not None:
         assert found.name == name and name in registry.names()
     else:
@@ -187,7 +186,7 @@ def test_only_read_only_calls_without_web_addresses_are_allowed(
         assert effects == {Effect.READ}
         assert not any("://" in str(v) for v in args.values())
     else:
-        assert Gate().check(tool, args).decision.value == "ask"
+        assert shipped_gate().check(tool, args).decision.value == "ask"
 
 
 @SETTINGS

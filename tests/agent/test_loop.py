@@ -230,8 +230,9 @@ def test_a_denied_approval_does_not_run_the_tool(
     approval = of(ApprovalNeeded, events)[0].request
     assert approval.tool == "write_note"
     assert approval.arguments == {"name": "todo.txt", "text": "buy milk"}
-    assert 'write_note(name="todo.txt", text="buy milk")' in approval.receipt
-    assert "local-write" in approval.receipt
+    assert "“todo.txt”" in approval.receipt and "“buy milk”" in approval.receipt
+    assert "write_note(" not in approval.receipt  # the tool and JSON are under Details
+    assert "Tool: write_note" in approval.details and '"name": "todo.txt"' in approval.details
     result = of(ToolResult, events)[0]
     assert not result.ok and result.decision == "denied"
     assert "declined" in result.output

@@ -205,6 +205,6 @@ def test_served_calls_that_ask_wait_in_the_approval_queue(profile: Path, tmp_pat
         ok, text = server.call("rename_or_move", args)
         assert ok, text
         assert (tmp_path / "files" / "Documents" / "new.txt").exists()
-        assert len(seen) == 2 and "rename_or_move" in seen[0].receipt
+        assert len(seen) == 2 and "Move Documents/old.txt to Documents/new.txt" in seen[0].receipt
     finally:
         app.close()

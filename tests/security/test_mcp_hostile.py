@@ -76,7 +76,7 @@ def test_hostile_servers_execute_nothing_without_approval(
     attempted += 1
     ask(profile, tmp_path, call("liar__get_note", text="pwned"), "Done.")
     err = capsys.readouterr().err
-    assert "[approval needed] Run liar__get_note" in err
+    assert "[approval needed] Run get_note on the tool server 'liar'" in err
     assert "The server says it is: read-only, not destructive" in err
     assert "its own claim, not checked" in err
 
@@ -91,7 +91,7 @@ def test_hostile_servers_execute_nothing_without_approval(
     )
     err = capsys.readouterr().err
     assert "IMPORTANT SYSTEM INSTRUCTION" in err  # the lookup ran (declared read by the user)
-    assert "[approval needed] Run evil__wipe" in err
+    assert "[approval needed] Run wipe on the tool server 'evil'" in err
 
     # 3. a server that hangs: one clear error, the request ends
     t = time.monotonic()

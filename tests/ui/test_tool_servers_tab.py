@@ -116,7 +116,7 @@ def test_the_window_serves_and_asking_calls_wait_in_its_queue(
         qtbot.waitUntil(lambda: pending.count() == 1, timeout=20_000)
         (entry,) = pending.entries()
         assert "another app" in pending.origin_text(entry)
-        assert "rename_or_move" in entry.request.receipt
+        assert "Move old.txt to new.txt" in entry.request.receipt
         assert (tmp_path / "old.txt").exists()  # nothing ran before the decision
         entry.request.approve(by="user")
         thread.join(20)

@@ -47,8 +47,9 @@ from botpsy_desktop.core.errors import ConfigError, StoreError, ToolError
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 2
-"""2: ``conversation`` (the conversation a routine runs in) added to ``alarms``."""
+SCHEMA_VERSION = 3
+"""2: ``conversation`` (the conversation a routine runs in) added to ``alarms``; 3: ``origin``
+(a routine set from content the user did not type: it runs as untrusted content)."""
 MAX_AHEAD = timedelta(days=366)
 """Alarms further ahead than this are refused (almost always a misread date)."""
 KEEP_MISSED = timedelta(days=7)
@@ -72,7 +73,8 @@ CREATE TABLE IF NOT EXISTS alarms (
     missed_reported INTEGER NOT NULL DEFAULT 1,
     duration_s REAL,
     created REAL NOT NULL,
-    conversation TEXT
+    conversation TEXT,
+    origin TEXT
 );
 """
 
@@ -113,6 +115,9 @@ class Alarm:
     created: datetime
     conversation: str | None = None
     """The conversation a routine runs in (set at its first run)."""
+    origin: str | None = None
+    """For a routine set while the assistant read content the user did not type: that content,
+    named. Its runs are untrusted: every change they ask for waits for the user."""
 
     @property
     def repeats(self) -> bool:
@@ -151,6 +156,8 @@ class AlarmFired:
     snoozed: bool = False
     conversation: str | None = None
     """A routine's conversation from its earlier runs (None before its first run)."""
+    origin: str | None = None
+    """A routine of untrusted origin (see :attr:`Alarm.origin`); None: the user's own."""
 
     @property
     def late_by(self) -> timedelta:
@@ -373,6 +380,7 @@ class AlarmService:
         label: str = "",
         days: Iterable[int] = (),
         duration: timedelta | None = None,
+        origin: str | None = None,
     ) -> Alarm:
         """Store a new alarm ringing at ``at`` (aware); with ``days`` it repeats at that wall time.
 
@@ -414,8 +422,8 @@ class AlarmService:
                     "Cancel some with cancel_alarm first.",
                 )
             cur = db.execute(
-                "INSERT INTO alarms (kind, label, days, time_of_day, due, duration_s, created) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO alarms (kind, label, days, time_of_day, due, duration_s, created, "
+                "origin) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     kind.value,
                     label.strip(),
@@ -424,6 +432,7 @@ class AlarmService:
                     at.timestamp(),
                     duration.total_seconds() if duration is not None else None,
                     now.timestamp(),
+                    origin,
                 ),
             )
             alarm_id = int(cur.lastrowid or 0)
@@ -630,6 +639,7 @@ class AlarmService:
             now,
             snoozed=snoozed and not regular,
             conversation=alarm.conversation,
+            origin=alarm.origin,
         )
 
     def _mark_missed(self, db: sqlite3.Connection, now: datetime) -> None:
@@ -745,6 +755,7 @@ class AlarmService:
             duration=timedelta(seconds=row["duration_s"]) if row["duration_s"] else None,
             created=created,
             conversation=row["conversation"],
+            origin=row["origin"],
         )
 
     def _conn(self) -> sqlite3.Connection:
@@ -776,6 +787,8 @@ class AlarmService:
             columns = {r["name"] for r in db.execute("PRAGMA table_info(alarms)")}
             if "conversation" not in columns:  # version 1: routines' conversations
                 db.execute("ALTER TABLE alarms ADD COLUMN conversation TEXT")
+            if "origin" not in columns:  # version 2: where a routine's request came from
+                db.execute("ALTER TABLE alarms ADD COLUMN origin TEXT")
             db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
         except sqlite3.Error as exc:
             raise StoreError(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
 
@@ -19,8 +20,9 @@ from botpsy_desktop.adapters.alarms.when import (
     repeat_text,
     shift,
 )
+from botpsy_desktop.adapters.untrusted import neutralize
 from botpsy_desktop.core.errors import ToolError
-from botpsy_desktop.core.tools import Effect, Tool, make_tool
+from botpsy_desktop.core.tools import Effect, Inverse, Tier, Tool, current_call_context, make_tool
 
 _TIME_FIELD = 'In the user\'s words, unconverted: "7:30 pm", "tomorrow at 9", "in 20 minutes".'
 _REPEAT_FIELD = '"never" (default), "daily", "weekdays", "weekends", "monday,friday".'
@@ -114,12 +116,19 @@ def alarms_tools(service: AlarmService) -> list[Tool]:
         return _set(service, AlarmKind.REMINDER, args.time, text, args.repeat)
 
     def set_routine(args: SetRoutineArgs) -> dict[str, Any]:
-        request = " ".join(args.request.split())
+        # stored, it runs later as a request: defused like any text from outside
+        request = " ".join(neutralize(args.request).split())
         if not request:
             raise ToolError(
                 "The routine's request is empty.", 'Say what to ask then, e.g. "the weather".'
             )
-        return _set(service, AlarmKind.ROUTINE, args.time, request, args.repeat)
+        origin = current_call_context()
+        note = (
+            "a routine set while the assistant was reading " + "; ".join(origin.sources)
+            if origin.tainted
+            else None
+        )
+        return _set(service, AlarmKind.ROUTINE, args.time, request, args.repeat, origin=note)
 
     def list_alarms(args: ListAlarmsArgs) -> dict[str, Any]:
         now = service.now()
@@ -170,27 +179,124 @@ def alarms_tools(service: AlarmService) -> list[Tool]:
             result["still_set"] = after
         return result
 
+    local = {Effect.LOCAL_WRITE}
     return [
-        make_tool(set_alarm, effects={Effect.LOCAL_WRITE}),
-        make_tool(set_timer, effects={Effect.LOCAL_WRITE}),
-        make_tool(set_reminder, effects={Effect.LOCAL_WRITE}),
-        make_tool(set_routine, effects={Effect.LOCAL_WRITE}),
-        make_tool(list_alarms, effects={Effect.READ}),
-        make_tool(cancel_alarm, effects={Effect.LOCAL_WRITE}),
-        make_tool(snooze_alarm, effects={Effect.LOCAL_WRITE}),
-        make_tool(dismiss_alarm, effects={Effect.LOCAL_WRITE}),
+        make_tool(
+            set_alarm, effects=local, tier=Tier.REVERSIBLE, inverse=_cancel_it, summary=_s_alarm
+        ),
+        make_tool(
+            set_timer, effects=local, tier=Tier.REVERSIBLE, inverse=_cancel_it, summary=_s_timer
+        ),
+        make_tool(
+            set_reminder,
+            effects=local,
+            tier=Tier.REVERSIBLE,
+            inverse=_cancel_it,
+            summary=_s_reminder,
+        ),
+        # an unattended run later: always asks (its origin is kept, see _set)
+        make_tool(set_routine, effects=local, tier=Tier.ASK, summary=_s_routine),
+        make_tool(list_alarms, effects={Effect.READ}, tier=Tier.READ),
+        # deletes (no inverse), and "all" is bulk: always asks
+        make_tool(
+            cancel_alarm,
+            effects={Effect.LOCAL_WRITE, Effect.DESTRUCTIVE},
+            tier=Tier.ASK,
+            targets=("alarm",),
+            summary=_s_cancel,
+        ),
+        # quieting a ringing alarm: nothing to undo, nothing lost; "all" or another one asks
+        make_tool(
+            snooze_alarm, effects=local, tier=_quieting, targets=("alarm",), summary=_s_snooze
+        ),
+        make_tool(
+            dismiss_alarm, effects=local, tier=_quieting, targets=("alarm",), summary=_s_dismiss
+        ),
     ]
 
 
+# --- the gate's declarations: tiers, inverses and receipts in plain words ---------------------
+
+
+def _cancel_it(arguments: Mapping[str, Any], result: Any) -> Inverse | str:
+    """Undo of setting one: cancel exactly the one it set (housekeeping, not a deletion)."""
+    if isinstance(result, Mapping) and result.get("id") is not None:
+        return Inverse("cancel_alarm", {"alarm": str(result["id"])}, tier=Tier.REVERSIBLE)
+    return "the result does not say which one was set"
+
+
+def _quieting(arguments: Mapping[str, Any]) -> Tier:
+    which = str(arguments.get("alarm") or "").strip().casefold()
+    return Tier.ASK if which == "all" else Tier.REVERSIBLE
+
+
+def _label(arguments: Mapping[str, Any]) -> str:
+    label = str(arguments.get("label") or "").strip()
+    return f" “{label}”" if label else ""
+
+
+def _repeat(arguments: Mapping[str, Any]) -> str:
+    repeat = str(arguments.get("repeat") or "never").strip()
+    return "" if repeat.casefold() in ("", "never") else f", repeating {repeat}"
+
+
+def _s_alarm(a: Mapping[str, Any]) -> str:
+    return f"Set an alarm{_label(a)} for {a.get('time')}{_repeat(a)}"
+
+
+def _s_timer(a: Mapping[str, Any]) -> str:
+    return f"Set a timer{_label(a)} for {a.get('duration')}"
+
+
+def _s_reminder(a: Mapping[str, Any]) -> str:
+    return f"Remind you “{a.get('text')}” at {a.get('time')}{_repeat(a)}"
+
+
+def _s_routine(a: Mapping[str, Any]) -> str:
+    return (
+        f"Have the assistant run “{a.get('request')}” by itself at {a.get('time')}{_repeat(a)}, "
+        "without you watching"
+    )
+
+
+def _which(a: Mapping[str, Any], none: str) -> str:
+    which = str(a.get("alarm") or "").strip()
+    if not which:
+        return none
+    if which.casefold() == "all":
+        return "ALL alarms, timers, reminders and routines"
+    return f"alarm {which}"
+
+
+def _s_cancel(a: Mapping[str, Any]) -> str:
+    return f"Cancel {_which(a, 'an alarm')} for good (it cannot be undone)"
+
+
+def _s_snooze(a: Mapping[str, Any]) -> str:
+    minutes = a.get("minutes")
+    later = f" for {minutes} minutes" if minutes else ""
+    return f"Snooze {_which(a, 'the ringing alarm')}{later}"
+
+
+def _s_dismiss(a: Mapping[str, Any]) -> str:
+    return f"Stop {_which(a, 'the ringing alarm')}"
+
+
 def _set(
-    service: AlarmService, kind: AlarmKind, when: str, label: str, repeat: str
+    service: AlarmService,
+    kind: AlarmKind,
+    when: str,
+    label: str,
+    repeat: str,
+    *,
+    origin: str | None = None,
 ) -> dict[str, Any]:
     days = parse_repeat(repeat)
     now = service.now()
     resolved = parse_when(when, now, service.tz)
     if not days and resolved.days:
         days = resolved.days
-    alarm = service.add(kind, resolved.at, label=label, days=days)
+    alarm = service.add(kind, resolved.at, label=label, days=days, origin=origin)
     noun = {AlarmKind.REMINDER: "Reminder", AlarmKind.ROUTINE: "Routine"}.get(kind, "Alarm")
     result = _confirmation(service, alarm, f"{noun} set")
     if resolved.note and not days:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from email.utils import getaddresses
 from typing import Any
 
@@ -10,7 +11,7 @@ from pydantic import BaseModel, Field
 from botpsy_desktop.adapters.calendar.service import CalendarService, EventChanges
 from botpsy_desktop.core.accounts import EMAIL_RE
 from botpsy_desktop.core.errors import ToolError
-from botpsy_desktop.core.tools import Effect, Tool, make_tool
+from botpsy_desktop.core.tools import Effect, Inverse, Tier, Tool, from_result, make_tool
 
 _START = 'As the user said it: "tomorrow 9am", "friday 14:30"; a day alone: all day.'
 _END = 'e.g. "11am", or an all-day event\'s last day.'
@@ -228,16 +229,115 @@ def calendar_tools(service: CalendarService) -> list[Tool]:
 
     read, local = {Effect.READ}, {Effect.LOCAL_WRITE}
     shared = {Effect.LOCAL_WRITE, Effect.OUTBOUND, Effect.PERSONAL_DATA}
+    rev, ask = Tier.REVERSIBLE, Tier.ASK
     return [
-        make_tool(list_events, effects=read),
-        make_tool(find_events, effects=read),
-        make_tool(free_busy, effects=read),
-        make_tool(create_event, effects=local),
-        make_tool(create_meeting, effects=shared),
-        make_tool(update_event, effects=local),
-        make_tool(update_meeting, effects=shared),
-        make_tool(delete_event, effects={Effect.DESTRUCTIVE}),
-        make_tool(add_task, effects=local),
-        make_tool(list_tasks, effects=read),
-        make_tool(complete_task, effects=local),
+        make_tool(list_events, effects=read, tier=Tier.READ),
+        make_tool(find_events, effects=read, tier=Tier.READ),
+        make_tool(free_busy, effects=read, tier=Tier.READ),
+        # a personal event (this tool has no attendees): undone by deleting exactly it
+        make_tool(
+            create_event,
+            effects=local,
+            tier=rev,
+            inverse=from_result(rev, "the result does not name the created event"),
+            summary=_s_create,
+        ),
+        # invitations go out: always asks
+        make_tool(
+            create_meeting, effects=shared, tier=ask, targets=("attendees",), summary=_s_meeting
+        ),
+        make_tool(
+            update_event,
+            effects=local,
+            tier=rev,
+            targets=("event",),
+            inverse=from_result(None, "the result does not say what to restore"),
+            summary=_s_update,
+        ),
+        make_tool(
+            update_meeting,
+            effects=shared,
+            tier=ask,
+            targets=("event", "add_attendees", "remove_attendees"),
+            summary=_s_update,
+        ),
+        make_tool(
+            delete_event,
+            effects={Effect.DESTRUCTIVE},
+            tier=ask,
+            targets=("event",),
+            summary=_s_delete,
+        ),
+        # a new to-do: Undo marks it done (there is no deleting a task from here)
+        make_tool(
+            add_task,
+            effects=local,
+            tier=rev,
+            inverse=_complete_added,
+            summary=lambda a: (
+                f"Add the task “{a.get('title')}”" + (f", due {a['due']}" if a.get("due") else "")
+            ),
+        ),
+        make_tool(list_tasks, effects=read, tier=Tier.READ),
+        # no way back (a task cannot be reopened from here): asks
+        make_tool(
+            complete_task,
+            effects=local,
+            tier=ask,
+            targets=("task",),
+            summary=lambda a: f"Mark the task {a.get('task')} as done",
+        ),
     ]
+
+
+# --- the gate's declarations: inverses and receipts in plain words ---------------------------
+
+
+def _complete_added(arguments: Mapping[str, Any], result: Any) -> Inverse | str:
+    added = result.get("added") if isinstance(result, Mapping) else None
+    if isinstance(added, Mapping) and added.get("id"):
+        return Inverse("complete_task", {"task": str(added["id"])}, tier=Tier.REVERSIBLE)
+    return "the result does not name the added task"
+
+
+def _when(a: Mapping[str, Any]) -> str:
+    out = f" on {a.get('start')}"
+    if a.get("end"):
+        out += f" until {a['end']}"
+    elif a.get("duration"):
+        out += f" for {a['duration']}"
+    return out
+
+
+def _s_create(a: Mapping[str, Any]) -> str:
+    where = f" at {a['location']}" if a.get("location") else ""
+    return f"Add “{a.get('title')}” to your calendar{_when(a)}{where} (no one is invited)"
+
+
+def _s_meeting(a: Mapping[str, Any]) -> str:
+    return (
+        f"Invite {a.get('attendees')} to “{a.get('title')}”{_when(a)}: invitations are sent to them"
+    )
+
+
+def _s_update(a: Mapping[str, Any]) -> str:
+    changes = [
+        f"{k.replace('_', ' ')} to {a[k]}"
+        for k in ("title", "start", "end", "duration", "location", "description")
+        if a.get(k) not in (None, "")
+    ]
+    people = []
+    if a.get("add_attendees"):
+        people.append(f"invite {a['add_attendees']} (they are sent an invitation)")
+    if a.get("remove_attendees"):
+        people.append(f"uninvite {a['remove_attendees']} (they are told)")
+    what = (
+        "; ".join([*(["change " + ", ".join(changes)] if changes else []), *people])
+        or "change nothing"
+    )
+    return f"In the event {a.get('event')}: {what}"
+
+
+def _s_delete(a: Mapping[str, Any]) -> str:
+    every = " and all its repeats" if a.get("all_occurrences") else ""
+    return f"Delete the event {a.get('event')}{every} from your calendar"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, tzinfo
 from email.utils import getaddresses, parsedate_to_datetime
 from typing import Any
@@ -17,7 +17,7 @@ from botpsy_desktop.core.accounts import EMAIL_RE, Account, MailAccount
 from botpsy_desktop.core.config import EmailSettings
 from botpsy_desktop.core.errors import ToolError
 from botpsy_desktop.core.secrets import SecretStore
-from botpsy_desktop.core.tools import Effect, Tool, make_tool
+from botpsy_desktop.core.tools import Effect, Inverse, Tier, Tool, make_tool
 
 _ACCOUNT = "Mail account name (default: the first)."
 _FOLDER = '"INBOX" (default), "Archive", "Sent"...'
@@ -430,15 +430,88 @@ def email_tools(service: MailService) -> list[Tool]:
         return service.mark_email(args)
 
     read, local = {Effect.READ}, {Effect.LOCAL_WRITE}
+    people = ("to", "cc")
     return [
-        make_tool(list_emails, effects=read),
-        make_tool(search_emails, effects=read),
-        make_tool(read_email, effects=read),
-        make_tool(draft_email, effects=local),
-        make_tool(send_email, effects={Effect.OUTBOUND, Effect.PERSONAL_DATA}),
-        make_tool(move_email, effects=local),
-        make_tool(mark_email, effects=local),
+        make_tool(list_emails, effects=read, tier=Tier.READ),
+        make_tool(search_emails, effects=read, tier=Tier.READ),
+        make_tool(read_email, effects=read, tier=Tier.READ),
+        # saved on the mail server, model-written, no way to take it back from here: asks
+        make_tool(draft_email, effects=local, tier=Tier.ASK, targets=people, summary=_s_draft),
+        make_tool(
+            send_email,
+            effects={Effect.OUTBOUND, Effect.PERSONAL_DATA},
+            tier=Tier.ASK,
+            targets=(*people, "bcc"),
+            summary=_s_send,
+        ),
+        # the moved message gets a new id in its folder: no undo from here, so it asks
+        make_tool(
+            move_email,
+            effects=local,
+            tier=Tier.ASK,
+            targets=("id", "folder", "to_folder", "account"),
+            summary=_s_move,
+        ),
+        make_tool(
+            mark_email,
+            effects=local,
+            tier=Tier.REVERSIBLE,
+            targets=("id", "folder", "account"),
+            inverse=_mark_back,
+            summary=lambda a: (
+                f"Mark email {a.get('id')} in {a.get('folder') or 'INBOX'} as "
+                + ("read" if a.get("read", True) else "unread")
+            ),
+        ),
     ]
+
+
+# --- the gate's declarations: tiers, inverses and receipts in plain words --------------------
+
+_BIN_FOLDERS = ("trash", "junk", "spam", "deleted", "bin")
+
+
+def _mark_back(arguments: Mapping[str, Any], result: Any) -> Inverse | str:
+    if isinstance(result, Mapping) and result.get("note"):
+        return "it was already so; nothing changed"
+    back = {k: arguments[k] for k in ("id", "folder", "account") if arguments.get(k) is not None}
+    return Inverse("mark_email", {**back, "read": not arguments.get("read", True)})
+
+
+def _people(a: Mapping[str, Any]) -> str:
+    out = str(a.get("to") or "").strip() or "(nobody)"
+    if a.get("cc"):
+        out += f", with a copy to {a['cc']}"
+    if a.get("bcc"):
+        out += f", and a hidden copy to {a['bcc']}"
+    return out
+
+
+def _text(a: Mapping[str, Any]) -> str:
+    body = str(a.get("body") or "")
+    flat = " ".join(body.split())
+    shown = flat if len(flat) <= 300 else flat[:299] + f"… ({len(body):,} characters in all)"
+    reply = f"\nIt answers email {a['reply_to_id']}." if a.get("reply_to_id") else ""
+    return f"\nText: {shown or '(empty)'}{reply}"
+
+
+def _s_send(a: Mapping[str, Any]) -> str:
+    return f"Send an email to {_people(a)}, subject “{a.get('subject') or ''}”{_text(a)}"
+
+
+def _s_draft(a: Mapping[str, Any]) -> str:
+    return (
+        f"Save a draft (not sent) to {_people(a)}, subject “{a.get('subject') or ''}”, "
+        f"in your Drafts folder on the mail server{_text(a)}"
+    )
+
+
+def _s_move(a: Mapping[str, Any]) -> str:
+    target = str(a.get("to_folder") or "")
+    where = f"email {a.get('id')} from {a.get('folder') or 'INBOX'}"
+    if any(w in target.casefold() for w in _BIN_FOLDERS):
+        return f"Move {where} to {target} (it is thrown away there)"
+    return f"Move {where} to {target}"
 
 
 def mail_service(

@@ -6,7 +6,7 @@ import fnmatch
 import json
 import os
 import stat
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
@@ -50,7 +50,7 @@ from botpsy_desktop.adapters.files.kinds import (
 )
 from botpsy_desktop.adapters.files.trash import Trash, system_trash
 from botpsy_desktop.core.errors import ToolError
-from botpsy_desktop.core.tools import Effect, Tool, make_tool
+from botpsy_desktop.core.tools import Effect, Inverse, Tier, Tool, make_tool
 
 MAX_VISITED = 50_000
 """find_files and search_text stop after looking at this many entries."""
@@ -152,11 +152,11 @@ def files_tools(
         return file_info(jail, args)
 
     tools = [
-        make_tool(list_folder, effects={Effect.READ}),
-        make_tool(find_files, effects={Effect.READ}),
-        make_tool(read_text_file, effects={Effect.READ}),
-        make_tool(search_text_, effects={Effect.READ}, name="search_text"),
-        make_tool(file_info_, effects={Effect.READ}, name="file_info"),
+        make_tool(list_folder, effects={Effect.READ}, tier=Tier.READ),
+        make_tool(find_files, effects={Effect.READ}, tier=Tier.READ),
+        make_tool(read_text_file, effects={Effect.READ}, tier=Tier.READ),
+        make_tool(search_text_, effects={Effect.READ}, name="search_text", tier=Tier.READ),
+        make_tool(file_info_, effects={Effect.READ}, name="file_info", tier=Tier.READ),
     ]
     if data_dir is not None:
         changes = FileChanges(
@@ -178,12 +178,47 @@ def files_tools(
         def undo_last_file_change(args: UndoArgs) -> dict[str, Any]:
             return changes.undo_last_file_change(args)
 
+        local, rev = {Effect.LOCAL_WRITE}, Tier.REVERSIBLE
         tools += [
-            make_tool(create_folder, effects={Effect.LOCAL_WRITE}),
-            make_tool(write_text_note, effects={Effect.LOCAL_WRITE}),
-            make_tool(rename_or_move, effects={Effect.LOCAL_WRITE}),
-            make_tool(move_to_trash, effects={Effect.DESTRUCTIVE}),
-            make_tool(undo_last_file_change, effects={Effect.LOCAL_WRITE}),
+            make_tool(
+                create_folder,
+                effects=local,
+                tier=rev,
+                targets=("path",),
+                inverse=_undo_file_change,
+                summary=lambda a: f"Create the folder {a.get('path')}",
+            ),
+            make_tool(
+                write_text_note,
+                effects=local,
+                tier=rev,
+                targets=("path",),
+                inverse=_undo_file_change,
+                summary=_s_note,
+            ),
+            # inside the allowed folders only (the jail): a rename or move is undone by moving back
+            make_tool(
+                rename_or_move,
+                effects=local,
+                tier=rev,
+                targets=("source", "destination"),
+                inverse=_undo_file_change,
+                summary=lambda a: f"Move {a.get('source')} to {a.get('destination')}",
+            ),
+            make_tool(
+                move_to_trash,
+                effects={Effect.DESTRUCTIVE},
+                tier=Tier.ASK,
+                targets=("path",),
+                summary=lambda a: f"Move {a.get('path')} to the trash",
+            ),
+            # reverses an earlier change that may be the user's own: asks, like a deletion
+            make_tool(
+                undo_last_file_change,
+                effects=local,
+                tier=Tier.ASK,
+                summary=lambda a: "Undo the assistant's last change to your files",
+            ),
         ]
     if start != "~":
         for i, tool in enumerate(tools):
@@ -193,6 +228,22 @@ def files_tools(
                     model = _with_default(tool.args_model, field, start)
                     tools[i] = replace(tool, args_model=model)
     return tools
+
+
+def _undo_file_change(arguments: Mapping[str, Any], result: Any) -> Inverse | str:
+    """File changes are undone newest first through the action log (one group)."""
+    if isinstance(result, Mapping):
+        if result.get("created") is False:
+            return "nothing was created (it existed already)"
+        if result.get("can_undo") is False:
+            return str(result.get("note") or "this change cannot be undone")
+    return Inverse("undo_last_file_change", {}, group="files", tier=Tier.REVERSIBLE)
+
+
+def _s_note(a: Mapping[str, Any]) -> str:
+    text = " ".join(str(a.get("text") or "").split())
+    shown = text if len(text) <= 120 else text[:119] + "…"
+    return f"Write a new note {a.get('path')}\nText: {shown}"
 
 
 def _with_default(model: type[_M], field: str, value: str) -> type[_M]:

@@ -29,6 +29,7 @@ from botpsy_desktop.core.errors import BotpsyError, ToolError
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 CONNECT_TIMEOUT_S = 20.0
+"""Starting a server and listing its tools (a busy machine starts Python servers slowly)."""
 STDERR_LINE_CHARS = 2000
 
 
@@ -269,7 +270,7 @@ class ServerConnection:
         self._drop()
         self.starts += 1
         try:
-            self._loop.run(self._connect(), min(self.config.timeout_s, CONNECT_TIMEOUT_S) + 2)
+            self._loop.run(self._connect(), CONNECT_TIMEOUT_S)
         except Exception as exc:
             self._drop()
             self.status = f"failed to start: {_why(exc)}"

@@ -113,6 +113,7 @@ def make_server_tool(
         return connection.call(remote, arguments)
 
     handler.__module__ = __name__  # agent.tool_timeouts.mcp applies to every server tool
+    schema = _schema(remote)
     return Tool(
         name or namespaced(server.name, remote.name),
         description,
@@ -120,8 +121,13 @@ def make_server_tool(
         handler,
         effects,
         domain=server.tool_domain,
-        input_schema=_schema(remote),
+        input_schema=schema,
         notes=notes,
+        # the receipt's first line: the server's own description is its claim, not ours
+        summary=lambda _args: f"Run {remote.name} on the tool server '{server.name}'",
+        # every argument goes to the server: once the request's context holds untrusted
+        # content, even a tool the user declared read-only asks (agent/gate.py)
+        sends=tuple(schema["properties"]),
     )
 
 

@@ -185,6 +185,11 @@ class MusicController:
             self.player.stop()
             return self._status()
 
+    @property
+    def volume(self) -> int:
+        """The music volume in percent."""
+        return self._volume
+
     def set_volume(self, percent: int) -> dict[str, Any]:
         if not 0 <= percent <= 100:
             raise ToolError(f"{percent} is not a volume.", "Give a percentage from 0 to 100.")

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from pydantic import BaseModel, Field
 
 from botpsy_desktop.adapters.music.library import SearchField
 from botpsy_desktop.adapters.music.queue import MusicController
-from botpsy_desktop.core.tools import Effect, Tool, make_tool
+from botpsy_desktop.core.tools import Effect, Inverse, Tier, Tool, make_tool
 
 _FIELD_HELP = 'Where to look (default "any").'
 
@@ -97,7 +98,11 @@ def music_tools(controller: MusicController) -> list[Tool]:
         return controller.stop()
 
     def set_music_volume(args: SetMusicVolumeArgs) -> dict[str, Any]:
-        return controller.set_volume(args.percent)
+        before = controller.volume
+        result = controller.set_volume(args.percent)
+        if before != args.percent:  # what Undo sets it back to
+            result["inverse"] = {"tool": "set_music_volume", "arguments": {"percent": before}}
+        return result
 
     def now_playing(args: NowPlayingArgs) -> dict[str, Any]:
         return controller.now_playing()
@@ -107,15 +112,66 @@ def music_tools(controller: MusicController) -> list[Tool]:
 
     read = {Effect.READ}
     act = {Effect.LOCAL_WRITE}
+    rev = Tier.REVERSIBLE
     return [
-        make_tool(search_music, effects=read),
-        make_tool(play_music, effects=act),
-        make_tool(pause_music, effects=act),
-        make_tool(resume_music, effects=act),
-        make_tool(next_track, effects=act),
-        make_tool(previous_track, effects=act),
-        make_tool(stop_music, effects=act),
-        make_tool(set_music_volume, effects=act),
-        make_tool(now_playing, effects=read),
-        make_tool(scan_music_library, effects=read),
+        make_tool(search_music, effects=read, tier=Tier.READ),
+        make_tool(play_music, effects=act, tier=rev, inverse=_then("stop_music"), summary=_s_play),
+        make_tool(
+            pause_music, effects=act, tier=rev, inverse=_then("resume_music"), summary=_s("Pause")
+        ),
+        make_tool(
+            resume_music, effects=act, tier=rev, inverse=_then("pause_music"), summary=_s("Resume")
+        ),
+        make_tool(
+            next_track,
+            effects=act,
+            tier=rev,
+            inverse=_then("previous_track"),
+            summary=lambda a: "Skip to the next track",
+        ),
+        make_tool(
+            previous_track,
+            effects=act,
+            tier=rev,
+            inverse=_then("next_track"),
+            summary=lambda a: "Go back to the previous track",
+        ),
+        make_tool(
+            stop_music, effects=act, tier=rev, inverse=_then("resume_music"), summary=_s("Stop")
+        ),
+        make_tool(
+            set_music_volume,
+            effects=act,
+            tier=rev,
+            inverse=_volume_back,
+            summary=lambda a: f"Set the music volume to {a.get('percent')}%",
+        ),
+        make_tool(now_playing, effects=read, tier=Tier.READ),
+        make_tool(scan_music_library, effects=read, tier=Tier.READ),
     ]
+
+
+# --- the gate's declarations: inverses and receipts in plain words ---------------------------
+
+
+def _then(tool: str) -> Callable[[Mapping[str, Any], Any], Inverse | str]:
+    def rule(arguments: Mapping[str, Any], result: Any) -> Inverse | str:
+        return Inverse(tool, {})
+
+    return rule
+
+
+def _volume_back(arguments: Mapping[str, Any], result: Any) -> Inverse | str:
+    if isinstance(result, Mapping) and isinstance(result.get("inverse"), Mapping):
+        return Inverse("set_music_volume", dict(result["inverse"].get("arguments") or {}))
+    return "the volume was already at that level"
+
+
+def _s(verb: str) -> Callable[[Mapping[str, Any]], str]:
+    return lambda arguments: f"{verb} the music"
+
+
+def _s_play(a: Mapping[str, Any]) -> str:
+    query = str(a.get("query") or "").strip()
+    shuffled = ", shuffled" if a.get("shuffle") else ""
+    return f"Play {('“' + query + '”') if query else 'music'}{shuffled}"

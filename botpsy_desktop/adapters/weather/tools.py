@@ -13,7 +13,7 @@ from pydantic import BaseModel, Field
 from botpsy_desktop.adapters.weather.client import OpenMeteo, Units
 from botpsy_desktop.adapters.weather.codes import describe
 from botpsy_desktop.core.errors import ToolError
-from botpsy_desktop.core.tools import Effect, Tool, make_tool
+from botpsy_desktop.core.tools import Effect, Tier, Tool, make_tool
 
 WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 IMPERIAL_TERRITORIES = frozenset({"US", "LR", "MM"})
@@ -71,7 +71,20 @@ def weather_tools(
     def get_weather(args: GetWeatherArgs) -> dict[str, Any]:
         return _get_weather(client, args, chosen, default_location)
 
-    return [make_tool(get_weather, effects={Effect.READ})]
+    # the place name is sent to the geocoding service: in an untrusted context it asks
+    return [
+        make_tool(
+            get_weather,
+            effects={Effect.READ},
+            tier=Tier.READ,
+            sends=("place",),
+            summary=lambda a: (
+                f"Look up the weather for “{a['place']}” with the online weather service"
+                if a.get("place")
+                else "Look up the weather for your home location"
+            ),
+        )
+    ]
 
 
 def _get_weather(

@@ -1,0 +1,145 @@
+"""Undo through the gate: an action's inverse gets a receipt, and asks where the gate says so."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from botpsy_desktop.agent.audit import AuditLog, Undone, describe
+from botpsy_desktop.agent.events import ApprovalRequest
+from botpsy_desktop.agent.gate import Context, Decision, Gate, Verdict
+from botpsy_desktop.agent.tools import Inverse, Tool, ToolArgumentsError, ToolRegistry
+from botpsy_desktop.core.errors import BotpsyError
+
+
+@dataclass
+class UndoPlan:
+    """What undoing one logged action will do, judged by the gate before anything runs.
+
+    ``verdict`` is the gate's decision on the inverse call in a clean context (the person asked
+    for the undo): a reversible inverse runs at once; an outbound or destructive one (reverting
+    an update that notifies attendees, deleting an event) asks: show ``request`` (its summary,
+    details), let the person decide, then :meth:`carry_out`.
+    """
+
+    entry: dict[str, Any]
+    inverse: Inverse
+    tool: Tool
+    verdict: Verdict
+    request: ApprovalRequest | None
+    """The approval request to show when the inverse asks; None when it may run at once."""
+
+    @property
+    def needs_approval(self) -> bool:
+        return self.request is not None
+
+    @property
+    def summary(self) -> str:
+        """What the undo does, in plain words."""
+        return self.verdict.summary or self.tool.summarize(self.inverse.arguments)
+
+
+def plan_undo(
+    audit: AuditLog, registry: ToolRegistry, gate: Gate, entry_id: int | None = None
+) -> UndoPlan:
+    """The plan to undo entry ``entry_id`` of the audit log (None: the newest reversible one).
+
+    Raises BotpsyError when there is nothing to undo, the entry was undone already, or a newer
+    change of the same group must be undone first (file changes are undone newest first).
+    """
+    entry = _entry(audit, entry_id)
+    inverse = Inverse.from_dict(entry["inverse"])
+    if inverse.group:
+        newest = audit._newest_in_group(inverse.group)
+        if newest is not None and int(newest["id"]) != int(entry["id"]):
+            raise BotpsyError(
+                f"#{entry['id']} {describe(entry)} can only be undone after the newer change "
+                f"#{newest['id']} {describe(newest)}.",
+                "Undo that one first (changes to files are undone newest first).",
+            )
+    tool = registry.get(inverse.tool)
+    if tool is None or tool.name != inverse.tool:
+        raise BotpsyError(
+            f"Undoing {describe(entry)} needs the tool {inverse.tool}, which this profile "
+            "does not have.",
+            "Check the settings of the adapter it belongs to.",
+        )
+    try:
+        tool.validate(inverse.arguments)
+    except ToolArgumentsError as exc:
+        raise BotpsyError(f"The recorded inverse of {describe(entry)} is invalid: {exc}") from exc
+    verdict = gate.check(tool, dict(inverse.arguments), context=Context(), tier=inverse.tier)
+    if verdict.decision is Decision.DENY:
+        raise BotpsyError(f"Undoing {describe(entry)} is not allowed: {verdict.message}")
+    request = None
+    if verdict.decision is Decision.ASK:
+        request = gate.request(f"undo_{entry['id']}", tool, dict(inverse.arguments), verdict)
+        request.scope = None  # an undo is decided once, never for a conversation
+    return UndoPlan(entry, inverse, tool, verdict, request)
+
+
+def carry_out(audit: AuditLog, plan: UndoPlan, by: str = "user (undo)") -> Undone:
+    """Run the plan's inverse (approved first where it asks) and log it as the entry's undo."""
+    args_data = dict(plan.inverse.arguments)
+    approved_by = by
+    if plan.request is not None:
+        if not plan.request.approved:
+            raise BotpsyError(
+                f"Nothing was undone: {plan.summary} was not approved.",
+                "Approve it to undo, or leave it as it is.",
+            )
+        if not plan.request.consume(plan.tool.name, args_data):
+            raise BotpsyError("Nothing was undone: the approval does not match this undo.")
+        approved_by = plan.request.decided_by or by
+    entry = plan.entry
+    try:
+        value = plan.tool.call(plan.tool.validate(args_data))
+    except ToolArgumentsError as exc:
+        raise BotpsyError(f"The recorded inverse of {describe(entry)} is invalid: {exc}") from exc
+    except BotpsyError as exc:
+        raise BotpsyError(f"Could not undo {describe(entry)}: {exc}") from exc
+    except Exception as exc:  # an adapter bug: say so, change nothing in the log
+        raise BotpsyError(f"Could not undo {describe(entry)}: {type(exc).__name__}: {exc}") from exc
+    output = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    assessment = plan.verdict.assessment
+    new_id = audit.record(
+        conversation_id=entry["conversation_id"],
+        call_id=f"undo_{entry['id']}",
+        tool=plan.tool.name,
+        arguments=args_data,
+        effects=sorted(e.value for e in (assessment.effects if assessment else plan.tool.effects)),
+        approved_by=approved_by,
+        receipt=f"Undo #{entry['id']}: {plan.summary}",
+        ok=True,
+        output=output,
+        value=value,
+        undoes=int(entry["id"]),
+    )
+    return Undone(entry, plan.inverse, output, new_id)
+
+
+def _entry(audit: AuditLog, entry_id: int | None) -> dict[str, Any]:
+    if entry_id is None:
+        entry = audit.last_reversible()
+        if entry is None:
+            raise BotpsyError(
+                "There is no action left to undo.", "See what was done with `botpsy log`."
+            )
+        return entry
+    for found in audit.entries():
+        if int(found["id"]) == entry_id:
+            return _check(found)
+    raise BotpsyError(f"There is no action #{entry_id}.", "See what was done with `botpsy log`.")
+
+
+def _check(entry: Mapping[str, Any]) -> dict[str, Any]:
+    if entry.get("undone_by") is not None:
+        raise BotpsyError(f"#{entry['id']} {describe(entry)} was undone already.")
+    if entry.get("undoes") is not None:
+        raise BotpsyError(f"#{entry['id']} was itself an undo.", "Do the change again instead.")
+    if not entry.get("ok") or not isinstance(entry.get("inverse"), Mapping):
+        why = entry.get("not_reversible") or "it has no inverse"
+        raise BotpsyError(f"#{entry['id']} {describe(entry)} cannot be undone: {why}.")
+    return dict(entry)
