@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from botpsy_desktop.agent.events import ApprovalRequest
-from botpsy_desktop.cli import _Approver, main
+from botpsy_desktop.cli import main
+from botpsy_desktop.cli.turns import Approver
 
 
 @pytest.fixture
@@ -153,13 +154,13 @@ def _request() -> ApprovalRequest:
 def test_the_approver_modes() -> None:
     err = io.StringIO()
     r = _request()
-    _Approver("all", io.StringIO(), err).decide(r)
+    Approver("all", io.StringIO(), err).decide(r)
     assert r.approved and r.decided_by == "--approve all"
     r = _request()
-    _Approver("deny", io.StringIO(), err).decide(r)
+    Approver("deny", io.StringIO(), err).decide(r)
     assert r.decided and not r.approved
     r = _request()  # "ask" with no terminal: denied, and says why
-    _Approver("ask", io.StringIO("y\n"), err).decide(r)
+    Approver("ask", io.StringIO("y\n"), err).decide(r)
     assert not r.approved and "no terminal" in err.getvalue()
 
 

@@ -6,7 +6,7 @@ import argparse
 import json
 import secrets as pysecrets
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import Any, TextIO
 
 from botpsy_desktop.adapters.mcp import (
     ServerBook,
@@ -17,14 +17,13 @@ from botpsy_desktop.adapters.mcp import (
     hint_words,
     namespaced,
 )
+from botpsy_desktop.app import App
 from botpsy_desktop.core.errors import BotpsyError, ConfigError
 from botpsy_desktop.core.tools import Effect
 
-if TYPE_CHECKING:
-    from botpsy_desktop.app import App
 
-
-def add_mcp_command(sub: Any) -> None:
+def add_command(sub: Any) -> None:
+    """The `mcp` subcommand and its actions."""
     mcp = sub.add_parser("mcp", help="tool servers (MCP): add, test, import; serve our tools")
     act = mcp.add_subparsers(dest="mcp_command", required=True, metavar="ACTION")
     ls = act.add_parser("list", help="the tool servers, their status and tools")

@@ -1,0 +1,62 @@
+"""What the `botpsy` commands share: exit codes, model progress on the terminal, first run."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import TextIO
+
+from botpsy_desktop.app import App
+from botpsy_desktop.llm.download import format_progress
+from botpsy_desktop.llm.models import ModelEvent, Status
+
+EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_CANCELLED = 0, 1, 2, 130
+
+
+class EventPrinter:
+    """Shows model events: a live bar with speed and time left on a terminal, else a few lines."""
+
+    def __init__(self, err: TextIO) -> None:
+        self.err, self.tty, self.live, self.step = err, err.isatty(), False, -1
+
+    def end_line(self) -> None:
+        if self.live:
+            self.err.write("\n")
+            self.live = False
+
+    def __call__(self, event: ModelEvent) -> None:
+        if isinstance(event, Status):
+            self.end_line()
+            print(event.message, file=self.err)
+            return
+        line = format_progress(event)
+        if self.tty:
+            self.err.write(f"\r{line}\x1b[K")
+            self.live = True
+            if event.finished:
+                self.end_line()
+        elif event.finished or int(event.fraction * 4) > self.step:
+            print(line, file=self.err)
+            self.step = -1 if event.finished else int(event.fraction * 4)
+        self.err.flush()
+
+
+def first_run(app: App, args: argparse.Namespace, err: TextIO) -> bool:
+    """No model yet: one sentence on how to get one; on a terminal, offer the default download."""
+    if args.model or args.replay or app.config.model.path:
+        return True
+    models = app.models()
+    print(models.first_run_message(), file=err)
+    if models.installed() or not (sys.stdin.isatty() and err.isatty()):
+        return False
+    entry = models.catalog.default_entry
+    err.write(f"Download {entry.name} {entry.default_quantization} now? [y/N] ")
+    err.flush()
+    if sys.stdin.readline().strip().lower() not in ("y", "yes"):
+        return False
+    show = EventPrinter(err)
+    try:
+        models.pull(use=True, on_event=show)
+    finally:
+        show.end_line()
+    return True

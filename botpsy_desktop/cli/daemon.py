@@ -1,0 +1,143 @@
+"""`botpsy daemon`: ring alarms and run routines in the foreground until stopped."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import threading
+from typing import Any, TextIO
+
+from botpsy_desktop.agent.routines import DaemonRoutines
+from botpsy_desktop.app import App
+from botpsy_desktop.cli.common import EXIT_OK
+from botpsy_desktop.core.errors import BotpsyError
+
+
+def add_command(sub: Any) -> None:
+    """The `daemon` subcommand and its options."""
+    daemon = sub.add_parser(
+        "daemon",
+        help="ring alarms, timers and reminders and run routines in the foreground until Ctrl-C",
+    )
+    daemon.add_argument("--json", action="store_true", help="print one JSON object per event")
+    daemon_src = daemon.add_mutually_exclusive_group()  # routines run on it (else model.path)
+    daemon_src.add_argument("--model", metavar="PATH", help="GGUF model that runs routines")
+    daemon_src.add_argument("--replay", metavar="FILE", help="replay routines' model output")
+
+
+def cmd_daemon(app: App, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """Ring alarms in the foreground: missed ones first, then one line per ring, until stopped."""
+    import signal
+
+    from botpsy_desktop.adapters.alarms import AlarmFired
+
+    alarms = app.alarms
+    if alarms is None:
+        raise BotpsyError("This profile has no alarm service.", "Run `botpsy daemon` again.")
+    stop = threading.Event()
+    printing = threading.Lock()
+
+    def emit(line: str) -> None:
+        with printing:
+            print(line, file=out, flush=True)
+
+    def on_ring(event: AlarmFired) -> None:
+        emit(json.dumps(event.as_dict(), ensure_ascii=False) if args.json else event.line())
+
+    previous: dict[signal.Signals, Any] = {}
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            previous[sig] = signal.signal(sig, lambda *_: stop.set())
+    alarms.add_listener(on_ring)
+    routines = _daemon_routines(app, args, emit, err)
+    try:
+        now = alarms.now()
+        for missed in alarms.start():
+            emit(
+                json.dumps(missed.as_dict(), ensure_ascii=False) if args.json else missed.line(now)
+            )
+        upcoming = [a for a in alarms.alarms() if a.next_ring is not None]
+        print(
+            f"botpsy daemon: {len(upcoming)} set to ring, time zone {alarms.time_zone_name}, "
+            f"store {alarms.path}. Ctrl-C stops.",
+            file=err,
+            flush=True,
+        )
+        while not stop.wait(0.5):
+            pass
+    finally:
+        alarms.remove_listener(on_ring)
+        alarms.shutdown()
+        if routines is not None:
+            routines.close()
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+    print("botpsy daemon: stopped.", file=err, flush=True)
+    return EXIT_OK
+
+
+def _daemon_routines(
+    app: App, args: argparse.Namespace, emit: Any, err: TextIO
+) -> DaemonRoutines | None:
+    """Run routines in the daemon on the model (loaded once), or say why they will not run."""
+    from dataclasses import replace
+
+    from botpsy_desktop.adapters.alarms import AlarmFired, AlarmKind
+    from botpsy_desktop.agent.loop import AgentSession
+    from botpsy_desktop.agent.routines import DAEMON_APPROVAL_TIMEOUT_S, DaemonRoutines
+    from botpsy_desktop.llm.backend import Backend
+
+    alarms = app.alarms
+    assert alarms is not None
+    if args.model is None and args.replay is None and not app.config.model.path:
+
+        def not_run(event: AlarmFired) -> None:
+            if event.kind is AlarmKind.ROUTINE:
+                emit(
+                    json.dumps({"event": "routine_not_run", "id": event.id, "reason": "no model"})
+                    if args.json
+                    else f"routine {event.id}: not run, no model is set up (set model.path "
+                    "with `botpsy model use`, or start the daemon with --model or --replay)"
+                )
+
+        alarms.add_listener(not_run)
+        return None
+    model = args.replay or args.model or app.config.model.path
+
+    def load() -> Backend:  # when the first routine fires, on the routines' engine thread
+        return app.backend(model=args.model, replay=args.replay)
+
+    timeout = app.config.agent.background_approval_timeout_s or DAEMON_APPROVAL_TIMEOUT_S
+    settings = replace(app.loop_settings(), background_approval_timeout_s=timeout)
+
+    def make_session(backend: Backend, conversation_id: str) -> AgentSession:
+        return AgentSession(
+            backend,
+            app.registry,
+            app.gate,
+            app.store,
+            settings,
+            conversation_id,
+            background=True,
+        )
+
+    routines = DaemonRoutines(
+        None,
+        app.store,
+        alarms,
+        make_session,
+        emit,
+        as_json=args.json,
+        think=app.config.model.think,
+        approval_timeout_s=timeout,
+        load=load,
+    )
+    alarms.add_listener(routines.on_fired)
+    print(
+        f"botpsy daemon: routines run on {model} (loaded when the first one is due); their "
+        "approval requests are denied "
+        f"after {timeout:g} s (agent.background_approval_timeout_s), nobody can approve here.",
+        file=err,
+        flush=True,
+    )
+    return routines

@@ -1,0 +1,154 @@
+"""One request on the terminal: the options `ask` and `chat` share, approvals, printed events."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import threading
+from collections.abc import Iterator
+from typing import Any, TextIO
+
+from botpsy_desktop.agent.events import (
+    Answer,
+    ApprovalNeeded,
+    ApprovalRequest,
+    ContextTrimmed,
+    Error,
+    Event,
+    Thinking,
+    Token,
+    ToolResult,
+    ToolStarted,
+    Transcript,
+    TurnFinished,
+)
+from botpsy_desktop.app import App
+from botpsy_desktop.cli.common import EXIT_CANCELLED, EXIT_ERROR, EXIT_OK
+
+
+def add_run_options(sp: argparse.ArgumentParser) -> None:
+    """The model, approval, thinking and conversation options of `ask` and `chat`."""
+    src = sp.add_mutually_exclusive_group()
+    src.add_argument("--model", metavar="PATH", help="GGUF model file to use")
+    src.add_argument(
+        "--replay",
+        metavar="FILE",
+        help="replay raw model completions from a JSON list instead of a model",
+    )
+    sp.add_argument(
+        "--approve",
+        choices=("ask", "deny", "all"),
+        default="ask",
+        help="answer approval requests: ask on the terminal (deny when there is "
+        "none), deny all, or approve all",
+    )
+    sp.add_argument(
+        "--think",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="let the model think before answering (default from config)",
+    )
+    sp.add_argument("--conversation", metavar="ID", help="continue a saved conversation")
+
+
+class Approver:
+    """Decides approval requests for the CLI, per --approve."""
+
+    def __init__(self, mode: str, stdin: TextIO, stderr: TextIO) -> None:
+        self.mode, self.stdin, self.stderr = mode, stdin, stderr
+
+    def decide(self, request: ApprovalRequest) -> None:
+        if self.mode == "all":
+            request.approve(by="--approve all")
+            return
+        if self.mode == "deny":
+            request.deny(by="--approve deny")
+            return
+        if not (self.stdin.isatty() and self.stderr.isatty()):
+            print(
+                f"\n[approval needed] {request.receipt}\n"
+                "Denied: no terminal to ask on (use --approve all to allow).",
+                file=self.stderr,
+            )
+            request.deny(by="no terminal")
+            return
+        print(f"\n[approval needed] {request.receipt}", file=self.stderr)
+        if request.scope is not None:
+            print(f"  a = {request.scope.describe()}", file=self.stderr)
+        self.stderr.write("Allow this? [y/N" + ("/a] " if request.scope is not None else "] "))
+        self.stderr.flush()
+        answer = self.stdin.readline().strip().lower()
+        if answer in ("a", "all") and request.scope is not None:
+            request.approve(by="user (for this conversation)", scope=True)
+        elif answer in ("y", "yes"):
+            request.approve(by="user")
+        else:
+            request.deny(by="user")
+
+
+def drive(events: Iterator[Event], cancel: threading.Event) -> Iterator[Event]:
+    """Iterate the loop; Ctrl-C stops the request cleanly instead of killing the process."""
+    while True:
+        try:
+            event = next(events)
+        except StopIteration:
+            return
+        except KeyboardInterrupt:
+            cancel.set()
+            continue
+        yield event
+
+
+def run_request(
+    app: App,
+    args: argparse.Namespace,
+    text: str,
+    session: Any,
+    out: TextIO,
+    err: TextIO,
+    as_json: bool,
+) -> tuple[int, Transcript]:
+    approver = Approver(args.approve, sys.stdin, err)
+    think = app.config.model.think if args.think is None else args.think
+    cancel = threading.Event()
+    transcript = Transcript(text)
+    in_thinking = False
+    code = EXIT_OK
+    for event in drive(session.run(text, cancel=cancel, think=think), cancel):
+        transcript.add(event)
+        if isinstance(event, ApprovalNeeded):
+            approver.decide(event.request)
+            continue
+        if as_json:
+            continue
+        if isinstance(event, Thinking):
+            if not in_thinking:
+                err.write("[thinking] ")
+                in_thinking = True
+            err.write(event.text)
+            err.flush()
+        elif isinstance(event, Token):
+            if in_thinking:
+                err.write("\n")
+                in_thinking = False
+            out.write(event.text)
+            out.flush()
+        elif isinstance(event, ToolStarted):
+            args_text = json.dumps(event.arguments, ensure_ascii=False)
+            print(f"\n[tool] {event.name} {args_text}", file=err)
+        elif isinstance(event, ToolResult):
+            status = "ok" if event.ok else "failed"
+            preview = event.output if len(event.output) < 300 else event.output[:300] + " ..."
+            print(f"[tool {status}, {event.decision}] {preview}", file=err)
+        elif isinstance(event, Answer):
+            out.write("\n")
+        elif isinstance(event, Error):
+            print(f"\n{event.message}", file=err)
+        elif isinstance(event, ContextTrimmed):
+            print(f"[context] {event.message}", file=err)
+        elif isinstance(event, TurnFinished):
+            pass
+    if transcript.error is not None:
+        code = EXIT_CANCELLED if transcript.error["kind"] == "cancelled" else EXIT_ERROR
+    return code, transcript
