@@ -5,6 +5,7 @@ with its import of Claude Desktop and LM Studio files and secrets kept in a real
 from __future__ import annotations
 
 import json
+import logging
 import shutil
 import subprocess
 import sys
@@ -191,8 +192,9 @@ def test_import_claude_desktop_and_lm_studio_files_keeps_secrets_out(
 
 
 def test_a_server_that_hangs_costs_one_error_and_is_restarted(
-    book: ServerBook, tmp_path: Path
+    book: ServerBook, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
+    caplog.set_level(logging.INFO, logger="botpsy_desktop.adapters.mcp")
     book.save([hostile("hang", tmp_path, timeout_s=1.5)])
     hub = ServerHub(book)
     try:
@@ -204,6 +206,8 @@ def test_a_server_that_hangs_costs_one_error_and_is_restarted(
         with pytest.raises(ServerError):
             tool.call(tool.validate({"what": "y"}))
         assert [e["event"] for e in trace(tmp_path, "hang")].count("start") >= 2
+        # its stderr went to the log, line by line
+        assert "tool server hang stderr: hostile server hang starting" in caplog.text
     finally:
         hub.close()
 
