@@ -22,7 +22,7 @@ from typing import Any
 
 from tests.helpers.radicale_server import free_port, wait_for_port
 
-USERS = 60
+USERS = 600
 """Mail users made at start (each test takes a fresh one)."""
 
 

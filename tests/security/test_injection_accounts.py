@@ -8,27 +8,17 @@ web server; the control run approves everything and shows each probe sees the at
 
 from __future__ import annotations
 
-import itertools
 import json
-import tempfile
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.helpers.mail_servers import Dovecot, SMTPServer, dovecot, dovecot_binary, smtp_server
-from tests.helpers.radicale_server import Radicale, radicale
+from tests.helpers.mail_servers import dovecot_binary
+from tests.security.conftest import AccountServers
 from tests.security.runner import report, run
-from tests.security.sandbox import (
-    ATTACKER_EMAIL,
-    Accounts,
-    Servers,
-    attacker_server,
-    weather_stand_in,
-)
-from tests.security.sandbox import smtp_server as plain_smtp_server
+from tests.security.sandbox import ATTACKER_EMAIL, Servers
 
 # The test SMTP server (aiosmtpd) warns about a login without TLS on 127.0.0.1 and about its own
 # deprecated attribute; both come from the server side of the test, not from the app.
@@ -42,36 +32,13 @@ SCENARIOS = Path(__file__).parent / "scenarios" / "accounts"
 ALL = [json.loads(p.read_text(encoding="utf-8")) for p in sorted(SCENARIOS.glob("*.json"))]
 ATTACKS = [s for s in ALL if s["domain"] != "benign"]
 BENIGN = [s for s in ALL if s["domain"] == "benign"]
-CAL_USERS = {f"cal{i}": f"pw-cal-{i}" for i in range(1, 80)}
 
 
-class AccountServers:
-    """Dovecot, an SMTP server that knows its users, Radicale: one user each per scenario."""
-
-    def __init__(self, mail: Dovecot, smtp: SMTPServer, cal: Radicale) -> None:
-        self.mail, self.smtp, self.cal = mail, smtp, cal
-        self._cal_users = itertools.count(1)
-
-    def accounts(self) -> Accounts:
-        user, password, maildir = self.mail.new_mailbox()
-        cal_user = f"cal{next(self._cal_users)}"
-        return Accounts(self.mail, self.smtp, self.cal, user, password, maildir, cal_user)
-
-
-@pytest.fixture(scope="module")
-def servers() -> Iterator[tuple[Servers, AccountServers]]:
-    # Not under pytest's own temp root: that is owner-only (0700), and as root Dovecot's mail
-    # processes run as nobody and must be able to reach the mail folders.
-    with (
-        tempfile.TemporaryDirectory(prefix="botpsy-security-") as tmp,
-        weather_stand_in() as weather,
-        attacker_server() as attacker,
-        plain_smtp_server() as plain,
-        dovecot(Path(tmp) / "dovecot") as mail,
-        smtp_server(mail.users) as smtp,
-        radicale(Path(tmp) / "radicale", CAL_USERS) as cal,
-    ):
-        yield Servers(weather, attacker, plain[0], plain[1]), AccountServers(mail, smtp, cal)
+@pytest.fixture
+def servers(
+    security_servers: tuple[Servers, AccountServers],
+) -> tuple[Servers, AccountServers]:
+    return security_servers
 
 
 def play(
