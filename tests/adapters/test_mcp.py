@@ -27,6 +27,8 @@ from tests.helpers.services import (  # noqa: F401
     secret_service,
 )
 
+pytestmark = pytest.mark.servers
+
 HOSTILE = str(Path(__file__).resolve().parents[1] / "helpers" / "mcp_hostile.py")
 
 

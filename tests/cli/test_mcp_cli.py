@@ -26,6 +26,8 @@ from tests.helpers.services import (  # noqa: F401
     secret_service,
 )
 
+pytestmark = pytest.mark.servers
+
 REPO = Path(__file__).resolve().parents[2]
 
 

@@ -18,6 +18,8 @@ from botpsy_desktop.agent.hardening import frame
 from botpsy_desktop.app import build_app
 from botpsy_desktop.cli import main
 
+pytestmark = pytest.mark.servers
+
 HOSTILE = str(Path(__file__).resolve().parents[1] / "helpers" / "mcp_hostile.py")
 
 

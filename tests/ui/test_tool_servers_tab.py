@@ -26,6 +26,8 @@ from tests.helpers.services import (  # noqa: F401
     secret_service,
 )
 
+pytestmark = pytest.mark.servers
+
 
 @pytest.fixture
 def app(tmp_path: Path) -> Iterator[App]:
