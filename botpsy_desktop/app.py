@@ -17,6 +17,7 @@ from botpsy_desktop.adapters.alarms import AlarmService, alarms_tools, time_zone
 from botpsy_desktop.adapters.calendar import calendar_service, calendar_tools
 from botpsy_desktop.adapters.email import email_tools, mail_service
 from botpsy_desktop.adapters.files import files_tools
+from botpsy_desktop.adapters.mcp import ServerBook, ServerHub
 from botpsy_desktop.adapters.music import (
     MusicController,
     MusicLibrary,
@@ -52,13 +53,15 @@ def build_registry(
     alarms: AlarmService | None = None,
     secrets: SecretStore | None = None,
     now: Callable[[], datetime] | None = None,
+    servers: ServerHub | None = None,
 ) -> ToolRegistry:
     """Every tool the assistant can use, built from the configuration.
 
     Clients the tools hold (HTTP, the music player and index) are closed by ``resources``;
     ``player`` replaces the headless music player (the window passes its Qt one); the alarm
     tools are there when an ``alarms`` service is given; calendar and mail accounts come from
-    the accounts file (with ``paths``), their passwords from ``secrets`` when a tool runs.
+    the accounts file (with ``paths``), their passwords from ``secrets`` when a tool runs;
+    the tools of the tool servers (MCP) configured in ``servers`` come last.
     """
     resources = resources if resources is not None else ExitStack()
     registry = ToolRegistry()
@@ -75,6 +78,8 @@ def build_registry(
     for tool in alarms_tools(alarms) if alarms is not None else []:
         registry.register(tool)
     for tool in _account_tools(config, paths, secrets or SecretStore(), now) if paths else []:
+        registry.register(tool)
+    for tool in servers.tools() if servers is not None else []:
         registry.register(tool)
     return registry
 
@@ -142,6 +147,8 @@ class App:
     """Alarms, timers and reminders; started only by long-running faces (window, daemon)."""
     secrets: SecretStore = field(default_factory=SecretStore)
     """Account passwords (OS keyring, or this session only when the user chooses that)."""
+    tool_servers: ServerHub | None = None
+    """The tool servers (MCP) of the profile, their connections and tools."""
 
     def backend(self, *, model: str | None = None, replay: str | None = None) -> Backend:
         """A replay backend if ``replay`` is given, else llama.cpp on ``model`` or the config's."""
@@ -301,8 +308,27 @@ def build_app(
     resources = ExitStack()
     alarms = AlarmService.from_settings(paths.data_dir / "alarms.sqlite3", config.alarms, now=now)
     secrets = SecretStore()
+    servers = ServerHub(ServerBook.for_paths(paths, secrets))
+    resources.callback(servers.close)
     registry = build_registry(
-        config, paths, resources, player=player, alarms=alarms, secrets=secrets, now=now
+        config,
+        paths,
+        resources,
+        player=player,
+        alarms=alarms,
+        secrets=secrets,
+        now=now,
+        servers=servers,
     )
     gate = build_gate(config)
-    return App(paths, config, store, registry, gate, resources, alarms, secrets=secrets)
+    return App(
+        paths,
+        config,
+        store,
+        registry,
+        gate,
+        resources,
+        alarms,
+        secrets=secrets,
+        tool_servers=servers,
+    )

@@ -125,6 +125,7 @@ def run_checks(app: App, model: str | None = None) -> list[Check]:
             )
         )
     checks.append(Check("tools", "info", ", ".join(app.registry.names()) or "none"))
+    checks.extend(_tool_server_checks(app))
     from botpsy_desktop.agent.logs import log_folder
 
     checks.append(
@@ -158,6 +159,55 @@ def _prefix_cache_check(app: App) -> Check:
             "and tools again.",
         )
     return Check("prefix cache", "ok", detail)
+
+
+def _tool_server_checks(app: App) -> list[Check]:
+    """Each tool server (MCP): started or reached now, its tools, and whether they changed."""
+    hub = app.tool_servers
+    if hub is None:
+        return []
+    if hub.problem:
+        return [Check("tool servers", "fail", hub.problem, "Fix mcp.json in the config folder.")]
+    out = []
+    for server in hub.servers:
+        name = f"tool server {server.name}"
+        if not server.enabled:
+            out.append(Check(name, "info", f"switched off ({server.transport})"))
+            continue
+        kept = hub.cached(server.name)
+        try:
+            live = hub.connection(server).list_tools()
+        except BotpsyError as exc:
+            out.append(
+                Check(
+                    name,
+                    "warn",
+                    f"{server.transport}: {server.where()}: {exc.message}",
+                    "Check the command or address with `botpsy mcp test "
+                    f"{server.name}`; its stderr is in the log.",
+                )
+            )
+            continue
+        on = [t for t in live if server.switch(t.name).enabled]
+        detail = f"{server.transport}, {len(live)} tool(s), {len(on)} on: " + ", ".join(
+            t.name for t in on
+        )
+        changed = kept is not None and sorted(t.fingerprint() for t in kept) != sorted(
+            t.fingerprint() for t in live
+        )
+        if kept is None or changed:
+            why = "never listed" if kept is None else "its tools changed since it was tested"
+            out.append(
+                Check(
+                    name,
+                    "warn",
+                    f"{detail} ({why})",
+                    f"Review them with `botpsy mcp test {server.name}`.",
+                )
+            )
+        else:
+            out.append(Check(name, "ok", detail))
+    return out
 
 
 def _integrity_check(app: App) -> Check:

@@ -58,6 +58,20 @@ def main() -> int:
     (profile / "config" / "config.json").write_text(
         json.dumps({"files": {"roots": [str(files)]}}), encoding="utf-8"
     )
+    # two published tool servers (pip: mcp-server-time, mcp-server-git) for Settings > Tool servers
+    servers = {
+        "time": {
+            "command": "mcp-server-time",
+            "tools": {"get_current_time": {"effects": ["read"]}},
+        },
+        "git": {
+            "command": "mcp-server-git",
+            "tools": {"git_status": {"effects": ["read"]}, "git_reset": {"enabled": False}},
+        },
+    }
+    (profile / "config" / "mcp.json").write_text(
+        json.dumps({"mcpServers": servers}), encoding="utf-8"
+    )
     thought = "The user wants the PDFs in Documents. I'll search that folder.\n</think>\n\n"
     replay = work / "replay.json"
     replay.write_text(
@@ -189,6 +203,15 @@ def main() -> int:
     wait(qt, lambda: False, 0.3)
     saved.append(args.out / "settings-approvals.png")
     settings.grab().save(str(saved[-1]))
+    if settings.tool_servers is not None:
+        servers_tab = settings.tool_servers
+        settings.tabs.setCurrentWidget(servers_tab)
+        wait(qt, lambda: servers_tab.list.count() == 2)
+        servers_tab.list.setCurrentRow(1)
+        wait(qt, lambda: servers_tab.tools.rowCount() > 0)
+        wait(qt, lambda: False, 0.3)
+        saved.append(args.out / "settings-tool-servers.png")
+        settings.grab().save(str(saved[-1]))
     settings.reject()
     guide = FirstRunWizard(app, window)
     guide.show()

@@ -227,6 +227,7 @@ class Policy:
     ) -> list[str]:
         lines: list[str] = []
         declared = tool.summary is not None  # the tool's own words say who, what and where
+        lines.extend(tool.notes)  # where the tool comes from (a tool server's, its hints)
         if undeclared:
             lines.append(
                 "This tool does not say what it does: it could send, pay, delete or change "

@@ -19,6 +19,7 @@ from botpsy_desktop.cli import (
     doctor,
     history,
     log,
+    mcp,
     model,
     tools,
 )
@@ -44,6 +45,7 @@ COMMANDS: dict[str, Command] = {
     "account": account.cmd_account,
     "bench": bench.cmd_bench,
     "eval": cmd_eval,
+    "mcp": mcp.cmd_mcp,
 }
 
 
@@ -65,6 +67,7 @@ def _parser() -> argparse.ArgumentParser:
     model.add_command(sub)
     bench.add_command(sub)
     add_eval_command(sub)  # botpsy_desktop/eval/command.py
+    mcp.add_command(sub)
     account.add_command(sub)
     daemon.add_command(sub)
     log.add_commands(sub)

@@ -188,6 +188,11 @@ class Tool:
     domain: str = ""
     """What the tool is about (``files``, ``email``, a tool server's name): each request is
     offered the tools of its domains (agent/selection.py). Empty: offered to every request."""
+    input_schema: Mapping[str, Any] | None = None
+    """A JSON Schema given with the tool (a tool server's): shown to the model instead of the
+    one derived from ``args_model``, and checked in full when arguments are validated."""
+    notes: tuple[str, ...] = ()
+    """Lines the approval receipt adds under the tool's summary (where a tool comes from)."""
     tier: Tier | TierRule | None = None
     targets: tuple[str, ...] = ()
     inverse: InverseRule | None = None
@@ -200,6 +205,8 @@ class Tool:
         if not self.name.isidentifier() or not self.name.isascii():
             raise ValueError(f"tool name {self.name!r} must be an ASCII identifier")
         fields = set(self.args_model.model_fields)
+        if self.input_schema is not None:
+            fields = set(self.input_schema.get("properties") or {})
         for key in (*self.targets, *self.sends):
             if key not in fields:
                 raise ValueError(f"tool {self.name!r} declares {key!r}, which is not a parameter")
@@ -267,6 +274,8 @@ class Tool:
 
     def parameters_schema(self) -> dict[str, Any]:
         """The JSON schema of the arguments, simplified to what a small model reads well."""
+        if self.input_schema is not None:
+            return _clean_schema(json.loads(json.dumps(self.input_schema)))
         return _clean_schema(self.args_model.model_json_schema())
 
     def schema(self) -> dict[str, Any]:
@@ -283,12 +292,18 @@ class Tool:
     def validate(self, arguments: Mapping[str, Any]) -> BaseModel:
         """Check arguments against the model; raise ToolArgumentsError with advice for the model."""
         known = set(self.args_model.model_fields)
+        if self.input_schema is not None:
+            known = set(self.input_schema.get("properties") or {})
         unknown = sorted(set(arguments) - known)
+        if self.input_schema is not None and self.input_schema.get("additionalProperties"):
+            unknown = []
         if unknown:
             raise ToolArgumentsError(
                 f"{self.name} has no parameter(s) {', '.join(unknown)}; "
                 f"its parameters are: {', '.join(sorted(known)) or 'none'}."
             )
+        if self.input_schema is not None:
+            self._check_schema(arguments)
         try:
             return self.args_model.model_validate(dict(arguments))
         except ValidationError as exc:
@@ -300,6 +315,29 @@ class Tool:
                 f"Invalid arguments for {self.name}: {'; '.join(parts)}. "
                 "Call it again with corrected arguments."
             ) from exc
+
+    def _check_schema(self, arguments: Mapping[str, Any]) -> None:
+        """The given JSON Schema, checked in full (nested objects, enums, bounds)."""
+        import jsonschema
+
+        schema = dict(self.input_schema or {})
+        try:
+            validator_class = jsonschema.validators.validator_for(schema)
+            validator = validator_class(schema)
+            errors = sorted(validator.iter_errors(dict(arguments)), key=lambda e: list(e.path))
+        except (jsonschema.SchemaError, TypeError, ValueError) as exc:
+            raise ToolArgumentsError(
+                f"{self.name} cannot be called: its declared schema is invalid ({exc})."
+            ) from exc
+        if errors:
+            parts = [
+                f"{'.'.join(str(p) for p in e.path) or 'arguments'}: {e.message[:200]}"
+                for e in errors[:5]
+            ]
+            raise ToolArgumentsError(
+                f"Invalid arguments for {self.name}: {'; '.join(parts)}. "
+                "Call it again with corrected arguments."
+            )
 
     def call(self, args: BaseModel) -> Any:
         return self.handler(args)

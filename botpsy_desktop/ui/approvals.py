@@ -23,6 +23,7 @@ from PySide6.QtWidgets import (
 
 from botpsy_desktop.agent.events import ApprovalRequest
 from botpsy_desktop.agent.gate import ApprovalInbox, InboxEntry
+from botpsy_desktop.agent.mcp_serve import ORIGIN as SERVE_ORIGIN
 from botpsy_desktop.ui.approval import ApprovalDialog, plain_words, technical_details
 
 
@@ -66,6 +67,8 @@ class PendingApprovals(QObject):
         return len(self.entries())
 
     def origin_text(self, entry: InboxEntry) -> str:
+        if entry.origin == SERVE_ORIGIN:
+            return "another app, through the tools this computer offers (MCP)"
         title = self.title_of(entry.origin) if entry.origin else None
         return f"the background run in “{title}”" if title else "a background run"
 

@@ -131,6 +131,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if missed:
             window.show_missed(notifier.missed_text(missed))
 
+    from botpsy_desktop.ui.tool_servers import start_serving
+
+    # our tools for other apps (Settings > Tool servers), approvals in this window's queue
+    serving = start_serving(app)
+
     from botpsy_desktop.ui.hotkey import GlobalShortcut
 
     # the global shortcut for the quick box (X11); elsewhere the reason is logged and shown in
@@ -168,6 +173,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(qt.exec())
     finally:
         shortcut.stop()
+        if serving is not None:
+            serving.stop()
         window.shutdown()
         if notifier is not None:
             notifier.close()

@@ -1,4 +1,4 @@
-"""The settings dialog: model, folders, weather and music, accounts, approvals, appearance."""
+"""The settings dialog: model, folders, weather, music, accounts, tool servers, approvals, look."""
 
 from __future__ import annotations
 
@@ -33,6 +33,7 @@ from botpsy_desktop.core.config import Config
 from botpsy_desktop.core.errors import BotpsyError
 from botpsy_desktop.ui.accounts import AccountsPanel
 from botpsy_desktop.ui.style import style_for
+from botpsy_desktop.ui.tool_servers import ToolServersPanel
 
 
 def system_is_dark() -> bool:
@@ -165,6 +166,10 @@ class SettingsDialog(QDialog):
 
         self.accounts = AccountsPanel(app)
         tabs.addTab(self.accounts, "Accounts")
+        self.tool_servers: ToolServersPanel | None = None
+        if app.tool_servers is not None:
+            self.tool_servers = ToolServersPanel(app)
+            tabs.addTab(self.tool_servers, "Tool servers")
 
         approvals = QWidget()
         av = QVBoxLayout(approvals)
