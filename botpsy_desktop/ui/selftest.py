@@ -1,4 +1,4 @@
-"""`botpsy-desktop --self-test`: start offscreen; check assets, llama.cpp, a model, a request."""
+"""`botpsy-desktop --self-test`: start Qt; check assets, llama.cpp, a model, a request."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import sys
 import tempfile
 import time
 import wave
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, TextIO
@@ -52,6 +52,21 @@ def process_age_s() -> float | None:
         return uptime - start_ticks / os.sysconf("SC_CLK_TCK")
     except (OSError, ValueError, IndexError, AttributeError):
         return None
+
+
+def self_test_platform(environ: Mapping[str, str], platform: str) -> str:
+    """The Qt platform plugin the self-test starts with.
+
+    With an X display on Linux it is xcb, the plugin a desktop user gets, so that a missing xcb
+    library or plugin fails the test instead of being hidden; without a display, offscreen (the
+    self-test never needs one). An explicit QT_QPA_PLATFORM is kept.
+    """
+    chosen = environ.get("QT_QPA_PLATFORM", "").strip()
+    if chosen:
+        return chosen
+    if platform.startswith("linux") and environ.get("DISPLAY"):
+        return "xcb"
+    return "offscreen"
 
 
 def loaded_cpu_backend() -> str | None:
@@ -183,7 +198,7 @@ class SelfTest:
 
         existing = QApplication.instance()
         if existing is None:
-            os.environ["QT_QPA_PLATFORM"] = "offscreen"  # never needs a display
+            os.environ["QT_QPA_PLATFORM"] = self_test_platform(os.environ, sys.platform)
             existing = QApplication(sys.argv[:1])
         if not isinstance(existing, QApplication):
             raise SelfTestError("a non-widget Qt application is already running")
@@ -265,7 +280,8 @@ class SelfTest:
         ready = time.perf_counter() - opened
         age = process_age_s()
         since_start = f", {age:.2f} s after the process started" if age is not None else ""
-        return f"shown offscreen with {label} in {ready:.2f} s{since_start}"
+        where = self.qt.platformName()
+        return f"shown ({where}) with {label} in {ready:.2f} s{since_start}"
 
     def _alarms(self) -> str:
         from datetime import timedelta
