@@ -6,8 +6,8 @@ import base64
 import hashlib
 import importlib.metadata
 import os
-import threading
 import sys
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
