@@ -92,6 +92,7 @@ class SelfTest:
         self.window: Any = None
         self.notifier: Any = None
         self.app: Any = None
+        self.player: Any = None
         self.qt: Any = None
 
     # -- running ------------------------------------------------------------------------------
@@ -174,6 +175,8 @@ class SelfTest:
             self.window.deleteLater()
         if self.app is not None:
             self.app.close()
+        if self.player is not None:
+            self.player.close()
         if self.qt is not None:
             self.qt.processEvents()
         if not self.keep_profile and self.profile is not None:
@@ -262,7 +265,8 @@ class SelfTest:
         if self.qt is None:
             raise SelfTestError("not run: Qt did not start")
         opened = time.perf_counter()
-        self.app = build_app(self.profile, player=QtPlayer())
+        self.player = QtPlayer()
+        self.app = build_app(self.profile, player=self.player)
         if not str(self.app.paths.data_dir).startswith(str(self.profile)):
             raise SelfTestError(f"the profile's data went to {self.app.paths.data_dir}")
         replay = self._replay_file()

@@ -20,6 +20,7 @@ import pytest
 
 from tests.helpers.mail_servers import Dovecot, SMTPServer, dovecot, dovecot_binary, smtp_server
 from tests.helpers.radicale_server import Radicale, radicale
+from tests.helpers.services import needs
 from tests.security.runner import report, run
 from tests.security.sandbox import (
     ATTACKER_EMAIL,
@@ -35,7 +36,7 @@ from tests.security.sandbox import smtp_server as plain_smtp_server
 pytestmark = [
     pytest.mark.filterwarnings("ignore:Requiring AUTH while not requiring TLS:UserWarning"),
     pytest.mark.filterwarnings("ignore:Session.login_data is deprecated:DeprecationWarning"),
-    pytest.mark.skipif(dovecot_binary() is None, reason="needs Dovecot (Debian dovecot-imapd)"),
+    needs(dovecot_binary() is not None, "Dovecot (an IMAP server)", "apt install dovecot-imapd"),
 ]
 
 SCENARIOS = Path(__file__).parent / "scenarios" / "accounts"
