@@ -1,11 +1,11 @@
 """The whole suite: a test marked ``needs`` whose program or service is missing goes through
 tests.helpers.services.missing (skipped locally, a failure under CI); a hang ends the run.
 
-pytest-timeout (its ``timeout`` in pyproject.toml) fails a test that runs past its budget, with
-SIGALRM. That cannot stop a thread stuck in C while it holds Python's interpreter lock (the
-player deadlock in Qt's media backend was one), so each test also arms faulthandler's watchdog,
-a C thread that needs no lock: past the budget plus a margin it prints every thread's stack and
-ends the run with status 1.
+pytest-timeout (``timeout`` and ``timeout_method`` in pyproject.toml) ends a test that runs past
+its budget from a Python thread. That thread cannot run while another thread is stuck in C
+holding Python's interpreter lock (the player deadlock in Qt's media backend was one), so each
+test also arms faulthandler's watchdog, a C thread that needs no lock: past the budget plus a
+margin it prints every thread's stack and ends the run with status 1.
 """
 
 from __future__ import annotations
