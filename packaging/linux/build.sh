@@ -309,7 +309,7 @@ xvfb-run -a -s "-screen 0 1280x900x24" sh -c 'exec env -i HOME="$1" PATH=/usr/bi
     || { cat "$SELFTEST_X11_OUT" "$LOG/self-test-xcb.stderr"; exit 1; }
 grep -q "platform xcb" "$SELFTEST_X11_OUT" \
     || { cat "$SELFTEST_X11_OUT"; echo "the self-test under Xvfb did not use xcb" >&2; exit 1; }
-grep -E "^(ok|FAIL) (qt|window):" "$SELFTEST_X11_OUT" | sed 's/^/xcb: /' | tee -a "$REPORT"
+grep -E "^(ok|FAIL) +(qt|window):" "$SELFTEST_X11_OUT" | sed 's/^/xcb: /' | tee -a "$REPORT"
 step_end "self-test on an X server (xcb)"
 
 step_start "CLI from the installed files"
