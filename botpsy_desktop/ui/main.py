@@ -84,9 +84,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     from botpsy_desktop.ui.player import QtPlayer
 
+    player = QtPlayer()  # the window's own: closed here, after the app
     try:
-        app = build_app(args.home, player=QtPlayer())
+        app = build_app(args.home, player=player)
     except BotpsyError as exc:
+        player.close()
         QMessageBox.critical(None, "BotPsy cannot start", str(exc))
         return 1
     from botpsy_desktop.agent.logs import setup_logging
@@ -182,6 +184,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 notifier.desktop.shutdown()
         server.close()
         app.close()
+        player.close()
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -1,4 +1,4 @@
-"""`botpsy-desktop --self-test`: start offscreen; check assets, llama.cpp, a model, a request."""
+"""`botpsy-desktop --self-test`: start Qt; check assets, llama.cpp, a model, a request."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import sys
 import tempfile
 import time
 import wave
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, TextIO
@@ -54,6 +54,21 @@ def process_age_s() -> float | None:
         return None
 
 
+def self_test_platform(environ: Mapping[str, str], platform: str) -> str:
+    """The Qt platform plugin the self-test starts with.
+
+    With an X display on Linux it is xcb, the plugin a desktop user gets, so that a missing xcb
+    library or plugin fails the test instead of being hidden; without a display, offscreen (the
+    self-test never needs one). An explicit QT_QPA_PLATFORM is kept.
+    """
+    chosen = environ.get("QT_QPA_PLATFORM", "").strip()
+    if chosen:
+        return chosen
+    if platform.startswith("linux") and environ.get("DISPLAY"):
+        return "xcb"
+    return "offscreen"
+
+
 def loaded_cpu_backend() -> str | None:
     """The file name of the ggml CPU backend this process loaded (Linux), e.g. the variant
     picked at run time for this CPU; None where it cannot be seen."""
@@ -77,6 +92,7 @@ class SelfTest:
         self.window: Any = None
         self.notifier: Any = None
         self.app: Any = None
+        self.player: Any = None
         self.qt: Any = None
 
     # -- running ------------------------------------------------------------------------------
@@ -159,6 +175,8 @@ class SelfTest:
             self.window.deleteLater()
         if self.app is not None:
             self.app.close()
+        if self.player is not None:
+            self.player.close()
         if self.qt is not None:
             self.qt.processEvents()
         if not self.keep_profile and self.profile is not None:
@@ -183,7 +201,7 @@ class SelfTest:
 
         existing = QApplication.instance()
         if existing is None:
-            os.environ["QT_QPA_PLATFORM"] = "offscreen"  # never needs a display
+            os.environ["QT_QPA_PLATFORM"] = self_test_platform(os.environ, sys.platform)
             existing = QApplication(sys.argv[:1])
         if not isinstance(existing, QApplication):
             raise SelfTestError("a non-widget Qt application is already running")
@@ -247,7 +265,8 @@ class SelfTest:
         if self.qt is None:
             raise SelfTestError("not run: Qt did not start")
         opened = time.perf_counter()
-        self.app = build_app(self.profile, player=QtPlayer())
+        self.player = QtPlayer()
+        self.app = build_app(self.profile, player=self.player)
         if not str(self.app.paths.data_dir).startswith(str(self.profile)):
             raise SelfTestError(f"the profile's data went to {self.app.paths.data_dir}")
         replay = self._replay_file()
@@ -265,7 +284,8 @@ class SelfTest:
         ready = time.perf_counter() - opened
         age = process_age_s()
         since_start = f", {age:.2f} s after the process started" if age is not None else ""
-        return f"shown offscreen with {label} in {ready:.2f} s{since_start}"
+        where = self.qt.platformName()
+        return f"shown ({where}) with {label} in {ready:.2f} s{since_start}"
 
     def _alarms(self) -> str:
         from datetime import timedelta

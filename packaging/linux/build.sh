@@ -16,6 +16,10 @@
 # BOTPSY_SELFTEST_MODEL (a GGUF for the self-test; default: the test suite's tiny qwen35 model,
 # built by tests/helpers/models.py with the test extra installed), BOTPSY_LLAMA_CMAKE_ARGS
 # (override the portable CMake options), PYTHON (default python3).
+#
+# Under pipefail a reader that stops early (head -1, grep -q, awk '{...; exit}') can kill the
+# writer with SIGPIPE and fail the whole pipeline (exit 141) at random: every filter here reads
+# its input to the end.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -36,6 +40,24 @@ step_start() { STEP_T0=$(date +%s.%N); echo "== $1"; }
 step_end() { say "$(printf '%-34s %7.1f s' "$1" "$(echo "$(date +%s.%N) - $STEP_T0" | bc)")"; }
 human() { numfmt --to=iec-i --suffix=B --format='%.1f' "$1"; }
 size_of() { du -sb "$1" | cut -f1; }
+# run "$@" with its output in the log file $1; every 30 s say how long it has run and the build's
+# latest progress line (ninja's [done/total], or the log's last line); the command's exit status
+with_heartbeat() {
+    local log=$1 pid start=$SECONDS next=30 progress
+    shift
+    "$@" >"$log" 2>&1 &
+    pid=$!
+    while kill -0 "$pid" 2>/dev/null; do
+        sleep 1
+        if ((SECONDS - start >= next)); then
+            next=$((next + 30))
+            progress=$(awk 'match($0, /\[[0-9]+\/[0-9]+\]/) {p = substr($0, RSTART)} NF {l = $0}
+                            END {s = p != "" ? p : l; print substr(s, 1, 90)}' "$log")
+            printf '   %3d:%02d  %s\n' $(((SECONDS - start) / 60)) $(((SECONDS - start) % 60)) "$progress"
+        fi
+    done
+    wait "$pid"
+}
 
 VERSION=$(sed -n 's/^__version__ = "\(.*\)"/\1/p' "$ROOT/botpsy_desktop/__init__.py")
 LLAMA_PIN=$(grep -o '"llama-cpp-python==[^"]*"' "$ROOT/pyproject.toml" | tr -d '"')
@@ -48,10 +70,12 @@ say "botpsy-desktop $VERSION for $ARCH; build folder $BUILD"
 step_start "build tools"
 NEED=(binutils dpkg-dev desktop-file-utils bc libpulse0 libxcb-cursor0 libxkbcommon-x11-0
       libxcb-icccm4 libxcb-keysyms1 libxcb-shape0 libxcb-render-util0 libxcb-image0 libegl1
-      libgl1 libfontconfig1 libdbus-1-3 cmake ninja-build)
+      libgl1 libfontconfig1 libdbus-1-3 cmake ninja-build
+      xvfb xauth libxcb-xinerama0 libxcb-xkb1 libxcb-randr0)
 MISSING=()
 for pkg in "${NEED[@]}"; do
-    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "ok installed" || MISSING+=("$pkg")
+    [ "$(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null || true)" = "install ok installed" ] \
+        || MISSING+=("$pkg")
 done
 if ((${#MISSING[@]})); then
     if [ "$(id -u)" != 0 ]; then
@@ -68,16 +92,20 @@ step_end "build tools"
 # kept here under a key made of the version and the CMake options.
 KEY=$(printf '%s' "$LLAMA_PIN $LLAMA_CMAKE_ARGS" | sha256sum | cut -c1-12)
 WHEELS=$BUILD/wheels/$KEY
-WHEEL=$(ls "$WHEELS"/llama_cpp_python-*.whl 2>/dev/null | head -1 || true)
+first_wheel() { compgen -G "$WHEELS/llama_cpp_python-*.whl" | sort | sed -n 1p; }
+WHEEL=$(first_wheel || true)
 if [ -z "$WHEEL" ]; then
     step_start "portable $LLAMA_PIN (first time only)"
     mkdir -p "$WHEELS.tmp"
+    echo "   compiling llama.cpp for every x86-64 level; full log: $LOG/llama-wheel.log"
+    # -v: pip passes on CMake's and ninja's output, whose [done/total] lines the heartbeat shows
     CMAKE_ARGS="$LLAMA_CMAKE_ARGS" CMAKE_BUILD_PARALLEL_LEVEL=${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)} \
-        "$PYTHON" -m pip wheel --no-cache-dir --no-deps --no-binary llama-cpp-python \
-        -w "$WHEELS.tmp" "$LLAMA_PIN" >"$LOG/llama-wheel.log" 2>&1 \
+        with_heartbeat "$LOG/llama-wheel.log" \
+        "$PYTHON" -m pip wheel -v --no-cache-dir --no-deps --no-binary llama-cpp-python \
+        -w "$WHEELS.tmp" "$LLAMA_PIN" \
         || { tail -30 "$LOG/llama-wheel.log"; exit 1; }
     rm -rf "$WHEELS" && mv "$WHEELS.tmp" "$WHEELS"
-    WHEEL=$(ls "$WHEELS"/llama_cpp_python-*.whl | head -1)
+    WHEEL=$(first_wheel)
     step_end "portable llama-cpp-python wheel"
 fi
 "$PYTHON" - "$WHEEL" <<'EOF'
@@ -114,12 +142,18 @@ step_end "build venv"
 
 step_start "PyInstaller bundle"
 rm -rf "$BUILD/dist" "$BUILD/work"
-(cd "$BUILD" && "$VENV/bin/pyinstaller" --noconfirm --clean --log-level WARN \
-    --distpath "$BUILD/dist" --workpath "$BUILD/work" "$ROOT/packaging/botpsy.spec") \
-    >"$LOG/pyinstaller.log" 2>&1 || { tail -40 "$LOG/pyinstaller.log"; exit 1; }
+(cd "$BUILD" && with_heartbeat "$LOG/pyinstaller.log" "$VENV/bin/pyinstaller" --noconfirm \
+    --clean --log-level WARN --distpath "$BUILD/dist" --workpath "$BUILD/work" \
+    "$ROOT/packaging/botpsy.spec") || { tail -40 "$LOG/pyinstaller.log"; exit 1; }
 BUNDLE=$BUILD/dist/botpsy-desktop
 step_end "PyInstaller bundle"
 grep -E "botpsy.spec:" "$LOG/pyinstaller.log" || true
+# a symbolic link whose target was left out would ship broken in every package
+BROKEN=$(find "$BUNDLE" -xtype l -printf '  %P -> %l\n')
+if [ -n "$BROKEN" ]; then
+    printf 'broken symbolic links in the bundle:\n%s\n' "$BROKEN" >&2
+    exit 1
+fi
 
 # -- 3. .deb, tarball, AppImage ----------------------------------------------------------------
 step_start ".deb"
@@ -158,13 +192,14 @@ EXTERNAL=$(comm -23 \
 owner() {  # the package holding a library file, trying the path with and without merged /usr
     local path=$1 p
     for p in "$path" "$(readlink -f "$path")" "${path#/usr}" "/usr${path}"; do
-        dpkg -S "$p" 2>/dev/null | head -1 | cut -d: -f1 && return 0
+        dpkg -S "$p" 2>/dev/null | sed -n '1s/:.*//p' && return 0
     done
     return 1
 }
 DEPS=()
 for lib in $EXTERNAL; do
-    path=$(ldconfig -p | awk -v l="$lib" -v m="$MULTIARCH" '$1 == l && $NF ~ m {print $NF; exit}')
+    path=$(ldconfig -p | awk -v l="$lib" -v m="$MULTIARCH" '$1 == l && $NF ~ m && p == "" {p = $NF}
+                                                          END {print p}')
     pkg=$( [ -n "$path" ] && owner "$path" ) \
         || { echo "$lib (needed by the bundle) belongs to no installed package" >&2; exit 1; }
     DEPS+=("$pkg")
@@ -253,15 +288,29 @@ fi
 [ -f "$MODEL" ] || { echo "no GGUF for the self-test: set BOTPSY_SELFTEST_MODEL" >&2; exit 1; }
 
 step_start "self-test from the installed files"
-# a clean environment: no Python, no display, nothing from this shell
+# a clean environment: no Python, no display, nothing from this shell (Qt runs offscreen)
 SELFTEST_OUT=$OUT/self-test.txt
 SELF_T0=$(date +%s.%N)
 env -i HOME="$FRESH/home/user" PATH=/usr/bin:/bin LANG=C.UTF-8 \
     "$APP/botpsy-desktop" --self-test --model "$MODEL" --home "$FRESH/home/user/self-test" \
     >"$SELFTEST_OUT" 2>"$LOG/self-test.stderr" || { cat "$SELFTEST_OUT" "$LOG/self-test.stderr"; exit 1; }
 SELF_WALL=$(echo "$(date +%s.%N) - $SELF_T0" | bc)
-cat "$SELFTEST_OUT" | tee -a "$REPORT"
+tee -a "$REPORT" <"$SELFTEST_OUT"
 step_end "self-test from the installed files"
+
+step_start "self-test on an X server (xcb)"
+# the same, on Xvfb: with DISPLAY set the self-test uses Qt's xcb platform, the one a desktop
+# user gets, so a missing xcb library or plugin fails here
+SELFTEST_X11_OUT=$OUT/self-test-xcb.txt
+xvfb-run -a -s "-screen 0 1280x900x24" sh -c 'exec env -i HOME="$1" PATH=/usr/bin:/bin \
+    LANG=C.UTF-8 DISPLAY="$DISPLAY" XAUTHORITY="$XAUTHORITY" "$2" --self-test --model "$3"' \
+    _ "$FRESH/home/user" "$APP/botpsy-desktop" "$MODEL" \
+    >"$SELFTEST_X11_OUT" 2>"$LOG/self-test-xcb.stderr" \
+    || { cat "$SELFTEST_X11_OUT" "$LOG/self-test-xcb.stderr"; exit 1; }
+grep -q "platform xcb" "$SELFTEST_X11_OUT" \
+    || { cat "$SELFTEST_X11_OUT"; echo "the self-test under Xvfb did not use xcb" >&2; exit 1; }
+grep -E "^(ok|FAIL) +(qt|window):" "$SELFTEST_X11_OUT" | sed 's/^/xcb: /' | tee -a "$REPORT"
+step_end "self-test on an X server (xcb)"
 
 step_start "CLI from the installed files"
 env -i HOME="$FRESH/home/user" PATH=/usr/bin:/bin LANG=C.UTF-8 "$APP/botpsy" --version
@@ -269,7 +318,7 @@ env -i HOME="$FRESH/home/user" PATH=/usr/bin:/bin LANG=C.UTF-8 "$APP/botpsy" too
     | "$PYTHON" -c 'import json,sys; t=json.load(sys.stdin); print(f"botpsy tools: {len(t)} tools")'
 env -i HOME="$FRESH/home/user" PATH=/usr/bin:/bin LANG=C.UTF-8 "$APP/botpsy" doctor \
     >"$LOG/doctor.txt" 2>&1 || true  # no model configured: doctor says so and exits non-zero
-grep -i "llama" "$LOG/doctor.txt" | head -2
+grep -i -m 2 "llama" "$LOG/doctor.txt"
 step_end "CLI from the installed files"
 
 step_start "remove and purge keep user data"
@@ -286,6 +335,6 @@ say ""
 say "bundle   $(human "$(size_of "$BUNDLE")")  $BUNDLE ($(find "$BUNDLE" -type f | wc -l) files)"
 say ".deb     $(human "$(size_of "$DEB")")  $DEB (installed: $(human $((INSTALLED_KIB * 1024))))"
 say "tarball  $(human "$(size_of "$TARBALL")")  $TARBALL"
-say "self-test from the installed .deb: $(printf '%.1f' "$SELF_WALL") s wall time"
+say "self-test from the installed .deb: $(printf '%.1f' "$SELF_WALL") s wall time (offscreen)"
 say "Depends: $DEPENDS"
 say "report: $REPORT"

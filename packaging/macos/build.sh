@@ -41,7 +41,7 @@ sign() {  # sign every Mach-O file inside out, then the bundle (no --deep: Apple
     local identity=$1
     find "$APP/Contents" -type f \( -name '*.dylib' -o -name '*.so' -o -perm -u+x \) -print0 |
         while IFS= read -r -d '' f; do
-            file -b "$f" | grep -q Mach-O || continue
+            [[ $(file -b "$f") == *Mach-O* ]] || continue  # no grep -q: SIGPIPE under pipefail
             codesign --force --timestamp --options runtime --entitlements "$ENTITLEMENTS" \
                 --sign "$identity" "$f"
         done

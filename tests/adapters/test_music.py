@@ -42,10 +42,11 @@ from tests.helpers.audio import (
     write_tagged_mp3,
     write_wav,
 )
+from tests.helpers.services import needs
 
 MPV = shutil.which("mpv")
 APLAY = shutil.which("aplay")
-needs_mpv = pytest.mark.skipif(MPV is None, reason="mpv is not installed (.ci/run installs it)")
+needs_mpv = needs(MPV is not None, "mpv (a headless music player)", "apt install mpv")
 TRACK_S = 0.6  # generated tracks are this long, so playing through them is quick
 
 
@@ -490,7 +491,7 @@ def test_mpv_reports_a_file_it_cannot_play(tmp_path: Path) -> None:
     assert "could not play" in (player.last_error() or "")
 
 
-@pytest.mark.skipif(APLAY is None, reason="aplay is not installed")
+@needs(APLAY is not None, "aplay (ALSA's player)", "apt install alsa-utils")
 def test_aplay_plays_only_wav_and_has_no_volume(music: Path) -> None:
     assert APLAY is not None
     player = ExternalPlayer(PROGRAMS["aplay"], APLAY, ["-D", "null"])

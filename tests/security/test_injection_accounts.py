@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from tests.helpers.mail_servers import dovecot_binary
+from tests.helpers.services import needs
 from tests.security.conftest import AccountServers
 from tests.security.runner import report, run
 from tests.security.sandbox import ATTACKER_EMAIL, Servers
@@ -25,7 +26,7 @@ from tests.security.sandbox import ATTACKER_EMAIL, Servers
 pytestmark = [
     pytest.mark.filterwarnings("ignore:Requiring AUTH while not requiring TLS:UserWarning"),
     pytest.mark.filterwarnings("ignore:Session.login_data is deprecated:DeprecationWarning"),
-    pytest.mark.skipif(dovecot_binary() is None, reason="needs Dovecot (Debian dovecot-imapd)"),
+    needs(dovecot_binary() is not None, "Dovecot (an IMAP server)", "apt install dovecot-imapd"),
 ]
 
 SCENARIOS = Path(__file__).parent / "scenarios" / "accounts"

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from tests.helpers.models import synthetic_model_module, tiny_qwen35_gguf
+from tests.helpers.services import missing
 
 GGML_F32, GGML_F16 = 0, 1
 
@@ -99,7 +100,7 @@ def test_tiny_vocab_has_qwen35_ids(tiny_header: Any) -> None:
 
 def _llama_cpp() -> Any:
     if importlib.util.find_spec("llama_cpp") is None:
-        pytest.skip("llama_cpp is not installed")
+        missing("llama-cpp-python", 'pip install -e ".[test]"')
     import llama_cpp
 
     return llama_cpp

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 import textwrap
@@ -12,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from botpsy_desktop.ui.hotkey import GlobalShortcut, HotkeyError, parse_shortcut
+from tests.helpers.services import needs, programs
 
 CONTROL, ALT, SHIFT, SUPER = 4, 8, 1, 64
 
@@ -86,9 +86,10 @@ SCRIPT = textwrap.dedent(
 )
 
 
-@pytest.mark.skipif(
-    not (shutil.which("xvfb-run") and shutil.which("xdotool")),
-    reason="needs xvfb-run and xdotool (Debian xvfb, xdotool; .ci/run installs them)",
+@needs(
+    programs("xvfb-run", "xdotool"),
+    "xvfb-run or xdotool (an X server and key presses)",
+    "apt install xvfb xauth xdotool",
 )
 def test_the_shortcut_opens_the_quick_box_on_a_real_x_server(tmp_path: Path) -> None:
     script = tmp_path / "shortcut.py"

@@ -4,7 +4,6 @@ server on a private bus (Snooze/Dismiss actions), and the tray message where the
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 import textwrap
@@ -21,10 +20,9 @@ from botpsy_desktop.adapters.alarms import AlarmKind, AlarmService
 from botpsy_desktop.ui.desktop_notify import FreedesktopNotifications
 from botpsy_desktop.ui.notify import AlarmNotifier
 from tests.helpers.notification_server import ServerProcess, notification_server, private_bus
+from tests.helpers.services import needs, programs
 
-needs_dbus = pytest.mark.skipif(
-    shutil.which("dbus-daemon") is None, reason="needs dbus-daemon (Debian dbus; .ci/run)"
-)
+needs_dbus = needs(programs("dbus-daemon"), "dbus-daemon (a private D-Bus)", "apt install dbus")
 
 
 class Clock:
@@ -212,9 +210,10 @@ FALLBACK = textwrap.dedent(
 
 
 @needs_dbus
-@pytest.mark.skipif(
-    not (shutil.which("xvfb-run") and shutil.which("trayer")),
-    reason="needs xvfb-run and trayer (Debian xvfb, trayer; .ci/run installs them)",
+@needs(
+    programs("xvfb-run", "trayer"),
+    "xvfb-run or trayer (an X server and a tray host)",
+    "apt install xvfb xauth trayer",
 )
 def test_without_a_notification_server_the_tray_shows_the_message(tmp_path: Path) -> None:
     script = tmp_path / "fallback.py"

@@ -4,7 +4,6 @@ conversation, SCHEDULED priority, its write waiting in the approvals queue, its 
 from __future__ import annotations
 
 import json
-import shutil
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -28,6 +27,7 @@ from botpsy_desktop.ui.main_window import MainWindow
 from botpsy_desktop.ui.notify import AlarmNotifier
 from botpsy_desktop.ui.routines import RoutineRun, RoutineRunner
 from tests.helpers.notification_server import notification_server
+from tests.helpers.services import needs, programs
 
 PARIS = ZoneInfo("Europe/Paris")
 REQUEST = "Write my morning summary"
@@ -170,7 +170,7 @@ def test_a_fired_routine_runs_in_the_background_and_its_answer_is_notified(
     assert len(app.store.messages(run.conversation)) > len(messages)
 
 
-@pytest.mark.skipif(shutil.which("dbus-daemon") is None, reason="needs dbus-daemon (.ci/run)")
+@needs(programs("dbus-daemon"), "dbus-daemon (a private D-Bus)", "apt install dbus")
 def test_the_answer_goes_to_the_desktop_notification_server(
     qtbot: QtBot, app: App, tmp_path: Path
 ) -> None:

@@ -1,4 +1,5 @@
-"""`botpsy-desktop --self-test`: as a fresh process with no display, and in-process with a model."""
+"""`botpsy-desktop --self-test`: as a fresh process with no display and on Xvfb (xcb), and
+in-process with a model."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import pytest
 
 from botpsy_desktop.ui.main import main
 from tests.helpers.models import REPO_ROOT
+from tests.helpers.services import needs, programs
 
 CHECKS = ["qt", "assets", "window", "alarms", "llama.cpp", "model", "agent"]
 
@@ -55,6 +57,35 @@ def test_a_fresh_process_with_no_display_passes_without_a_model(tmp_path: Path) 
     profile = Path(run.stdout.splitlines()[0].rsplit("profile ", 1)[1])
     assert not profile.exists()
     assert not list((tmp_path / "home").rglob("*botpsy*"))
+
+
+@needs(programs("xvfb-run"), "xvfb-run (an X server)", "apt install xvfb xauth")
+def test_with_a_display_it_checks_the_xcb_platform(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k not in ("QT_QPA_PLATFORM", "BOTPSY_HOME")}
+    env["HOME"] = str(tmp_path / "home")
+    run = subprocess.run(
+        ["xvfb-run", "-a", sys.executable, "-m", "botpsy_desktop.ui.main", "--self-test"],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    checks = lines_by_check(run.stdout)
+    assert "platform xcb" in checks["qt"], checks["qt"]
+    assert checks["window"].startswith("ok   window: shown (xcb)"), checks["window"]
+
+
+def test_the_platform_follows_the_display_and_an_explicit_choice() -> None:
+    from botpsy_desktop.ui.selftest import self_test_platform
+
+    assert self_test_platform({"DISPLAY": ":1"}, "linux") == "xcb"
+    assert self_test_platform({}, "linux") == "offscreen"
+    assert self_test_platform({"DISPLAY": ":1"}, "darwin") == "offscreen"  # XQuartz: not Qt's
+    assert self_test_platform({"DISPLAY": ":1", "QT_QPA_PLATFORM": "wayland"}, "linux") == (
+        "wayland"
+    )
 
 
 @pytest.mark.model

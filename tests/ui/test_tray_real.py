@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
-import pytest
+from tests.helpers.services import needs, programs
 
-pytestmark = pytest.mark.skipif(
-    not (shutil.which("xvfb-run") and shutil.which("trayer")),
-    reason="needs xvfb-run and trayer (Debian xvfb, trayer; .ci/run installs them)",
+pytestmark = needs(
+    programs("xvfb-run", "trayer"),
+    "xvfb-run or trayer (an X server and a tray host)",
+    "apt install xvfb xauth trayer",
 )
 
 SCRIPT = textwrap.dedent(

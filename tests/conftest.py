@@ -1,0 +1,67 @@
+"""The whole suite: a test marked ``needs`` whose program or service is missing goes through
+tests.helpers.services.missing (skipped locally, a failure under CI); a hang ends the run.
+
+pytest-timeout (``timeout`` and ``timeout_method`` in pyproject.toml) ends a test that runs past
+its budget from a Python thread. That thread cannot run while another thread is stuck in C
+holding Python's interpreter lock (the player deadlock in Qt's media backend was one), so each
+test also arms faulthandler's watchdog, a C thread that needs no lock: past the budget plus a
+margin it prints every thread's stack and ends the run with status 1.
+"""
+
+from __future__ import annotations
+
+import faulthandler
+import os
+from collections.abc import Generator
+
+import pytest
+import pytest_timeout
+
+from tests.helpers.services import missing
+
+_STDERR = pytest.StashKey[int]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "needs(present, what, install): a program or service the test needs; when it is not "
+        "present the test is skipped, or fails under CI (tests/helpers/services.py)",
+    )
+    config.stash[_STDERR] = os.dup(2)  # the real stderr: output capture replaces fd 2 in tests
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    fd = config.stash.get(_STDERR, None)
+    if fd is not None:
+        os.close(fd)
+
+
+def budget_s(item: pytest.Item) -> float | None:
+    """The test's pytest-timeout budget (its mark, else --timeout, $PYTEST_TIMEOUT, the ini)."""
+    mark = item.get_closest_marker("timeout")
+    if mark is not None and mark.args:
+        value = mark.args[0]
+    else:
+        value = pytest_timeout.get_env_settings(item.config).timeout
+    return float(value) if value else None
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item) -> Generator[None, object, object]:
+    budget = budget_s(item)
+    if budget is None:
+        return (yield)
+    faulthandler.dump_traceback_later(
+        budget + min(60.0, budget), exit=True, file=item.config.stash[_STDERR]
+    )
+    try:
+        return (yield)
+    finally:
+        faulthandler.cancel_dump_traceback_later()
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    for mark in item.iter_markers("needs"):
+        if not mark.kwargs["present"]:
+            missing(mark.kwargs["what"], mark.kwargs["install"])
