@@ -24,6 +24,7 @@ from tests.helpers.keyring_service import SecretService
 from tests.helpers.mcp_http_server import http_tool_server
 from tests.helpers.services import (  # noqa: F401
     keyring_env,
+    missing,
     secret_service,
 )
 
@@ -88,7 +89,7 @@ def test_published_git_server_over_stdio_reads_a_real_repository(
     book: ServerBook, tmp_path: Path
 ) -> None:
     if shutil.which("git") is None:
-        pytest.skip("git is not installed")
+        missing("git", "apt install git")
     repo = tmp_path / "repo"
     repo.mkdir()
     subprocess.run(["git", "init", "-q", str(repo)], check=True)

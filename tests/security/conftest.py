@@ -11,6 +11,7 @@ import pytest
 
 from tests.helpers.mail_servers import Dovecot, SMTPServer, dovecot, dovecot_binary, smtp_server
 from tests.helpers.radicale_server import Radicale, radicale
+from tests.helpers.services import missing
 from tests.security.sandbox import Accounts, Servers, attacker_server, weather_stand_in
 
 CAL_USERS = {f"cal{i}": f"pw-cal-{i}" for i in range(1, 601)}
@@ -32,7 +33,7 @@ class AccountServers:
 @pytest.fixture(scope="session")
 def security_servers() -> Iterator[tuple[Servers, AccountServers]]:
     if dovecot_binary() is None:
-        pytest.skip("the security suites need Dovecot (Debian dovecot-imapd)")
+        missing("Dovecot (an IMAP server, for the security suites)", "apt install dovecot-imapd")
     # Not under pytest's own temp root: that is owner-only (0700), and as root Dovecot's mail
     # processes run as nobody and must be able to reach the mail folders.
     with (
