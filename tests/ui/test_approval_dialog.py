@@ -14,11 +14,7 @@ from botpsy_desktop.app import App, build_app
 from botpsy_desktop.core.errors import BotpsyError
 from botpsy_desktop.ui.approval import ApprovalDialog
 from botpsy_desktop.ui.main_window import MainWindow
-
-
-def xml_call(function: str, **params: object) -> str:
-    body = "".join(f"<parameter={k}>\n{v}\n</parameter>\n" for k, v in params.items())
-    return f"<tool_call>\n<function={function}>\n{body}</function>\n</tool_call>"
+from tests.helpers.replay import xml_call
 
 
 @pytest.fixture

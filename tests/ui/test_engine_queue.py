@@ -24,6 +24,7 @@ from botpsy_desktop.ui.main_window import MainWindow
 from botpsy_desktop.ui.notify import AlarmNotifier
 from botpsy_desktop.ui.quick import QuickCommandBox
 from botpsy_desktop.ui.routines import RoutineRun, RoutineRunner
+from tests.helpers.replay import xml_call
 
 
 class NoteArgs(BaseModel):
@@ -86,11 +87,6 @@ def test_a_window_message_waits_behind_a_quick_command_and_says_so(
 
 PARIS = ZoneInfo("Europe/Paris")
 ROUTINE = "Cancel my wake-up alarm"
-
-
-def xml_call(function: str, **params: object) -> str:
-    body = "".join(f"<parameter={k}>\n{v}\n</parameter>\n" for k, v in params.items())
-    return f"<tool_call>\n<function={function}>\n{body}</function>\n</tool_call>"
 
 
 class Clock:

@@ -27,6 +27,7 @@ from botpsy_desktop.ui.main_window import MainWindow
 from botpsy_desktop.ui.notify import AlarmNotifier
 from botpsy_desktop.ui.routines import RoutineRun, RoutineRunner
 from tests.helpers.notification_server import notification_server
+from tests.helpers.replay import xml_call
 from tests.helpers.services import needs, programs
 
 PARIS = ZoneInfo("Europe/Paris")
@@ -38,11 +39,6 @@ class NoteArgs(BaseModel):
 
     name: str = Field(description="File name, e.g. todo.txt")
     text: str = Field(description="What to write")
-
-
-def call(function: str, **params: object) -> str:
-    body = "".join(f"<parameter={k}>\n{v}\n</parameter>\n" for k, v in params.items())
-    return f"<tool_call>\n<function={function}>\n{body}</function>\n</tool_call>"
 
 
 class Clock:
@@ -89,7 +85,7 @@ def app(tmp_path: Path, files: Path, clock: Clock) -> Iterator[App]:
 @pytest.fixture
 def window(qtbot: QtBot, app: App, tmp_path: Path) -> Iterator[MainWindow]:
     turns = [
-        call("write_note", name="summary.txt", text="2 meetings, sunny"),
+        xml_call("write_note", name="summary.txt", text="2 meetings, sunny"),
         "Your summary is saved in summary.txt.\nIt lists 2 meetings.",
         "Nothing new since yesterday.",
     ]
