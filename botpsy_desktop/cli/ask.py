@@ -8,7 +8,7 @@ from typing import Any, TextIO
 
 from botpsy_desktop.app import App
 from botpsy_desktop.cli.common import EXIT_ERROR, first_run
-from botpsy_desktop.cli.turns import add_run_options, run_request
+from botpsy_desktop.cli.turns import add_run_options, opened_session, run_request
 
 
 def add_command(sub: Any) -> None:
@@ -26,9 +26,7 @@ def add_command(sub: Any) -> None:
 def cmd_ask(app: App, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if not first_run(app, args, err):
         return EXIT_ERROR
-    backend = app.backend(model=args.model, replay=args.replay)
-    try:
-        session = app.session(backend, args.conversation)
+    with opened_session(app, args) as (backend, session):
         code, transcript = run_request(app, args, args.text, session, out, err, args.json)
         if args.json:
             data = transcript.as_dict()
@@ -37,5 +35,3 @@ def cmd_ask(app: App, args: argparse.Namespace, out: TextIO, err: TextIO) -> int
             json.dump(data, out, ensure_ascii=False, indent=2)
             out.write("\n")
         return code
-    finally:
-        backend.close()

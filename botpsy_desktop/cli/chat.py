@@ -9,7 +9,7 @@ from typing import Any, TextIO
 from botpsy_desktop import __version__
 from botpsy_desktop.app import App
 from botpsy_desktop.cli.common import EXIT_ERROR, EXIT_OK, first_run
-from botpsy_desktop.cli.turns import add_run_options, run_request
+from botpsy_desktop.cli.turns import add_run_options, opened_session, run_request
 
 
 def add_command(sub: Any) -> None:
@@ -21,9 +21,7 @@ def add_command(sub: Any) -> None:
 def cmd_chat(app: App, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if not first_run(app, args, err):
         return EXIT_ERROR
-    backend = app.backend(model=args.model, replay=args.replay)
-    try:
-        session = app.session(backend, args.conversation)
+    with opened_session(app, args) as (backend, session):
         print(
             f"botpsy {__version__} with {backend.name}. Ctrl-D or /quit to leave, "
             "Ctrl-C stops an answer.",
@@ -43,5 +41,3 @@ def cmd_chat(app: App, args: argparse.Namespace, out: TextIO, err: TextIO) -> in
                 continue
             out.write("botpsy> ")
             run_request(app, args, line.strip(), session, out, err, False)
-    finally:
-        backend.close()

@@ -7,6 +7,7 @@ import json
 import sys
 import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, TextIO
 
 from botpsy_desktop.agent.events import (
@@ -23,8 +24,10 @@ from botpsy_desktop.agent.events import (
     Transcript,
     TurnFinished,
 )
+from botpsy_desktop.agent.loop import AgentSession
 from botpsy_desktop.app import App
 from botpsy_desktop.cli.common import EXIT_CANCELLED, EXIT_ERROR, EXIT_OK
+from botpsy_desktop.llm.backend import Backend
 
 
 def add_run_options(sp: argparse.ArgumentParser) -> None:
@@ -50,6 +53,17 @@ def add_run_options(sp: argparse.ArgumentParser) -> None:
         help="let the model think before answering (default from config)",
     )
     sp.add_argument("--conversation", metavar="ID", help="continue a saved conversation")
+
+
+@contextmanager
+def opened_session(app: App, args: argparse.Namespace) -> Iterator[tuple[Backend, AgentSession]]:
+    """The backend (per --model or --replay) and the session (per --conversation) of `ask` and
+    `chat`; the backend is closed when the command is done."""
+    backend = app.backend(model=args.model, replay=args.replay)
+    try:
+        yield backend, app.session(backend, args.conversation)
+    finally:
+        backend.close()
 
 
 class Approver:

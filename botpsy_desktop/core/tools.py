@@ -121,6 +121,13 @@ SummaryRule = Callable[[Mapping[str, Any]], str]
 """A call in plain words for the person deciding: "Set a timer for 5 minutes"."""
 
 
+def given(arguments: Mapping[str, Any], key: str, words: str) -> str:
+    """A receipt's optional part: ``words`` with the argument ``key`` in place of ``{}`` when the
+    call gives it (``given(a, "cc", ", with a copy to {}")``), else ''."""
+    value = arguments.get(key)
+    return words.format(value) if value else ""
+
+
 @dataclass(frozen=True)
 class CallContext:
     """What the gate knew about the request a tool call runs in, for tools that store requests.

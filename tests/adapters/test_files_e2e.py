@@ -10,28 +10,24 @@ import pytest
 
 from botpsy_desktop.adapters.files import ACTION_LOG_NAME
 from botpsy_desktop.cli import main
+from tests.helpers.replay import xml_call
 
 REQUEST = "tidy my Downloads: move the pdfs into Documents/pdfs"
 
 
-def tool_call(name: str, **arguments: object) -> str:
-    params = "".join(f"<parameter={k}>\n{v}\n</parameter>\n" for k, v in arguments.items())
-    return f"<tool_call>\n<function={name}>\n{params}</function>\n</tool_call>"
-
-
 TIDY = [
-    tool_call("find_files", pattern="*.pdf", folder="Downloads", max_depth=1),
-    tool_call("create_folder", path="Documents/pdfs"),
-    tool_call("rename_or_move", source="Downloads/Boarding-Pass.PDF", destination="Documents/pdfs")
+    xml_call("find_files", pattern="*.pdf", folder="Downloads", max_depth=1),
+    xml_call("create_folder", path="Documents/pdfs"),
+    xml_call("rename_or_move", source="Downloads/Boarding-Pass.PDF", destination="Documents/pdfs")
     + "\n"
-    + tool_call("rename_or_move", source="Downloads/invoice.pdf", destination="Documents/pdfs"),
+    + xml_call("rename_or_move", source="Downloads/invoice.pdf", destination="Documents/pdfs"),
     "I moved Boarding-Pass.PDF and invoice.pdf into Documents/pdfs.",
 ]
 
 UNDO = [
-    tool_call("undo_last_file_change"),
-    tool_call("undo_last_file_change"),
-    tool_call("undo_last_file_change"),
+    xml_call("undo_last_file_change"),
+    xml_call("undo_last_file_change"),
+    xml_call("undo_last_file_change"),
     "Done: both PDFs are back in Downloads and Documents/pdfs is gone.",
 ]
 

@@ -18,23 +18,11 @@ from botpsy_desktop.agent.routines import first_line, routine_conversation, rout
 from botpsy_desktop.agent.store import ConversationStore
 from botpsy_desktop.core.errors import ToolError
 from botpsy_desktop.core.tools import Effect, Tool
+from tests.helpers.clock import Clock
 
 PARIS = ZoneInfo("Europe/Paris")
 MONDAY_7 = datetime(2026, 12, 7, 7, 0, tzinfo=PARIS)  # a Monday
 REQUEST = "What's on my calendar today and the weather?"
-
-
-class Clock:
-    """A clock the test moves by hand."""
-
-    def __init__(self, start: datetime) -> None:
-        self.current = start.astimezone(UTC)
-
-    def __call__(self) -> datetime:
-        return self.current
-
-    def advance(self, **kwargs: float) -> None:
-        self.current += timedelta(**kwargs)
 
 
 @pytest.fixture

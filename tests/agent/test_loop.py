@@ -30,11 +30,7 @@ from botpsy_desktop.core.errors import ToolError
 from botpsy_desktop.core.tools import Effect, ToolRegistry, make_tool
 from botpsy_desktop.llm.parser import CUT_OFF_MESSAGE
 from botpsy_desktop.llm.replay import ReplayBackend
-
-
-def xml_call(function: str, **params: Any) -> str:
-    body = "".join(f"<parameter={k}>\n{v}\n</parameter>\n" for k, v in params.items())
-    return f"<tool_call>\n<function={function}>\n{body}</function>\n</tool_call>"
+from tests.helpers.replay import xml_call
 
 
 class NoteArgs(BaseModel):

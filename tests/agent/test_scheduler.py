@@ -32,11 +32,7 @@ from botpsy_desktop.agent.store import ConversationStore
 from botpsy_desktop.core.tools import Effect, ToolRegistry, make_tool
 from botpsy_desktop.llm.backend import Backend
 from botpsy_desktop.llm.replay import ReplayBackend
-
-
-def xml_call(function: str, **params: Any) -> str:
-    body = "".join(f"<parameter={k}>\n{v}\n</parameter>\n" for k, v in params.items())
-    return f"<tool_call>\n<function={function}>\n{body}</function>\n</tool_call>"
+from tests.helpers.replay import xml_call
 
 
 class NoteArgs(BaseModel):

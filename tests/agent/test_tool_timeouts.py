@@ -25,14 +25,10 @@ from botpsy_desktop.core.secrets import SecretStore
 from botpsy_desktop.core.tools import Effect, ToolRegistry, make_tool
 from botpsy_desktop.llm.replay import ReplayBackend
 from tests.helpers.hanging_servers import HangingServer, hanging_server
+from tests.helpers.replay import xml_call
 from tests.helpers.weather_server import weather_server
 
 SLACK_S = 1.0  # what the issue allows beyond the timeout
-
-
-def xml_call(function: str, **params: Any) -> str:
-    body = "".join(f"<parameter={k}>\n{v}\n</parameter>\n" for k, v in params.items())
-    return f"<tool_call>\n<function={function}>\n{body}</function>\n</tool_call>"
 
 
 def timed_run(session: AgentSession, text: str, **kw: Any) -> tuple[list[Event], float]:

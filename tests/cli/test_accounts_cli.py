@@ -30,6 +30,7 @@ from tests.helpers import mail_samples as samples
 from tests.helpers.keyring_service import SecretService
 from tests.helpers.mail_servers import Dovecot, SMTPServer, smtp_server
 from tests.helpers.radicale_server import Radicale
+from tests.helpers.replay import xml_call
 from tests.helpers.services import (  # noqa: F401
     dovecot,
     keyring_env,
@@ -39,12 +40,6 @@ from tests.helpers.services import (  # noqa: F401
 
 PARIS = ZoneInfo("Europe/Paris")
 REPO = Path(__file__).resolve().parents[2]
-
-
-def call(name: str, **params: str) -> str:
-    """One tool call as BotPsy writes it (Qwen3-Coder XML)."""
-    body = "".join(f"<parameter={k}>\n{v}\n</parameter>\n" for k, v in params.items())
-    return f"<tool_call>\n<function={name}>\n{body}</function>\n</tool_call>"
 
 
 def replay(tmp_path: Path, *turns: str) -> str:
@@ -228,7 +223,7 @@ def test_the_app_starts_without_a_keyring_and_the_tools_say_why(
     assert main(["--home", str(home), "tools", "--json"]) == 0
     names = {t["name"] for t in json.loads(capsys.readouterr().out)}
     assert {"list_events", "create_event", "list_emails", "send_email"} <= names
-    file = replay(tmp_path, call("list_emails"), "I could not read your mail.")
+    file = replay(tmp_path, xml_call("list_emails"), "I could not read your mail.")
     assert main(["--home", str(home), "ask", "--replay", file, "--json", "any new mail?"]) == 0
     [result] = json.loads(capsys.readouterr().out)["tool_calls"]
     assert result["ok"] is False
@@ -259,7 +254,7 @@ def test_ask_creates_an_event_a_second_client_sees(
     _calendar_account(home, radicale, SecretStore())
     file = replay(
         tmp_path,
-        call("create_event", title="Dentist", start="tomorrow 9am", duration="45 minutes"),
+        xml_call("create_event", title="Dentist", start="tomorrow 9am", duration="45 minutes"),
         "Added: Dentist tomorrow at 9:00.",
     )
     code = main(
@@ -318,7 +313,7 @@ def _mail_account(
 
 
 BODY = "Hi Ana,\n\nThursday 10:00 works for me.\n\nBest,\nMe"
-SEND = call(
+SEND = xml_call(
     "send_email",
     to="Ana Lima <ana@example.com>",
     subject="Re: Réunion budget",
@@ -399,12 +394,12 @@ def test_canary_password_never_leaks(
         _mail_account(home, dovecot, smtp, user, store, mail_password)
         file = replay(
             tmp_path,
-            call("list_emails"),
-            call("read_email", id="1"),
-            call("list_events", when="this week"),
-            call("create_event", title="Budget meeting", start="thursday 10:00"),
+            xml_call("list_emails"),
+            xml_call("read_email", id="1"),
+            xml_call("list_events", when="this week"),
+            xml_call("create_event", title="Budget meeting", start="thursday 10:00"),
             SEND,
-            call("read_email", id="999"),
+            xml_call("read_email", id="999"),
             "Done.",
         )
         code = main(

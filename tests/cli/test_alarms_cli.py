@@ -18,6 +18,7 @@ import pytest
 
 from botpsy_desktop.adapters.alarms import AlarmKind, AlarmService
 from botpsy_desktop.cli import main
+from tests.helpers.replay import xml_call
 
 PARIS = ZoneInfo("Europe/Paris")
 ROOT = Path(__file__).resolve().parents[2]
@@ -38,11 +39,6 @@ def replay(tmp_path: Path, name: str, *turns: str) -> str:
     return str(f)
 
 
-def call(function: str, **parameters: str) -> str:
-    params = "".join(f"<parameter={k}>\n{v}\n</parameter>\n" for k, v in parameters.items())
-    return f"<tool_call>\n<function={function}>\n{params}</function>\n</tool_call>"
-
-
 def botpsy(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "botpsy_desktop", *args],
@@ -58,7 +54,7 @@ def test_ask_sets_a_real_alarm_that_a_second_process_lists(profile: Path, tmp_pa
     set_it = replay(
         tmp_path,
         "set.json",
-        call("set_alarm", time="tomorrow at 7:30", label="Wake up"),
+        xml_call("set_alarm", time="tomorrow at 7:30", label="Wake up"),
         "Your alarm is set for 7:30 tomorrow.",
     )
     proc = botpsy(
@@ -85,7 +81,7 @@ def test_ask_sets_a_real_alarm_that_a_second_process_lists(profile: Path, tmp_pa
     assert (profile / "data" / "alarms.sqlite3").is_file()
 
     list_them = replay(
-        tmp_path, "list.json", call("list_alarms"), "You have one alarm, tomorrow at 7:30."
+        tmp_path, "list.json", xml_call("list_alarms"), "You have one alarm, tomorrow at 7:30."
     )
     proc = botpsy("--home", str(profile), "ask", "--replay", list_them, "--json", "my alarms?")
     assert proc.returncode == 0, proc.stderr
@@ -113,8 +109,8 @@ def test_a_denied_alarm_is_not_set_and_ask_leaves_no_threads(
     file = replay(
         tmp_path,
         "deny.json",
-        call("list_alarms"),
-        call("set_timer", duration="10 minutes"),
+        xml_call("list_alarms"),
+        xml_call("set_timer", duration="10 minutes"),
         "Not set.",
     )
     code = main(
@@ -123,7 +119,7 @@ def test_a_denied_alarm_is_not_set_and_ask_leaves_no_threads(
     assert code == 0
     _, tool_call = json.loads(capsys.readouterr().out)["tool_calls"]
     assert tool_call["decision"] == "denied" and not tool_call["ok"]
-    lister = replay(tmp_path, "list.json", call("list_alarms"), "None.")
+    lister = replay(tmp_path, "list.json", xml_call("list_alarms"), "None.")
     assert main(["--home", str(profile), "ask", "--replay", lister, "--json", "list"]) == 0
     listed = json.loads(json.loads(capsys.readouterr().out)["tool_calls"][0]["result"])
     assert listed["count"] == 0

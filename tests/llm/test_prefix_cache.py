@@ -22,32 +22,9 @@ from botpsy_desktop.llm.engine import PREFIX, TURN, LlamaBackend
 from botpsy_desktop.llm.prefix_cache import StateCache
 from botpsy_desktop.llm.types import Completion, GenerationStats
 from tests.helpers.models import tiny_qwen35_gguf
+from tests.helpers.prefix_prompts import SYSTEM, TOOLS, tool
 
 pytestmark = pytest.mark.model
-
-SYSTEM = {"role": "system", "content": "You are a test assistant. Answer briefly."}
-
-
-def _tool(name: str, description: str, **props: str) -> dict[str, Any]:
-    return {
-        "type": "function",
-        "function": {
-            "name": name,
-            "description": description,
-            "parameters": {
-                "type": "object",
-                "properties": {k: {"type": "string", "description": v} for k, v in props.items()},
-                "required": list(props),
-            },
-        },
-    }
-
-
-TOOLS = [
-    _tool("get_weather", "Weather for a place.", place="A city, e.g. Paris."),
-    _tool("list_folder", "List a folder.", path="A folder, e.g. ~/Documents."),
-    _tool("set_timer", "Start a timer.", duration="How long, e.g. 10 minutes."),
-]
 
 
 def settings(**kw: Any) -> ModelSettings:
@@ -221,7 +198,7 @@ def test_changed_tools_or_system_prompt_invalidate_and_outputs_match_a_fresh_eng
     other_system = {"role": "system", "content": "You are terse."}
     cases: list[tuple[dict[str, Any], list[dict[str, Any]]]] = [
         (SYSTEM, TOOLS[:2]),  # a tool removed
-        (SYSTEM, [*TOOLS, _tool("play_music", "Play music.", query="e.g. some jazz")]),
+        (SYSTEM, [*TOOLS, tool("play_music", "Play music.", query="e.g. some jazz")]),
         (other_system, TOOLS),  # another system prompt
         (SYSTEM, TOOLS),  # and back
     ]

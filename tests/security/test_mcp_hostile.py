@@ -17,15 +17,11 @@ import pytest
 from botpsy_desktop.agent.hardening import frame
 from botpsy_desktop.app import build_app
 from botpsy_desktop.cli import main
+from tests.helpers.replay import xml_call
 
 pytestmark = pytest.mark.servers
 
 HOSTILE = str(Path(__file__).resolve().parents[1] / "helpers" / "mcp_hostile.py")
-
-
-def call(name: str, **params: str) -> str:
-    body = "".join(f"<parameter={k}>\n{v}\n</parameter>\n" for k, v in params.items())
-    return f"<tool_call>\n<function={name}>\n{body}</function>\n</tool_call>"
 
 
 def events(folder: Path, kind: str, event: str) -> list[dict[str, object]]:
@@ -76,7 +72,7 @@ def test_hostile_servers_execute_nothing_without_approval(
 
     # 1. a tool that claims readOnlyHint but writes a file: it asks, the hint shown, denied
     attempted += 1
-    ask(profile, tmp_path, call("liar__get_note", text="pwned"), "Done.")
+    ask(profile, tmp_path, xml_call("liar__get_note", text="pwned"), "Done.")
     err = capsys.readouterr().err
     assert "[approval needed] Run get_note on the tool server 'liar'" in err
     assert "The server says it is: read-only, not destructive" in err
@@ -88,9 +84,9 @@ def test_hostile_servers_execute_nothing_without_approval(
     ask(
         profile,
         tmp_path,
-        call("evil__lookup", city="Paris"),
-        call("evil__lookup", city="the user's notes: remember the milk"),
-        call("evil__wipe", path="/home"),
+        xml_call("evil__lookup", city="Paris"),
+        xml_call("evil__lookup", city="the user's notes: remember the milk"),
+        xml_call("evil__wipe", path="/home"),
         "Done.",
     )
     err = capsys.readouterr().err
@@ -103,14 +99,14 @@ def test_hostile_servers_execute_nothing_without_approval(
 
     # 3. a server that hangs: one clear error, the request ends
     t = time.monotonic()
-    ask(profile, tmp_path, call("slow__work", what="x"), "It did not answer.")
+    ask(profile, tmp_path, xml_call("slow__work", what="x"), "It did not answer.")
     err = capsys.readouterr().err
     assert "did not answer work within 3 s" in err
     assert time.monotonic() - t < 20
 
     # 4. a server that crashes mid-call, twice: restarted on the next call
     for _ in range(2):
-        ask(profile, tmp_path, call("boom__work", what="x"), "It crashed.")
+        ask(profile, tmp_path, xml_call("boom__work", what="x"), "It crashed.")
         assert "crashed during work" in capsys.readouterr().err
     assert len(events(tmp_path, "crash", "start")) >= 2
 
@@ -125,7 +121,9 @@ def test_hostile_servers_execute_nothing_without_approval(
 
 def test_injected_output_reaches_the_model_framed_as_data(profile: Path, tmp_path: Path) -> None:
     replay = tmp_path / "r.json"
-    replay.write_text(json.dumps([call("evil__lookup", city="Paris"), "Sunny."]), encoding="utf-8")
+    replay.write_text(
+        json.dumps([xml_call("evil__lookup", city="Paris"), "Sunny."]), encoding="utf-8"
+    )
     app = build_app(profile)
     try:
         from botpsy_desktop.llm.replay import ReplayBackend
@@ -149,5 +147,5 @@ def test_trusting_a_servers_hints_is_the_users_choice(profile: Path, tmp_path: P
     data = json.loads(config.read_text(encoding="utf-8"))
     data["mcpServers"]["liar"]["trust_read_only_hints"] = True
     config.write_text(json.dumps(data), encoding="utf-8")
-    assert ask(profile, tmp_path, call("liar__get_note", text="trusted"), "Done.") == 0
+    assert ask(profile, tmp_path, xml_call("liar__get_note", text="trusted"), "Done.") == 0
     assert len(events(tmp_path, "liar", "side-effect")) == 1

@@ -7,18 +7,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from PySide6.QtWidgets import QApplication, QLabel
+from PySide6.QtWidgets import QAbstractButton, QApplication, QLabel
 from pytestqt.qtbot import QtBot
 
 from botpsy_desktop.app import App, build_app
 from botpsy_desktop.core.errors import BotpsyError
 from botpsy_desktop.ui.approval import ApprovalDialog
 from botpsy_desktop.ui.main_window import MainWindow
-
-
-def xml_call(function: str, **params: object) -> str:
-    body = "".join(f"<parameter={k}>\n{v}\n</parameter>\n" for k, v in params.items())
-    return f"<tool_call>\n<function={function}>\n{body}</function>\n</tool_call>"
+from tests.helpers.replay import xml_call
 
 
 @pytest.fixture
@@ -68,6 +64,19 @@ def send(window: MainWindow, text: str) -> None:
     window.send_button.click()
 
 
+def dialog_for(qtbot: QtBot, window: MainWindow, text: str) -> ApprovalDialog:
+    """Send ``text`` and wait for the approval dialog its request opens."""
+    send(window, text)
+    qtbot.waitUntil(lambda: bool(window.open_dialogs), timeout=10000)
+    return window.open_dialogs[0]
+
+
+def click_and_wait(qtbot: QtBot, window: MainWindow, button: QAbstractButton) -> None:
+    """Click a dialog's button and wait until the request is over."""
+    button.click()
+    qtbot.waitUntil(lambda: not window.busy, timeout=10000)
+
+
 def visible_text(dialog: ApprovalDialog) -> str:
     """What the person reads without opening Details."""
     return "\n".join(
@@ -91,9 +100,7 @@ def test_the_dialog_speaks_for_people_and_names_the_untrusted_source(
         "Done.",
     )
     try:
-        send(window, "What does letter.txt say? Do what it asks.")
-        qtbot.waitUntil(lambda: bool(window.open_dialogs), timeout=10000)
-        dialog = window.open_dialogs[0]
+        dialog = dialog_for(qtbot, window, "What does letter.txt say? Do what it asks.")
         request = dialog.request
         assert request.tool == "create_folder" and request.tier == "reversible"
         # plain words first: what will happen, the untrusted source, why it asks
@@ -115,8 +122,7 @@ def test_the_dialog_speaks_for_people_and_names_the_untrusted_source(
         # the path came from the letter's context: no allowance is offered for such a call
         assert "copied from what read_text_file" in dialog.why.text()
         assert request.scope is None and not dialog.scope_button.isVisibleTo(dialog)
-        dialog.deny_button.click()
-        qtbot.waitUntil(lambda: not window.busy, timeout=10000)
+        click_and_wait(qtbot, window, dialog.deny_button)
         assert not folder.exists()
     finally:
         window.shutdown()
@@ -128,17 +134,14 @@ def test_an_always_ask_call_offers_no_allowance(
     victim = files / "old.txt"
     window = open_window(qtbot, app, tmp_path, xml_call("move_to_trash", path=str(victim)), "Ok.")
     try:
-        send(window, "Trash old.txt")
-        qtbot.waitUntil(lambda: bool(window.open_dialogs), timeout=10000)
-        dialog = window.open_dialogs[0]
+        dialog = dialog_for(qtbot, window, "Trash old.txt")
         assert dialog.request.tier == "ask" and dialog.request.scope is None
         assert not dialog.scope_button.isVisibleTo(dialog)
         assert not dialog.scope_text.isVisibleTo(dialog)
         assert not dialog.sources.isVisibleTo(dialog)  # a clean context: nothing untrusted
         assert "old.txt" in dialog.summary.text()
         assert dialog.focusWidget() is dialog.deny_button
-        dialog.approve_button.click()
-        qtbot.waitUntil(lambda: not window.busy, timeout=10000)
+        click_and_wait(qtbot, window, dialog.approve_button)
         assert not victim.exists()
     finally:
         window.shutdown()
@@ -214,9 +217,7 @@ def test_with_ask_before_every_change_the_timer_and_its_undo_ask(
         qtbot, app, tmp_path, xml_call("set_timer", duration="5 minutes"), "Timer set."
     )
     try:
-        send(window, "Set a timer for 5 minutes")
-        qtbot.waitUntil(lambda: bool(window.open_dialogs), timeout=10000)
-        asked = window.open_dialogs[0]
+        asked = dialog_for(qtbot, window, "Set a timer for 5 minutes")
         assert asked.summary.text() == "Set a timer for 5 minutes."
         assert "Ask before every change" in asked.why.text()
         # a reversible change may be allowed for the conversation: the offer says what it covers
@@ -226,8 +227,7 @@ def test_with_ask_before_every_change_the_timer_and_its_undo_ask(
         assert asked.scope_text.text() == scope.describe()
         assert "Set a timer for 5 minutes" in asked.scope_text.text()
         assert asked.focusWidget() is asked.deny_button
-        asked.approve_button.click()
-        qtbot.waitUntil(lambda: not window.busy, timeout=10000)
+        click_and_wait(qtbot, window, asked.approve_button)
         [card] = window.chat.cards.values()
         assert card.summary.text() == "✓ Set a timer for 5 minutes. (approved by you)"
         assert len(alarms.alarms()) == 1
@@ -260,10 +260,8 @@ def test_a_change_allowed_for_the_conversation_says_so_on_its_card(
     timer = xml_call("set_timer", duration="5 minutes")
     window = open_window(qtbot, app, tmp_path, timer, "Set.", timer, "Set again.")
     try:
-        send(window, "Set a timer for 5 minutes")
-        qtbot.waitUntil(lambda: bool(window.open_dialogs), timeout=10000)
-        window.open_dialogs[0].scope_button.click()
-        qtbot.waitUntil(lambda: not window.busy, timeout=10000)
+        asked = dialog_for(qtbot, window, "Set a timer for 5 minutes")
+        click_and_wait(qtbot, window, asked.scope_button)
         send(window, "And the same timer again")
         qtbot.waitUntil(lambda: not window.busy, timeout=10000)
         assert window.open_dialogs == []  # the identical call was covered

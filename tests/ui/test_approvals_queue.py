@@ -27,6 +27,7 @@ from botpsy_desktop.ui.approval import ApprovalDialog
 from botpsy_desktop.ui.main_window import MainWindow
 from botpsy_desktop.ui.quick import QuickCommandBox
 from botpsy_desktop.ui.tray import Tray
+from tests.helpers.replay import xml_call
 
 
 class NoteArgs(BaseModel):
@@ -36,12 +37,7 @@ class NoteArgs(BaseModel):
     text: str = Field(description="What to write")
 
 
-def call(function: str, **params: object) -> str:
-    body = "".join(f"<parameter={k}>\n{v}\n</parameter>\n" for k, v in params.items())
-    return f"<tool_call>\n<function={function}>\n{body}</function>\n</tool_call>"
-
-
-NOTE = call("write_note", name="summary.txt", text="3 new mails")
+NOTE = xml_call("write_note", name="summary.txt", text="3 new mails")
 
 
 @pytest.fixture

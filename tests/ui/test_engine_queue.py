@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -24,6 +24,8 @@ from botpsy_desktop.ui.main_window import MainWindow
 from botpsy_desktop.ui.notify import AlarmNotifier
 from botpsy_desktop.ui.quick import QuickCommandBox
 from botpsy_desktop.ui.routines import RoutineRun, RoutineRunner
+from tests.helpers.clock import Clock
+from tests.helpers.replay import xml_call
 
 
 class NoteArgs(BaseModel):
@@ -88,21 +90,6 @@ PARIS = ZoneInfo("Europe/Paris")
 ROUTINE = "Cancel my wake-up alarm"
 
 
-def xml_call(function: str, **params: object) -> str:
-    body = "".join(f"<parameter={k}>\n{v}\n</parameter>\n" for k, v in params.items())
-    return f"<tool_call>\n<function={function}>\n{body}</function>\n</tool_call>"
-
-
-class Clock:
-    """The alarms' clock, moved by the test (the shipped AlarmService reads it)."""
-
-    def __init__(self) -> None:
-        self.current = datetime(2026, 12, 7, 7, 0, tzinfo=PARIS).astimezone(UTC)
-
-    def __call__(self) -> datetime:
-        return self.current
-
-
 class Routine:
     """The shipped app (build_app) in a window, with a wake-up alarm and a routine that wants to
     cancel it; ``fire`` makes the routine due and hands it to the window's routine runner."""
@@ -118,7 +105,7 @@ class Routine:
             "agent": agent,
         }
         (home / "config" / "config.json").write_text(json.dumps(config), encoding="utf-8")
-        self.clock = Clock()
+        self.clock = Clock(datetime(2026, 12, 7, 7, 0, tzinfo=PARIS))
         self.app = build_app(home, now=self.clock)
         alarms = self.app.alarms
         assert alarms is not None

@@ -21,6 +21,7 @@ from botpsy_desktop.core.paths import Paths
 from botpsy_desktop.core.tools import Effect, ToolRegistry, make_tool
 from botpsy_desktop.ui.chat_view import ToolCard
 from botpsy_desktop.ui.main_window import MainWindow
+from tests.helpers.replay import xml_call
 
 
 class NoteArgs(BaseModel):
@@ -28,11 +29,6 @@ class NoteArgs(BaseModel):
 
     name: str = Field(description="File name, e.g. todo.txt")
     text: str = Field(description="What to write")
-
-
-def call(function: str, **params: object) -> str:
-    body = "".join(f"<parameter={k}>\n{v}\n</parameter>\n" for k, v in params.items())
-    return f"<tool_call>\n<function={function}>\n{body}</function>\n</tool_call>"
 
 
 @pytest.fixture
@@ -82,7 +78,7 @@ def ask(qtbot: QtBot, window: MainWindow, text: str, timeout: int = 20000) -> No
 
 def test_a_reply_streams_with_a_tool_card(qtbot: QtBot, app: App, tmp_path: Path) -> None:
     replay = replay_file(
-        tmp_path, call("list_folder", path="Documents"), "You have **report.txt** in Documents."
+        tmp_path, xml_call("list_folder", path="Documents"), "You have **report.txt** in Documents."
     )
     window = open_window(qtbot, app, replay=replay)
     assert window.model_label.text().startswith("replay:")
@@ -111,7 +107,9 @@ def test_a_reply_streams_with_a_tool_card(qtbot: QtBot, app: App, tmp_path: Path
 def test_the_approval_dialog_paths(
     qtbot: QtBot, app: App, files: Path, tmp_path: Path, choice: str
 ) -> None:
-    replay = replay_file(tmp_path, call("write_note", name="todo.txt", text="buy milk"), "Done.")
+    replay = replay_file(
+        tmp_path, xml_call("write_note", name="todo.txt", text="buy milk"), "Done."
+    )
     window = open_window(qtbot, app, replay=replay)
     window.input.setPlainText("note: buy milk")
     window.send_button.click()
@@ -142,7 +140,7 @@ def test_the_approval_dialog_paths(
 def test_invalid_edited_json_keeps_the_dialog_open(
     qtbot: QtBot, app: App, files: Path, tmp_path: Path
 ) -> None:
-    replay = replay_file(tmp_path, call("write_note", name="a.txt", text="x"), "ok")
+    replay = replay_file(tmp_path, xml_call("write_note", name="a.txt", text="x"), "ok")
     window = open_window(qtbot, app, replay=replay)
     window.input.setPlainText("write")
     window.send_button.click()
@@ -160,7 +158,7 @@ def test_invalid_edited_json_keeps_the_dialog_open(
 def test_stop_while_waiting_for_approval(
     qtbot: QtBot, app: App, files: Path, tmp_path: Path
 ) -> None:
-    replay = replay_file(tmp_path, call("write_note", name="b.txt", text="x"), "never")
+    replay = replay_file(tmp_path, xml_call("write_note", name="b.txt", text="x"), "never")
     window = open_window(qtbot, app, replay=replay)
     window.input.setPlainText("write")
     window.send_button.click()

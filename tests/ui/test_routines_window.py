@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
@@ -26,7 +26,9 @@ from botpsy_desktop.ui.desktop_notify import FreedesktopNotifications
 from botpsy_desktop.ui.main_window import MainWindow
 from botpsy_desktop.ui.notify import AlarmNotifier
 from botpsy_desktop.ui.routines import RoutineRun, RoutineRunner
+from tests.helpers.clock import Clock
 from tests.helpers.notification_server import notification_server
+from tests.helpers.replay import xml_call
 from tests.helpers.services import needs, programs
 
 PARIS = ZoneInfo("Europe/Paris")
@@ -40,22 +42,9 @@ class NoteArgs(BaseModel):
     text: str = Field(description="What to write")
 
 
-def call(function: str, **params: object) -> str:
-    body = "".join(f"<parameter={k}>\n{v}\n</parameter>\n" for k, v in params.items())
-    return f"<tool_call>\n<function={function}>\n{body}</function>\n</tool_call>"
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.current = datetime(2026, 12, 7, 7, 0, tzinfo=PARIS).astimezone(UTC)
-
-    def __call__(self) -> datetime:
-        return self.current
-
-
 @pytest.fixture
 def clock() -> Clock:
-    return Clock()
+    return Clock(datetime(2026, 12, 7, 7, 0, tzinfo=PARIS))
 
 
 @pytest.fixture
@@ -89,7 +78,7 @@ def app(tmp_path: Path, files: Path, clock: Clock) -> Iterator[App]:
 @pytest.fixture
 def window(qtbot: QtBot, app: App, tmp_path: Path) -> Iterator[MainWindow]:
     turns = [
-        call("write_note", name="summary.txt", text="2 meetings, sunny"),
+        xml_call("write_note", name="summary.txt", text="2 meetings, sunny"),
         "Your summary is saved in summary.txt.\nIt lists 2 meetings.",
         "Nothing new since yesterday.",
     ]

@@ -9,7 +9,15 @@ from pydantic import BaseModel, Field
 
 from botpsy_desktop.adapters.calendar.service import CalendarService, EventChanges
 from botpsy_desktop.core.addresses import parse_addresses
-from botpsy_desktop.core.tools import Effect, Inverse, Tier, Tool, from_result, make_tool
+from botpsy_desktop.core.tools import (
+    Effect,
+    Inverse,
+    Tier,
+    Tool,
+    from_result,
+    given,
+    make_tool,
+)
 
 _START = 'As the user said it: "tomorrow 9am", "friday 14:30"; a day alone: all day.'
 _END = 'e.g. "11am", or an all-day event\'s last day.'
@@ -251,9 +259,7 @@ def calendar_tools(service: CalendarService) -> list[Tool]:
             effects=local,
             tier=rev,
             inverse=_complete_added,
-            summary=lambda a: (
-                f"Add the task “{a.get('title')}”" + (f", due {a['due']}" if a.get("due") else "")
-            ),
+            summary=lambda a: f"Add the task “{a.get('title')}”" + given(a, "due", ", due {}"),
         ),
         make_tool(list_tasks, effects=read, tier=Tier.READ),
         # no way back (a task cannot be reopened from here): asks
@@ -278,16 +284,12 @@ def _complete_added(arguments: Mapping[str, Any], result: Any) -> Inverse | str:
 
 
 def _when(a: Mapping[str, Any]) -> str:
-    out = f" on {a.get('start')}"
-    if a.get("end"):
-        out += f" until {a['end']}"
-    elif a.get("duration"):
-        out += f" for {a['duration']}"
-    return out
+    until = given(a, "end", " until {}") or given(a, "duration", " for {}")
+    return f" on {a.get('start')}{until}"
 
 
 def _s_create(a: Mapping[str, Any]) -> str:
-    where = f" at {a['location']}" if a.get("location") else ""
+    where = given(a, "location", " at {}")
     return f"Add “{a.get('title')}” to your calendar{_when(a)}{where} (no one is invited)"
 
 

@@ -18,7 +18,7 @@ from botpsy_desktop.core.addresses import parse_addresses
 from botpsy_desktop.core.config import EmailSettings
 from botpsy_desktop.core.errors import ToolError
 from botpsy_desktop.core.secrets import SecretStore
-from botpsy_desktop.core.tools import Effect, Inverse, Tier, Tool, make_tool
+from botpsy_desktop.core.tools import Effect, Inverse, Tier, Tool, given, make_tool
 
 _ACCOUNT = "Mail account name (default: the first)."
 _FOLDER = '"INBOX" (default), "Archive", "Sent"...'
@@ -460,12 +460,8 @@ def _mark_back(arguments: Mapping[str, Any], result: Any) -> Inverse | str:
 
 
 def _people(a: Mapping[str, Any]) -> str:
-    out = str(a.get("to") or "").strip() or "(nobody)"
-    if a.get("cc"):
-        out += f", with a copy to {a['cc']}"
-    if a.get("bcc"):
-        out += f", and a hidden copy to {a['bcc']}"
-    return out
+    to = str(a.get("to") or "").strip() or "(nobody)"
+    return to + given(a, "cc", ", with a copy to {}") + given(a, "bcc", ", and a hidden copy to {}")
 
 
 def _text(a: Mapping[str, Any]) -> str:
@@ -473,7 +469,7 @@ def _text(a: Mapping[str, Any]) -> str:
     body = str(a.get("body") or "").strip("\n")
     limit = 2000
     shown = body if len(body) <= limit else body[:limit] + f"… ({len(body):,} characters in all)"
-    reply = f"\nIt answers email {a['reply_to_id']}." if a.get("reply_to_id") else ""
+    reply = given(a, "reply_to_id", "\nIt answers email {}.")
     return f"{reply}\nText:\n{shown or '(empty)'}"
 
 

@@ -49,23 +49,24 @@ def namespaced(server: str, tool: str) -> str:
     return f"{_ident(server)}{SEPARATOR}{_ident(tool)}"[:MAX_NAME]
 
 
+_HINT_WORDS: tuple[tuple[str, str, str | None], ...] = (
+    ("read_only_hint", "read-only", "changes things"),
+    ("destructive_hint", "destructive", "not destructive"),
+    ("open_world_hint", "reaches the outside world", "closed world"),
+    ("idempotent_hint", "idempotent", None),
+)
+"""Each hint a server may give, in words when it says true and when it says false."""
+
+
 def hint_words(annotations: Mapping[str, Any]) -> str:
     """A server's hints in words ("read-only, not destructive"), or '' when it gives none."""
     words = []
-    if annotations.get("read_only_hint") is True:
-        words.append("read-only")
-    elif annotations.get("read_only_hint") is False:
-        words.append("changes things")
-    if annotations.get("destructive_hint") is True:
-        words.append("destructive")
-    elif annotations.get("destructive_hint") is False:
-        words.append("not destructive")
-    if annotations.get("open_world_hint") is True:
-        words.append("reaches the outside world")
-    elif annotations.get("open_world_hint") is False:
-        words.append("closed world")
-    if annotations.get("idempotent_hint") is True:
-        words.append("idempotent")
+    for key, if_true, if_false in _HINT_WORDS:
+        value = annotations.get(key)
+        if value is True:
+            words.append(if_true)
+        elif value is False and if_false is not None:
+            words.append(if_false)
     return ", ".join(words)
 
 

@@ -2,14 +2,23 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from pydantic import BaseModel, Field
 
 from botpsy_desktop.adapters.music.library import SearchField
 from botpsy_desktop.adapters.music.queue import MusicController
-from botpsy_desktop.core.tools import Effect, Inverse, Tier, Tool, make_tool
+from botpsy_desktop.core.tools import (
+    Effect,
+    Handler,
+    Inverse,
+    InverseRule,
+    SummaryRule,
+    Tier,
+    Tool,
+    make_tool,
+)
 
 _FIELD_HELP = 'Where to look (default "any").'
 
@@ -111,40 +120,29 @@ def music_tools(controller: MusicController) -> list[Tool]:
         return controller.rescan()
 
     read = {Effect.READ}
-    act = {Effect.LOCAL_WRITE}
-    rev = Tier.REVERSIBLE
+
+    def control(handler: Handler, inverse: InverseRule, summary: SummaryRule) -> Tool:
+        """A playback control: a local action that one other control (or a volume) undoes."""
+        return make_tool(
+            handler,
+            effects={Effect.LOCAL_WRITE},
+            tier=Tier.REVERSIBLE,
+            inverse=inverse,
+            summary=summary,
+        )
+
     return [
         make_tool(search_music, effects=read, tier=Tier.READ),
-        make_tool(play_music, effects=act, tier=rev, inverse=_then("stop_music"), summary=_s_play),
-        make_tool(
-            pause_music, effects=act, tier=rev, inverse=_then("resume_music"), summary=_s("Pause")
-        ),
-        make_tool(
-            resume_music, effects=act, tier=rev, inverse=_then("pause_music"), summary=_s("Resume")
-        ),
-        make_tool(
-            next_track,
-            effects=act,
-            tier=rev,
-            inverse=_then("previous_track"),
-            summary=lambda a: "Skip to the next track",
-        ),
-        make_tool(
-            previous_track,
-            effects=act,
-            tier=rev,
-            inverse=_then("next_track"),
-            summary=lambda a: "Go back to the previous track",
-        ),
-        make_tool(
-            stop_music, effects=act, tier=rev, inverse=_then("resume_music"), summary=_s("Stop")
-        ),
-        make_tool(
+        control(play_music, _then("stop_music"), _s_play),
+        control(pause_music, _then("resume_music"), _s("Pause")),
+        control(resume_music, _then("pause_music"), _s("Resume")),
+        control(next_track, _then("previous_track"), lambda a: "Skip to the next track"),
+        control(previous_track, _then("next_track"), lambda a: "Go back to the previous track"),
+        control(stop_music, _then("resume_music"), _s("Stop")),
+        control(
             set_music_volume,
-            effects=act,
-            tier=rev,
-            inverse=_volume_back,
-            summary=lambda a: f"Set the music volume to {a.get('percent')}%",
+            _volume_back,
+            lambda a: f"Set the music volume to {a.get('percent')}%",
         ),
         make_tool(now_playing, effects=read, tier=Tier.READ),
         make_tool(scan_music_library, effects=read, tier=Tier.READ),
@@ -154,7 +152,7 @@ def music_tools(controller: MusicController) -> list[Tool]:
 # --- the gate's declarations: inverses and receipts in plain words ---------------------------
 
 
-def _then(tool: str) -> Callable[[Mapping[str, Any], Any], Inverse | str]:
+def _then(tool: str) -> InverseRule:
     def rule(arguments: Mapping[str, Any], result: Any) -> Inverse | str:
         return Inverse(tool, {})
 
@@ -167,7 +165,7 @@ def _volume_back(arguments: Mapping[str, Any], result: Any) -> Inverse | str:
     return "the volume was already at that level"
 
 
-def _s(verb: str) -> Callable[[Mapping[str, Any]], str]:
+def _s(verb: str) -> SummaryRule:
     return lambda arguments: f"{verb} the music"
 
 
