@@ -109,7 +109,7 @@ def test_a_hanging_tool_ends_within_its_timeout_and_the_next_request_works(
     assert 1.0 <= elapsed < 1.0 + SLACK_S, elapsed
 
     events2, elapsed2 = timed_run(session, "and now?")
-    assert answer_of(events2) == "Fine now." and elapsed2 < 0.5
+    assert answer_of(events2) == "Fine now." and elapsed2 < SLACK_S  # not behind the abandoned call
     # the abandoned call returns later: its result is dropped, never reported or stored
     hanging.release.set()
     deadline = time.monotonic() + 2

