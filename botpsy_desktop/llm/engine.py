@@ -37,7 +37,6 @@ _TEXT_STOPS = ("<|im_end|>", "<|endoftext|>")
 PREFIX, TURN = "prefix", "turn"  # checkpoint labels: system prompt + tools; end of a user turn
 Cut = tuple[int, str]  # (character offset in the prompt, label): where to save a checkpoint
 WARM_BATCH = 128  # tokens per llama_decode while warming up on a CPU
-FULL_STATE = 0  # llama_state_seq_* flags: attention KV and recurrent state (for disk)
 
 log = logging.getLogger(__name__)
 
@@ -193,7 +192,10 @@ class LlamaBackend:
         return prefix_key(self._disk_components, tokens)
 
     def _restore_prefix(self, tokens: list[int]) -> bool:
-        """Restore the state after ``tokens`` from disk; False (sequence cleared) if absent."""
+        """Restore the state after ``tokens`` from disk; False (sequence cleared) if absent.
+
+        llama.cpp reads the verified file itself, tensor by tensor, so the restore never holds
+        the whole state in memory."""
         if self.disk is None or not tokens:
             return False
         started = time.perf_counter()
@@ -203,18 +205,27 @@ class LlamaBackend:
             return False
         ctx = self._llama._ctx.ctx
         memory = llama_cpp.llama_get_memory(ctx)
-        self.reset()
-        llama_cpp.llama_memory_seq_rm(memory, SEQ, -1, -1)
-        ptr = entry.payload.ctypes.data_as(ctypes.POINTER(ctypes.c_uint8))
-        read = int(
-            llama_cpp.llama_state_seq_set_data_ext(ctx, ptr, entry.payload.nbytes, SEQ, FULL_STATE)
-        )
-        if read != entry.payload.nbytes:
+        n = len(tokens)
+        with entry:
+            self.reset()
+            llama_cpp.llama_memory_seq_rm(memory, SEQ, -1, -1)
+            read_tokens = (llama_cpp.llama_token * n)()
+            n_read = ctypes.c_size_t(0)
+            read = int(
+                llama_cpp.llama_state_seq_load_file(
+                    ctx, os.fsencode(entry.body_path), SEQ, read_tokens, n, ctypes.byref(n_read)
+                )
+            )
+            problem = None
+            if read != entry.body_bytes:
+                problem = f"llama.cpp read {read} of {entry.body_bytes} bytes"
+            elif n_read.value != n or list(read_tokens) != list(tokens):
+                problem = "llama.cpp's part holds other tokens than the prefix"
+        if problem is not None:
             llama_cpp.llama_memory_seq_rm(memory, SEQ, -1, -1)
             self.reset()
-            self.disk.discard(key, f"llama.cpp read {read} of {entry.payload.nbytes} bytes")
+            self.disk.discard(key, problem)
             return False
-        n = len(tokens)
         self._llama.input_ids[:n] = tokens
         self._llama.n_tokens = n
         self._disk_known.add(key)
@@ -230,30 +241,35 @@ class LlamaBackend:
         return True
 
     def _save_prefix(self, tokens: npt.NDArray[np.intc]) -> None:
-        """Copy the full state (which must be the state after ``tokens``) and write it to disk
-        in the background, unless it is there already."""
+        """Write the full state (which must be the state after ``tokens``) to disk, unless it
+        is there already: llama.cpp writes it into a temporary file now, tensor by tensor (no
+        copy of the whole state in memory); a background thread checksums and seals it."""
         if self.disk is None:
             return
         key = self.prefix_state_key(tokens)
         if key in self._disk_known or self.disk.contains(key):
             self._disk_known.add(key)
             return
+        self.flush_prefix_writes()  # one write at a time
+        pending = self.disk.begin(key)
+        if pending is None:
+            return
+        n = len(tokens)
         ctx = self._llama._ctx.ctx
-        size = int(llama_cpp.llama_state_seq_get_size_ext(ctx, SEQ, FULL_STATE))
-        payload = np.empty(size, dtype=np.uint8)
-        ptr = payload.ctypes.data_as(ctypes.POINTER(ctypes.c_uint8))
-        written = int(llama_cpp.llama_state_seq_get_data_ext(ctx, ptr, size, SEQ, FULL_STATE))
-        if written != size:
-            log.warning("llama.cpp saved %d of %d bytes of the prefix state", written, size)
+        token_array = (llama_cpp.llama_token * n)(*(int(t) for t in tokens))
+        written = int(
+            llama_cpp.llama_state_seq_save_file(ctx, os.fsencode(pending.path), SEQ, token_array, n)
+        )
+        if written <= 0:
+            log.warning("llama.cpp could not write the prefix state to %s", pending.path)
+            pending.abandon()
             return
         self._disk_known.add(key)
-        meta = {**self._disk_components, "n_tokens": len(tokens), "saved_at": time.time()}
-        store = self.disk
+        meta = {**self._disk_components, "n_tokens": n, "saved_at": time.time()}
         token_copy = np.array(tokens, dtype=np.intc)
-        self.flush_prefix_writes()  # one write at a time
 
         def write() -> None:
-            if store.save(key, token_copy, payload, meta) is not None:
+            if pending.finish(token_copy, meta) is not None:
                 self.disk_saves += 1
 
         # not a daemon: a short-lived process (botpsy ask) finishes the write before exiting

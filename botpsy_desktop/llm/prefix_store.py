@@ -4,21 +4,26 @@ A file holds what llama.cpp wrote for one sequence with flags 0 (attention KV ce
 recurrent state of a hybrid model) after exactly one prefix's tokens, so another process with the
 same model and context settings can restore it instead of evaluating the prefix again.
 
-Our own small container format rather than ``llama_state_seq_save_file``: that format has no
-checksum and no place for the key, and llama.cpp would start reading a truncated or mismatched
-file before noticing. Here everything is checked *before* the state is handed to llama.cpp:
+The body is llama.cpp's own sequence-state file (``llama_state_seq_save_file``), which llama.cpp
+writes and reads tensor by tensor: neither saving nor restoring holds the whole state (tens of
+MiB) in memory at once. That format has no checksum and no place for the key, and llama.cpp
+would start reading a truncated or mismatched file before noticing, so a trailer of ours follows
+it and everything is checked, reading in small blocks, *before* llama.cpp is given the file:
 
-    header (fixed, little-endian)  magic, format version, n_tokens, meta length, payload length,
-                                   key digest (32 bytes), SHA-256 of meta + tokens + payload
+    body                           llama.cpp's file (opaque here): its own header, the tokens,
+                                   the state
     meta                           JSON: what the key was made of (for people and ``doctor``)
     tokens                         int32 x n_tokens: the prefix's tokens
-    payload                        the state bytes
+    trailer (fixed, little-endian) magic, format version, n_tokens, meta length, body length,
+                                   key digest (32 bytes), SHA-256 of body + meta + tokens
 
 Writes go to a uniquely named temporary file in the same folder, are fsynced, then renamed over
 the final name, so a reader (another window, a CLI run) sees a whole file or none; two writers
-of the same key each rename a whole file, the last one wins. The folder is bounded: after each
-write the least recently used entries (by modification time, touched on every use) are removed
-until the total fits. This module is pure Python (no llama.cpp), so ``doctor`` can read it.
+of the same key each rename a whole file, the last one wins. A verified entry stays open while
+llama.cpp reads it (through ``/proc/self/fd`` where there is one), so what is read is the file
+that was checked. The folder is bounded: after each write the least recently used entries (by
+modification time, touched on every use) are removed until the total fits. This module is pure
+Python (no llama.cpp), so ``doctor`` can read it.
 """
 
 from __future__ import annotations
@@ -32,9 +37,9 @@ import secrets
 import struct
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 import numpy.typing as npt
@@ -44,10 +49,11 @@ from botpsy_desktop.llm.download import exclusive_lock
 log = logging.getLogger(__name__)
 
 MAGIC = b"BPSYPFX\x00"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: llama.cpp's own file as the body, our trailer at the end
 SUFFIX = ".prefix"
-_HEADER = struct.Struct("<8sIIQQ32s32s")  # magic, version, n_tokens, meta, payload, key, sha
-HEADER_SIZE = _HEADER.size
+_TRAILER = struct.Struct("<8sIIQQ32s32s")  # magic, version, n_tokens, meta, body, key, sha
+TRAILER_SIZE = _TRAILER.size
+_BLOCK = 1 << 20  # read and hash in blocks of this size, never the whole file at once
 _LOCK = ".lock"
 _STALE_TMP_S = 3600.0  # a temporary file this old was left by a writer that died
 MiB = 2**20
@@ -68,16 +74,47 @@ def prefix_key(components: Mapping[str, Any], tokens: Sequence[int] | npt.NDArra
     return digest.hexdigest()
 
 
-@dataclass(frozen=True)
+@dataclass
 class Entry:
-    """A verified prefix state read from disk."""
+    """A verified prefix state on disk, held open until ``close`` (use it as a context manager).
+
+    ``body_path`` names the verified file for llama.cpp (``/proc/self/fd/N`` of the open file
+    where the system has it, else the file's path); llama.cpp's part is its first
+    ``body_bytes`` bytes.
+    """
 
     key: str
     tokens: npt.NDArray[np.intc]
-    payload: npt.NDArray[np.uint8]
     meta: dict[str, Any]
     read_s: float
     file_bytes: int
+    body_bytes: int
+    path: Path
+    _file: BinaryIO | None = field(default=None, repr=False)
+
+    @property
+    def body_path(self) -> str:
+        if self._file is None:
+            raise ValueError("the entry is closed")
+        proc = f"/proc/self/fd/{self._file.fileno()}"
+        return proc if os.path.exists(proc) else str(self.path)
+
+    def read_body(self) -> bytes:
+        """The body's bytes (for inspection; the engine lets llama.cpp read the file itself)."""
+        if self._file is None:
+            raise ValueError("the entry is closed")
+        return os.pread(self._file.fileno(), self.body_bytes, 0)
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+    def __enter__(self) -> Entry:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 @dataclass(frozen=True)
@@ -86,6 +123,71 @@ class FolderStats:
     entries: int
     total_bytes: int
     bound_bytes: int
+
+
+class PendingWrite:
+    """A new entry being written: its body goes to ``path`` (a temporary file in the folder,
+    e.g. by llama.cpp), then ``finish`` checksums it, adds the trailer and renames it into
+    place; ``abandon`` removes it. ``finish`` may run on another thread."""
+
+    def __init__(self, store: PrefixStore, key: str, path: Path) -> None:
+        self.store = store
+        self.key = key
+        self.path = path
+
+    def finish(
+        self, tokens: Sequence[int] | npt.NDArray[Any], meta: Mapping[str, Any]
+    ) -> Path | None:
+        """Seal the written body into an entry; its final path, or None (logged) when it is
+        larger than the bound or cannot be written."""
+        store, key, tmp = self.store, self.key, self.path
+        token_bytes = np.asarray(tokens, dtype="<i4").tobytes()
+        meta_bytes = json.dumps(dict(meta), sort_keys=True, default=str).encode()
+        final = store.path_for(key)
+        try:
+            with open(tmp, "r+b") as f:
+                body_len = os.fstat(f.fileno()).st_size
+                total = body_len + len(meta_bytes) + len(token_bytes) + TRAILER_SIZE
+                if total > store.bound_bytes:
+                    log.info(
+                        "prefix state of %d tokens (%.1f MiB) is larger than the cache bound "
+                        "(%.0f MiB)",
+                        len(token_bytes) // 4,
+                        total / MiB,
+                        store.bound_bytes / MiB,
+                    )
+                    self.abandon()
+                    return None
+                checksum = _hash_blocks(f, body_len)
+                checksum.update(meta_bytes)
+                checksum.update(token_bytes)
+                trailer = _TRAILER.pack(
+                    MAGIC,
+                    FORMAT_VERSION,
+                    len(token_bytes) // 4,
+                    len(meta_bytes),
+                    body_len,
+                    bytes.fromhex(key),
+                    checksum.digest(),
+                )
+                f.seek(body_len)
+                f.write(meta_bytes)
+                f.write(token_bytes)
+                f.write(trailer)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, final)
+            _fsync_dir(store.folder)
+        except OSError as exc:
+            log.warning("prefix state %s not written: %s", final.name, exc)
+            self.abandon()
+            return None
+        store.evict(keep=final)
+        return final
+
+    def abandon(self) -> None:
+        with contextlib.suppress(OSError):
+            self.path.unlink()
 
 
 class PrefixStore:
@@ -111,7 +213,8 @@ class PrefixStore:
 
     # -- reading ---------------------------------------------------------------------------
     def load(self, key: str, tokens: Sequence[int] | npt.NDArray[Any]) -> Entry | None:
-        """The verified entry for ``key`` whose tokens are ``tokens``; None if there is none.
+        """The verified entry for ``key`` whose tokens are ``tokens``, open; None if there is
+        none. The caller closes it.
 
         A file that is truncated, damaged or made for something else is removed and logged;
         nothing of it is returned.
@@ -119,56 +222,60 @@ class PrefixStore:
         path = self.path_for(key)
         started = time.perf_counter()
         try:
-            f = open(path, "rb")  # noqa: SIM115 - closed below, after the size check
+            f = open(path, "rb")  # noqa: SIM115 - handed to the entry, or closed below
         except FileNotFoundError:
             return None
         except OSError as exc:
             log.warning("prefix state %s cannot be opened: %s", path.name, exc)
             return None
-        with f:
-            problem, entry = self._read(f, key, np.asarray(tokens, dtype=np.intc), started)
-        if problem is not None:
-            self._discard(path, problem)
+        try:
+            problem, entry = self._read(f, path, key, np.asarray(tokens, dtype=np.intc), started)
+        except OSError as exc:
+            problem, entry = f"unreadable ({exc})", None
+        if entry is None:
+            f.close()
+            self._discard(path, problem or "unreadable")
             return None
         with contextlib.suppress(OSError):
             os.utime(path)  # least recently used goes first: this one was just used
         return entry
 
     def _read(
-        self, f: Any, key: str, want: npt.NDArray[np.intc], started: float
+        self, f: BinaryIO, path: Path, key: str, want: npt.NDArray[np.intc], started: float
     ) -> tuple[str | None, Entry | None]:
         size = os.fstat(f.fileno()).st_size
-        raw = f.read(HEADER_SIZE)
-        if len(raw) < HEADER_SIZE:
-            return f"truncated header ({size} bytes)", None
-        magic, version, n_tokens, meta_len, payload_len, key_raw, checksum = _HEADER.unpack(raw)
+        if size < TRAILER_SIZE:
+            return f"truncated ({size} bytes)", None
+        f.seek(size - TRAILER_SIZE)
+        raw = f.read(TRAILER_SIZE)
+        magic, version, n_tokens, meta_len, body_len, key_raw, checksum = _TRAILER.unpack(raw)
         if magic != MAGIC:
-            return "not a prefix state file (bad magic)", None
+            return "not a prefix state file, or truncated (no trailer)", None
         if version != FORMAT_VERSION:
             return f"format version {version}, this build reads {FORMAT_VERSION}", None
         if key_raw.hex() != key:
             return "made for another key", None
-        expected = HEADER_SIZE + meta_len + 4 * n_tokens + payload_len
+        expected = body_len + meta_len + 4 * n_tokens + TRAILER_SIZE
         if size != expected:
-            return f"{size} bytes, the header announces {expected} (truncated or padded)", None
+            return f"{size} bytes, the trailer announces {expected} (truncated or padded)", None
         if n_tokens != len(want):
             return f"{n_tokens} tokens, the prefix has {len(want)}", None
-        body = np.empty(size - HEADER_SIZE, dtype=np.uint8)
-        got = f.readinto(body.data)
-        if got != body.nbytes:
+        f.seek(0)
+        digest = _hash_blocks(f, body_len)
+        rest = f.read(meta_len + 4 * n_tokens)
+        if len(rest) != meta_len + 4 * n_tokens:
             return "file shrank while reading", None
-        if hashlib.sha256(body.data).digest() != checksum:
+        digest.update(rest)
+        if digest.digest() != checksum:
             return "checksum mismatch (damaged)", None
-        meta_bytes = body[:meta_len].tobytes()
-        tokens = body[meta_len : meta_len + 4 * n_tokens].view("<i4").astype(np.intc)
+        tokens = np.frombuffer(rest, dtype="<i4", offset=meta_len).astype(np.intc)
         if not np.array_equal(tokens, want):
             return "its tokens differ from the prefix's", None
         try:
-            meta = json.loads(meta_bytes)
+            meta = json.loads(rest[:meta_len])
         except ValueError:
             return "unreadable metadata", None
-        payload = body[meta_len + 4 * n_tokens :]
-        entry = Entry(key, tokens, payload, meta, time.perf_counter() - started, size)
+        entry = Entry(key, tokens, meta, time.perf_counter() - started, size, body_len, path, f)
         return None, entry
 
     def discard(self, key: str, why: str) -> None:
@@ -182,59 +289,39 @@ class PrefixStore:
             path.unlink()
 
     # -- writing ---------------------------------------------------------------------------
+    def begin(self, key: str) -> PendingWrite | None:
+        """A temporary file in the folder for a new entry's body; None (logged) if the folder
+        cannot be written."""
+        tmp = self.folder / f".{key[:16]}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+            tmp.touch(mode=0o600, exist_ok=False)
+        except OSError as exc:
+            log.warning("prefix state %s not written: %s", self.path_for(key).name, exc)
+            return None
+        return PendingWrite(self, key, tmp)
+
     def save(
         self,
         key: str,
         tokens: Sequence[int] | npt.NDArray[Any],
-        payload: npt.NDArray[np.uint8],
+        body: bytes | npt.NDArray[np.uint8],
         meta: Mapping[str, Any],
     ) -> Path | None:
-        """Write an entry atomically, then evict down to the bound; the path, or None if the
-        entry alone is larger than the bound or the folder cannot be written (logged)."""
-        token_bytes = np.asarray(tokens, dtype="<i4").tobytes()
-        meta_bytes = json.dumps(dict(meta), sort_keys=True, default=str).encode()
-        total = HEADER_SIZE + len(meta_bytes) + len(token_bytes) + payload.nbytes
-        if total > self.bound_bytes:
-            log.info(
-                "prefix state of %d tokens (%.1f MiB) is larger than the cache bound (%.0f MiB)",
-                len(token_bytes) // 4,
-                total / MiB,
-                self.bound_bytes / MiB,
-            )
+        """Write an entry whose body is ``body`` atomically, then evict down to the bound; the
+        path, or None if the entry alone is larger than the bound or the folder cannot be
+        written (logged)."""
+        pending = self.begin(key)
+        if pending is None:
             return None
-        checksum = hashlib.sha256()
-        checksum.update(meta_bytes)
-        checksum.update(token_bytes)
-        checksum.update(payload.data)
-        header = _HEADER.pack(
-            MAGIC,
-            FORMAT_VERSION,
-            len(token_bytes) // 4,
-            len(meta_bytes),
-            payload.nbytes,
-            bytes.fromhex(key),
-            checksum.digest(),
-        )
-        path = self.path_for(key)
-        tmp = self.folder / f".{key[:16]}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
         try:
-            self.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-            with open(tmp, "wb") as f:
-                f.write(header)
-                f.write(meta_bytes)
-                f.write(token_bytes)
-                f.write(payload.data)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
-            _fsync_dir(self.folder)
+            with open(pending.path, "wb") as f:
+                f.write(body if isinstance(body, bytes) else body.data)
         except OSError as exc:
-            log.warning("prefix state %s not written: %s", path.name, exc)
-            with contextlib.suppress(OSError):
-                tmp.unlink()
+            log.warning("prefix state %s not written: %s", self.path_for(key).name, exc)
+            pending.abandon()
             return None
-        self.evict(keep=path)
-        return path
+        return pending.finish(tokens, meta)
 
     # -- the bound -------------------------------------------------------------------------
     def _entries(self) -> list[tuple[float, int, Path]]:
@@ -286,6 +373,22 @@ class PrefixStore:
         return FolderStats(
             self.folder, len(entries), sum(size for _, size, _ in entries), self.bound_bytes
         )
+
+
+def _hash_blocks(f: BinaryIO, n: int) -> Any:
+    """SHA-256 of the next ``n`` bytes of ``f``, read a block at a time (raises OSError if the
+    file ends first)."""
+    digest = hashlib.sha256()
+    block = bytearray(_BLOCK)
+    view = memoryview(block)
+    left = n
+    while left > 0:
+        got = f.readinto(view[: min(left, _BLOCK)])  # type: ignore[attr-defined]
+        if not got:
+            raise OSError("the file ended early")
+        digest.update(view[:got])
+        left -= got
+    return digest
 
 
 def _fsync_dir(folder: Path) -> None:

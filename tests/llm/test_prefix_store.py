@@ -17,8 +17,8 @@ import numpy.typing as npt
 import pytest
 
 from botpsy_desktop.llm.prefix_store import (
-    HEADER_SIZE,
     MAGIC,
+    TRAILER_SIZE,
     PrefixStore,
     file_identity,
     prefix_key,
@@ -46,10 +46,14 @@ def test_an_entry_reads_back_exactly_and_is_keyed_by_tokens_and_settings(tmp_pat
     key = write(store, tokens, 100_000)
     entry = store.load(key, tokens)
     assert entry is not None
-    assert entry.tokens.tolist() == tokens
-    assert np.array_equal(entry.payload, payload(100_000))
-    assert entry.meta == {"n_tokens": 4}
-    assert store.path_for(key).read_bytes()[:8] == MAGIC
+    with entry:
+        assert entry.tokens.tolist() == tokens
+        assert entry.body_bytes == 100_000
+        assert entry.read_body() == payload(100_000).tobytes()
+        assert Path(entry.body_path).read_bytes()[:100_000] == payload(100_000).tobytes()
+        assert entry.meta == {"n_tokens": 4}
+    data = store.path_for(key).read_bytes()
+    assert data[-TRAILER_SIZE:][:8] == MAGIC and data[:100_000] == payload(100_000).tobytes()
     # one more token, or one setting more, is another key
     assert prefix_key(COMPONENTS, [*tokens, 1]) != key
     assert prefix_key({**COMPONENTS, "n_ctx": 4096}, tokens) != key
@@ -66,17 +70,19 @@ def _damage(path: Path, how: str, other: Path) -> None:
     elif how == "padded":
         path.write_bytes(bytes(data) + b"\0")
     elif how == "payload bit flipped":
-        data[-100] ^= 0x01
+        data[100] ^= 0x01  # llama.cpp's part
         path.write_bytes(bytes(data))
     elif how == "token changed":
-        data[HEADER_SIZE + 20] ^= 0x01  # the meta/tokens area, covered by the checksum
+        data[-TRAILER_SIZE - 8] ^= 0x01  # the tokens before the trailer, covered by the checksum
         path.write_bytes(bytes(data))
     elif how == "bad magic":
-        data[0:8] = b"GGUFxxxx"
+        data[-TRAILER_SIZE : -TRAILER_SIZE + 8] = b"GGUFxxxx"
         path.write_bytes(bytes(data))
     elif how == "newer format":
-        data[8] = 99
+        data[-TRAILER_SIZE + 8] = 99
         path.write_bytes(bytes(data))
+    elif how == "the older format":  # version 1 put its header first
+        path.write_bytes(MAGIC + b"\1\0\0\0" + bytes(data[:-TRAILER_SIZE]))
     elif how == "empty":
         path.write_bytes(b"")
     elif how == "another key's file":
@@ -97,6 +103,7 @@ def _damage(path: Path, how: str, other: Path) -> None:
         "newer format",
         "empty",
         "another key's file",
+        "the older format",
     ],
 )
 def test_a_damaged_or_mismatched_file_is_discarded_before_use(
@@ -121,7 +128,9 @@ def test_the_folder_keeps_its_bound_least_recently_used_first(tmp_path: Path) ->
     past = time.time() - 100
     os.utime(store.path_for(a), (past, past))
     os.utime(store.path_for(b), (past + 10, past + 10))
-    assert store.load(a, [1]) is not None  # a is used: b is now the least recently used
+    entry = store.load(a, [1])  # a is used: b is now the least recently used
+    assert entry is not None
+    entry.close()
     c = write(store, [3], MiB, seed=3)
     assert store.contains(a) and store.contains(c) and not store.contains(b)
     stats = store.stats()
@@ -154,13 +163,17 @@ def test_two_processes_writing_the_same_key_leave_a_valid_file(tmp_path: Path) -
     while any(w.is_alive() for w in writers):
         entry = reader.load(key, tokens)  # a reader never sees a partial file
         seen += entry is not None
+        if entry is not None:
+            entry.close()
     for w in writers:
         w.join()
         assert w.exitcode == 0
     assert reader.discarded == 0
     entry = reader.load(key, tokens)
-    assert entry is not None and np.array_equal(entry.payload, payload(4 * MiB))
-    assert entry.meta["writer"] in (1, 2)
+    assert entry is not None
+    with entry:
+        assert entry.read_body() == payload(4 * MiB).tobytes()
+        assert entry.meta["writer"] in (1, 2)
     assert [p.name for p in tmp_path.iterdir() if not p.name.startswith(".lock")] == [
         store_name(key)
     ]
@@ -290,8 +303,11 @@ def test_a_state_llama_cpp_refuses_is_discarded_and_the_prefix_evaluated(tmp_pat
         writer.close()
     entry = store.load(key, prefix_tokens)
     assert entry is not None
-    half = entry.payload[: entry.payload.nbytes // 2].copy()
-    assert store.save(key, prefix_tokens, half, entry.meta) is not None
+    with entry:
+        body = entry.read_body()
+        meta = entry.meta
+    half = body[: len(body) // 2]
+    assert store.save(key, prefix_tokens, half, meta) is not None
 
     reader = LlamaBackend(settings, model, prefix_store=store)  # a new context
     try:
