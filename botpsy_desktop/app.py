@@ -10,8 +10,6 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import httpx
-
 from botpsy_desktop import __version__
 from botpsy_desktop.adapters.alarms import AlarmService, alarms_tools, time_zone
 from botpsy_desktop.adapters.calendar import calendar_service, calendar_tools
@@ -39,6 +37,8 @@ from botpsy_desktop.core.secrets import SecretStore
 from botpsy_desktop.llm.backend import Backend
 
 if TYPE_CHECKING:
+    import httpx
+
     from botpsy_desktop.agent.audit import Undone
     from botpsy_desktop.agent.undo import UndoPlan
     from botpsy_desktop.llm.models import ModelService
@@ -103,13 +103,16 @@ def _account_tools(
 
 def _weather_tools(config: Config, resources: ExitStack) -> list[Tool]:
     w = config.weather
-    http = resources.enter_context(
-        httpx.Client(
+
+    def http() -> httpx.Client:  # made on the first weather request: httpx is ~10 MiB resident
+        import httpx
+
+        return httpx.Client(
             timeout=httpx.Timeout(w.timeout_s),
             follow_redirects=False,
             headers={"User-Agent": f"botpsy-desktop/{__version__}"},
         )
-    )
+
     client = OpenMeteo(
         http,
         geocoding_url=w.geocoding_url,
@@ -117,6 +120,7 @@ def _weather_tools(config: Config, resources: ExitStack) -> list[Tool]:
         forecast_days=w.forecast_days,
         cache_s=w.cache_s,
     )
+    resources.callback(client.close)
     return weather_tools(client, units=w.units, default_location=w.default_location)
 
 

@@ -30,13 +30,15 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, Literal
+from typing import IO, TYPE_CHECKING, Any, Literal
 from urllib.parse import quote
-
-import httpx
 
 from botpsy_desktop import __version__
 from botpsy_desktop.core.errors import ModelError
+
+if TYPE_CHECKING:
+    # imported where a download runs: the helpers here (locks, sizes) are used without one
+    import httpx
 
 DEFAULT_ENDPOINT = "https://huggingface.co"
 # Room left free on the disk after a download, so the system is not starved.
@@ -346,6 +348,8 @@ class HubClient:
         retries: int = 2,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
+        import httpx
+
         self.endpoint = hub_endpoint(endpoint)
         self.token = token if token is not None else hub_token()
         self.stall_timeout_s = stall_timeout_s
@@ -381,6 +385,8 @@ class HubClient:
             )
 
     def _network_error(self, exc: httpx.TransportError, what: str) -> DownloadError:
+        import httpx
+
         if isinstance(exc, httpx.TimeoutException) and not isinstance(exc, httpx.ConnectTimeout):
             return DownloadError(
                 f"The Hugging Face Hub at {self.endpoint} did not answer within "
@@ -466,6 +472,8 @@ class HubClient:
 
     def repo_info(self, repo: str, revision: str = "main") -> RepoInfo:
         """The repository's commit and files with sizes and LFS SHA-256 (one API request)."""
+        import httpx
+
         self._offline_check()
         url = f"{self.endpoint}/api/models/{repo}/revision/{quote(revision, safe='')}"
         try:
@@ -551,6 +559,8 @@ class HubClient:
         return dest
 
     def _transfer(self, job: _Job) -> None:
+        import httpx
+
         attempt = 0
         while True:
             try:
@@ -612,6 +622,8 @@ class HubClient:
         return None
 
     def _copy_body(self, job: _Job, r: httpx.Response, out: IO[bytes], have: int) -> None:
+        import httpx
+
         f = job.file
         window_start, window_bytes = time.monotonic(), 0
         try:

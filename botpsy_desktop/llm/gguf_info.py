@@ -59,6 +59,7 @@ FILE_TYPES = {
 _SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q",
             11: "<q", 12: "<d"}  # fmt: skip
 _MAX_STRING = 64 * 1024 * 1024
+_CHUNK = 1024 * 1024
 
 
 class _Truncated(Exception):
@@ -138,7 +139,40 @@ def _string(f: BinaryIO) -> str:
     return _read(f, n).decode("utf-8", errors="replace")
 
 
-def _value(f: BinaryIO, vtype: int, keep: bool) -> Any:
+def _skip(f: BinaryIO, n: int, end: int) -> None:
+    """Move `n` bytes on, raising _Truncated if that passes the end of the file."""
+    target = f.tell() + n
+    if target > end:
+        raise _Truncated
+    f.seek(target)
+
+
+def _skip_strings(f: BinaryIO, count: int, end: int) -> None:
+    """Move past `count` strings without decoding them, reading their lengths in chunks.
+
+    A vocabulary has about 250k strings; decoding them only to drop them costs ~25 MiB of peak
+    memory and most of the header's read time.
+    """
+    base = f.tell()  # file offset of buf[0]
+    buf = b""
+    pos = 0  # offset in buf of the next string's length
+    for _ in range(count):
+        if pos + 8 > len(buf):
+            base += pos
+            f.seek(base)
+            buf = f.read(_CHUNK)
+            pos = 0
+            if len(buf) < 8:
+                raise _Truncated
+        (n,) = struct.unpack_from("<Q", buf, pos)
+        if n > _MAX_STRING:
+            raise ValueError(f"string of {n} bytes")
+        pos += 8 + n
+    f.seek(base)
+    _skip(f, pos, end)
+
+
+def _value(f: BinaryIO, vtype: int, keep: bool, end: int) -> Any:
     if vtype in _SCALARS:
         fmt = _SCALARS[vtype]
         return struct.unpack(fmt, _read(f, struct.calcsize(fmt)))[0]
@@ -147,12 +181,16 @@ def _value(f: BinaryIO, vtype: int, keep: bool) -> Any:
     if vtype == 9:
         (etype,) = struct.unpack("<I", _read(f, 4))
         (count,) = struct.unpack("<Q", _read(f, 8))
-        if etype in _SCALARS and not keep:
-            size = struct.calcsize(_SCALARS[etype]) * count
-            f.seek(size, os.SEEK_CUR)
-            return count
-        items = [_value(f, etype, keep) for _ in range(count)]
-        return items if keep else count
+        if keep:
+            return [_value(f, etype, keep, end) for _ in range(count)]
+        if etype in _SCALARS:
+            _skip(f, struct.calcsize(_SCALARS[etype]) * count, end)
+        elif etype == 8:
+            _skip_strings(f, count, end)
+        else:
+            for _ in range(count):
+                _value(f, etype, keep, end)
+        return count
     raise ValueError(f"unknown value type {vtype}")
 
 
@@ -191,7 +229,7 @@ def read_gguf_info(path: str | os.PathLike[str]) -> GGUFInfo:
                 key = _string(f)
                 (vtype,) = struct.unpack("<I", _read(f, 4))
                 keep = vtype != 9 or key.endswith(_KEEP_ARRAYS)
-                metadata[key] = _value(f, vtype, keep)
+                metadata[key] = _value(f, vtype, keep, size)
             alignment = int(metadata.get("general.alignment", 32))
             data_end = 0
             for _ in range(n_tensors):

@@ -319,3 +319,31 @@ def test_ask_weather_in_paris_tomorrow_end_to_end(
     assert result["place"]["country"] == "France"
     assert data["answer"].startswith("Tomorrow in Paris")
     assert [p for p, _ in server.requests] == ["/v1/search", "/v1/forecast"]
+
+
+def test_a_client_factory_runs_at_the_first_request_and_its_client_closes_with_the_service(
+    server: WeatherServer, http: httpx.Client
+) -> None:
+    made: list[httpx.Client] = []
+
+    def factory() -> httpx.Client:
+        made.append(httpx.Client(timeout=httpx.Timeout(2.0), trust_env=False))
+        return made[-1]
+
+    client = OpenMeteo(
+        factory, geocoding_url=server.geocoding_url, forecast_url=server.forecast_url
+    )
+    (tool,) = weather_tools(client, units="metric")
+    assert made == []  # building the tools makes no HTTP client
+    assert call(tool, place="Paris")["place"]["name"] == "Paris"
+    assert call(tool, place="Paris, France", when="tomorrow")["date"] == "2025-03-15"
+    assert len(made) == 1 and not made[0].is_closed
+    client.close()
+    assert made[0].is_closed
+    with pytest.raises(RuntimeError, match="closed"):
+        call(tool, place="Berlin")
+    assert len(made) == 1
+    given = OpenMeteo(http, geocoding_url=server.geocoding_url, forecast_url=server.forecast_url)
+    assert call(weather_tools(given, units="metric")[0], place="Paris")["when"] == "now"
+    given.close()
+    assert not http.is_closed  # a given client is its owner's to close

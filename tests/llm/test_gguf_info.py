@@ -96,3 +96,43 @@ def test_type_size_table_matches_ggml() -> None:
         except ValueError:
             continue
         assert gguf.GGML_QUANT_SIZES[qtype] == (block, nbytes), qtype.name
+
+
+def _write_with_vocabulary(path: Path, n_tokens: int) -> Path:
+    writer = gguf.GGUFWriter(str(path), "qwen35")
+    writer.add_name("vocab-model")
+    writer.add_block_count(4)
+    writer.add_tokenizer_model("gpt2")
+    # lengths from 1 to 40 bytes, some multi-byte: the list spans several read chunks
+    tokens = [("tok\u00e9" * (i % 10)) + str(i) for i in range(n_tokens)]
+    writer.add_token_list(tokens)
+    writer.add_token_types([1] * n_tokens)
+    writer.add_token_merges([f"{t} {t}" for t in tokens[: n_tokens // 2]])
+    writer.add_uint32("tokenizer.ggml.eos_token_id", 7)
+    writer.add_tensor("output_norm.weight", np.ones(64, dtype=np.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path
+
+
+def test_vocabulary_is_counted_not_kept(tmp_path: Path) -> None:
+    info = read_gguf_info(_write_with_vocabulary(tmp_path / "v.gguf", 100_000))
+    assert info.metadata["tokenizer.ggml.tokens"] == 100_000
+    assert info.metadata["tokenizer.ggml.token_type"] == 100_000
+    assert info.metadata["tokenizer.ggml.merges"] == 50_000
+    assert info.metadata["tokenizer.ggml.eos_token_id"] == 7
+    assert info.metadata["tokenizer.ggml.model"] == "gpt2"
+    assert info.tensor_count == 1
+    assert info.expected_size == info.file_size
+
+
+@pytest.mark.parametrize("fraction", [0.05, 0.3, 0.5, 0.62, 0.9, 0.97])
+def test_truncated_inside_the_vocabulary_is_detected(tmp_path: Path, fraction: float) -> None:
+    full = _write_with_vocabulary(tmp_path / "v.gguf", 100_000).read_bytes()
+    cut = tmp_path / "cut.gguf"
+    cut.write_bytes(full[: int(len(full) * fraction)])
+    with pytest.raises(ModelError, match=r"truncated|incomplete") as info:
+        read_gguf_info(cut)
+    assert "download" in str(info.value).lower()

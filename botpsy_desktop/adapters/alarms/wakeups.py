@@ -6,10 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime, timedelta
 
-from apscheduler.executors.pool import ThreadPoolExecutor
-from apscheduler.schedulers.background import BackgroundScheduler
-from apscheduler.triggers.date import DateTrigger
-from apscheduler.triggers.interval import IntervalTrigger
+# APScheduler (~6 MiB resident) is imported when the service starts, not with the app: a
+# process that never starts it (`botpsy ask`, `botpsy bench`) does not hold it.
 
 
 class WakeUps:
@@ -19,6 +17,10 @@ class WakeUps:
     def __init__(
         self, fire: Callable[[], object], poll: Callable[[], None], poll_interval_s: float
     ) -> None:
+        from apscheduler.executors.pool import ThreadPoolExecutor
+        from apscheduler.schedulers.background import BackgroundScheduler
+        from apscheduler.triggers.interval import IntervalTrigger
+
         self._fire = fire
         scheduler = BackgroundScheduler(
             timezone=UTC,
@@ -35,6 +37,8 @@ class WakeUps:
 
         Jobs run on the real clock; an injected clock is followed by its ``offset`` from it.
         """
+        from apscheduler.triggers.date import DateTrigger
+
         margin = timedelta(milliseconds=5)
         self._scheduler.remove_all_jobs(jobstore="alarms")
         for alarm_id, ring in rings:

@@ -8,11 +8,13 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta, tzinfo
-from typing import Any, Literal
-
-import icalendar
+from typing import TYPE_CHECKING, Any, Literal
 
 from botpsy_desktop.core.errors import ToolError
+
+if TYPE_CHECKING:
+    # icalendar (~5 MiB, 80 modules) is imported where a calendar is read or built
+    import icalendar
 
 PRODID = "-//botpsy-desktop//calendar//EN"
 Kind = Literal["VEVENT", "VTODO"]
@@ -66,6 +68,8 @@ def new_uid() -> str:
 
 def parse_ics(data: bytes | str, where: str) -> icalendar.Calendar:
     """Parse one VCALENDAR; a malformed one raises CalendarDataError naming ``where``."""
+    import icalendar
+
     try:
         cal = icalendar.Calendar.from_ical(data)
     except (ValueError, IndexError, KeyError, TypeError) as exc:
@@ -96,6 +100,8 @@ def kinds_of(cal: icalendar.Calendar) -> set[str]:
 
 
 def new_calendar(component: Component) -> icalendar.Calendar:
+    import icalendar
+
     cal = icalendar.Calendar()
     cal.add("prodid", PRODID)
     cal.add("version", "2.0")
@@ -134,6 +140,8 @@ def build_event(
     organizer: str | None = None,
     attendees: Sequence[tuple[str, str]] = (),
 ) -> icalendar.Calendar:
+    import icalendar
+
     now = datetime.now(UTC).replace(microsecond=0)
     event = icalendar.Event()
     event.add("uid", uid)
@@ -156,6 +164,8 @@ def build_event(
 
 
 def build_task(*, uid: str, title: str, due: datetime | date | None) -> icalendar.Calendar:
+    import icalendar
+
     now = datetime.now(UTC).replace(microsecond=0)
     todo = icalendar.Todo()
     todo.add("uid", uid)
@@ -173,6 +183,8 @@ def set_attendees(
     event: Component, organizer: str | None, attendees: Sequence[tuple[str, str]]
 ) -> None:
     """Replace the ORGANIZER and ATTENDEE lines (``attendees``: (name, address) pairs)."""
+    import icalendar
+
     for key in ("ATTENDEE", "ORGANIZER"):
         while key in event:
             del event[key]
@@ -221,6 +233,8 @@ def organizer_of(comp: Component) -> str | None:
 
 def set_reminder(comp: Component, minutes: int | None, title: str) -> None:
     """Replace the alarms with one shown ``minutes`` before the start (None or <0: none)."""
+    import icalendar
+
     comp.subcomponents = [c for c in comp.subcomponents if c.name != "VALARM"]
     if minutes is None or minutes < 0:
         return

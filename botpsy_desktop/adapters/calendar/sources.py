@@ -14,9 +14,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Protocol
-
-import icalendar
+from typing import TYPE_CHECKING, Any, Protocol
 
 from botpsy_desktop.adapters.calendar.ical import (
     CalendarDataError,
@@ -30,6 +28,9 @@ from botpsy_desktop.adapters.calendar.ical import (
 )
 from botpsy_desktop.core.accounts import CalDAVAccount
 from botpsy_desktop.core.errors import BotpsyError, ToolError
+
+if TYPE_CHECKING:
+    import icalendar
 
 LOCAL = "local"
 

@@ -20,20 +20,15 @@ from datetime import UTC, date, datetime
 from email import policy
 from email.message import EmailMessage
 from email.parser import BytesHeaderParser
-from typing import Any
-
-from imapclient import DELETED, SEEN, IMAPClient, imap_utf7
-from imapclient.exceptions import (
-    CapabilityError,
-    IMAPClientAbortError,
-    IMAPClientError,
-    LoginError,
-)
-from imapclient.imapclient import _literal
+from typing import TYPE_CHECKING, Any
 
 from botpsy_desktop.adapters.email.mime import ParsedMessage, header, parse
 from botpsy_desktop.core.accounts import MailAccount
 from botpsy_desktop.core.errors import BotpsyError, ToolError
+
+if TYPE_CHECKING:
+    # imapclient (~9 MiB) is imported where a connection is made, not when the app starts
+    from imapclient import IMAPClient
 
 PasswordProvider = Callable[[], str]
 SUMMARY_HEADERS = "FROM TO CC SUBJECT DATE MESSAGE-ID"
@@ -131,6 +126,9 @@ class MailClient:
     @contextmanager
     def imap(self) -> Iterator[IMAPClient]:
         """A logged-in IMAP connection (UIDs throughout), logged out afterwards."""
+        from imapclient import IMAPClient
+        from imapclient.exceptions import CapabilityError, LoginError
+
         a = self.account
         where = f"the IMAP server {a.imap_host}:{a.imap_port_or_default} of account '{a.name}'"
         cap = where[0].upper() + where[1:]
@@ -170,6 +168,8 @@ class MailClient:
 
     @contextmanager
     def _errors(self, where: str, side: str) -> Iterator[None]:
+        from imapclient.exceptions import IMAPClientAbortError, IMAPClientError
+
         cap = where[0].upper() + where[1:]
         try:
             yield
@@ -365,6 +365,8 @@ class MailClient:
     def move(self, conn: IMAPClient, uid: int, target: str) -> bool:
         """Move a message; False when the server could only copy it and flag the original
         deleted (no MOVE, no UIDPLUS: expunging could remove other deleted messages too)."""
+        from imapclient import DELETED
+
         caps = self.capabilities(conn)
         if "MOVE" in caps:
             with _refused("MOVE"):
@@ -387,6 +389,8 @@ class MailClient:
             return {_text(c).upper() for c in conn.capabilities()}
 
     def set_seen(self, conn: IMAPClient, uid: int, seen: bool) -> None:
+        from imapclient import SEEN
+
         with _refused("STORE"):
             if seen:
                 conn.add_flags([uid], [SEEN], silent=True)
@@ -503,6 +507,8 @@ class MailClient:
 @contextmanager
 def _refused(what: str) -> Iterator[None]:
     """A NO or BAD answer to one command as a ToolError; a lost connection passes on."""
+    from imapclient.exceptions import IMAPClientAbortError, IMAPClientError
+
     try:
         yield
     except IMAPClientAbortError:
@@ -513,6 +519,8 @@ def _refused(what: str) -> Iterator[None]:
 
 
 def _search_value(value: str) -> Any:
+    from imapclient.imapclient import _literal
+
     return _literal(value.encode("utf-8")) if _NOT_ATOM.search(value) else value
 
 
@@ -529,6 +537,8 @@ def _flags(item: dict[bytes, Any]) -> set[str]:
 
 
 def _folder_name(raw: bytes) -> str:
+    from imapclient import imap_utf7
+
     try:
         return str(imap_utf7.decode(raw))
     except (UnicodeError, ValueError):

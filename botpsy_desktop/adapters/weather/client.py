@@ -6,12 +6,13 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlsplit
 
-import httpx
-
 from botpsy_desktop.core.errors import ToolError
+
+if TYPE_CHECKING:
+    import httpx  # imported at the first request: ~10 MiB that a process without one skips
 
 Units = Literal["metric", "imperial"]
 
@@ -97,12 +98,13 @@ class OpenMeteo:
 
     Tool arguments only ever become query parameters: the URLs come from configuration. Answers
     are cached for ``cache_s`` seconds (per URL and parameters) so that a follow-up question
-    does not cost another request.
+    does not cost another request. ``http`` is a client, or a function that makes one on the
+    first request (that client is then this object's to close, with ``close()``).
     """
 
     def __init__(
         self,
-        http: httpx.Client,
+        http: httpx.Client | Callable[[], httpx.Client],
         *,
         geocoding_url: str,
         forecast_url: str,
@@ -117,7 +119,9 @@ class OpenMeteo:
                 raise ValueError(f"{url!r} is not an http(s) URL with a host")
         if not 1 <= forecast_days <= 16:
             raise ValueError("forecast_days must be between 1 and 16")
-        self._http = http
+        self._http_source = http
+        self._http: httpx.Client | None = None
+        self._closed = False
         self.geocoding_url = geocoding_url
         self.forecast_url = forecast_url
         self.forecast_days = forecast_days
@@ -216,12 +220,32 @@ class OpenMeteo:
                 self._cache[key] = (now + self._cache_s, data)
         return data
 
+    def _client(self) -> httpx.Client:
+        with self._lock:
+            if self._http is None:
+                source = self._http_source
+                if self._closed:
+                    raise RuntimeError("the weather client is closed")
+                self._http = source if not callable(source) else source()
+            return self._http
+
+    def close(self) -> None:
+        """Close the HTTP client if this object made it (a given client is its owner's)."""
+        with self._lock:
+            self._closed = True
+            made = self._http
+        if made is not None and made is not self._http_source:
+            made.close()
+
     def _get(self, url: str, params: Mapping[str, str]) -> httpx.Response:
         """GET with the read timeout also bounding the whole answer: a server that trickles a
         byte at a time (never idle long enough for a read timeout) cannot hold the call."""
-        limit = self._http.timeout.read
+        import httpx
+
+        http = self._client()
+        limit = http.timeout.read
         deadline = None if limit is None else time.monotonic() + limit
-        with self._http.stream("GET", url, params=dict(params), follow_redirects=False) as got:
+        with http.stream("GET", url, params=dict(params), follow_redirects=False) as got:
             raw = bytearray()
             for chunk in got.iter_raw():
                 raw += chunk
@@ -232,11 +256,14 @@ class OpenMeteo:
             )
 
     def _fetch(self, url: str, params: Mapping[str, str], what: str) -> Any:
+        import httpx
+
         host = urlsplit(url).netloc
         try:
             response = self._get(url, params)
         except httpx.TimeoutException as exc:
-            limit = self._http.timeout.read or self._http.timeout.connect
+            timeout = self._client().timeout
+            limit = timeout.read or timeout.connect
             within = f" within {limit:g} s" if limit else ""
             raise ToolError(
                 f"The weather service ({host}) did not answer the {what}{within}.",
