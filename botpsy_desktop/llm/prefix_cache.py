@@ -68,6 +68,10 @@ class StateCache:
     nothing more. A new model or new load settings means a new context and a new cache.
 
     At most ``limit`` checkpoints are kept; the least recently used unpinned one goes first.
+    The memory of forgotten checkpoints is kept for the next ones (never more than ``limit``
+    buffers in all), so checkpointing every turn neither allocates nor frees tens of MiB each
+    time: the allocator would hand such blocks back late or not at all, and the process's peak
+    would grow by a checkpoint or two beyond the limit.
     """
 
     def __init__(self, ctx: Any, memory: Any, *, limit: int) -> None:
@@ -77,6 +81,7 @@ class StateCache:
         self._memory = memory
         self.limit = limit
         self._items: list[Checkpoint] = []
+        self._spare: list[npt.NDArray[np.uint8]] = []  # buffers of forgotten checkpoints
         self._clock = 0
         self.saves = 0
         self.restores = 0
@@ -91,7 +96,15 @@ class StateCache:
 
     @property
     def nbytes(self) -> int:
-        return sum(c.nbytes for c in self._items)
+        """The memory the cache holds: its checkpoints and the buffers kept for the next."""
+        return sum(c.nbytes for c in self._items) + sum(int(b.nbytes) for b in self._spare)
+
+    def _forget(self, checkpoints: list[Checkpoint]) -> None:
+        for c in checkpoints:
+            self._items.remove(c)
+            if len(self._items) + len(self._spare) < self.limit:
+                self._spare.append(c.state)
+            c.state = np.empty(0, dtype=np.uint8)  # a forgotten checkpoint can never restore
 
     def _tick(self) -> int:
         self._clock += 1
@@ -109,21 +122,19 @@ class StateCache:
         pinned: bool = False,
     ) -> Checkpoint:
         """Snapshot the state the context holds now, which must be the state after ``tokens``."""
-        for old in self._items:
-            if old.n_tokens == len(tokens):  # the same tokens (all kept ones are prefixes)
-                self._items.remove(old)
-                break
+        # the same tokens (all kept ones are prefixes) are saved again
+        self._forget([old for old in self._items if old.n_tokens == len(tokens)][:1])
         if pinned:  # one pinned prefix at a time: a new system prompt or tool set replaces it
             for old in self._items:
                 old.pinned = False
-        size = self.state_size()
-        buffer: npt.NDArray[np.uint8] | None = None
         while len(self._items) >= self.limit:
-            victim = min(self._items, key=lambda c: (c.pinned, c.last_used))
-            self._items.remove(victim)
-            if victim.nbytes == size:
-                buffer = victim.state  # reuse its memory rather than allocate another
-        if buffer is None:
+            self._forget([min(self._items, key=lambda c: (c.pinned, c.last_used))])
+        size = self.state_size()
+        reusable = [i for i, b in enumerate(self._spare) if b.nbytes == size]
+        if reusable:
+            buffer = self._spare.pop(reusable[0])  # reuse the memory rather than allocate
+        else:
+            self._spare.clear()  # another size: another context or model state
             buffer = np.empty(size, dtype=np.uint8)
         ptr = buffer.ctypes.data_as(ctypes.POINTER(ctypes.c_uint8))
         written = int(
@@ -154,6 +165,8 @@ class StateCache:
         The caller sets the evaluated-token count to ``checkpoint.n_tokens``. On failure the
         sequence is left in an unknown state and the caller must clear it.
         """
+        if not any(c is checkpoint for c in self._items):
+            return False  # forgotten: its memory may hold another checkpoint's state by now
         ptr = checkpoint.state.ctypes.data_as(ctypes.POINTER(ctypes.c_uint8))
         read = int(
             llama_cpp.llama_state_seq_set_data_ext(
@@ -170,7 +183,7 @@ class StateCache:
 
     def truncate(self, n_tokens: int) -> None:
         """The evaluated sequence now keeps only its first ``n_tokens``: forget longer ones."""
-        self._items = [c for c in self._items if c.n_tokens <= n_tokens]
+        self._forget([c for c in self._items if c.n_tokens > n_tokens])
 
     def clear(self) -> None:
-        self._items.clear()
+        self._forget(list(self._items))

@@ -280,9 +280,18 @@ def test_the_cache_keeps_its_limit_and_the_pinned_prefix(tiny: LlamaBackend) -> 
     assert [c.n_tokens for c in cache.checkpoints] == [5, 20]
     assert cache.checkpoints[0] is prefix and cache.nbytes == 2 * cache.state_size()
     assert cache.best(19) is prefix and cache.best(4) is None
+    last = cache.checkpoints[1]
     cache.truncate(7)
     assert cache.checkpoints == [prefix]
     assert cache.restore(prefix) and cache.restores == 1
+    # the forgotten checkpoint's memory is kept for the next one, never more than the limit
+    assert cache.nbytes == 2 * cache.state_size() and not cache.restore(last)
+    llm.n_tokens = 5
+    llm.eval(tokens[5:12])
+    again = cache.save(llm.input_ids[:12], TURN)
+    assert cache.nbytes == 2 * cache.state_size() and cache.restore(again)
+    cache.clear()
+    assert cache.checkpoints == [] and cache.nbytes == 2 * cache.state_size()
     with pytest.raises(ValueError, match="at least one"):
         StateCache(llm._ctx.ctx, None, limit=0)
     tiny.reset()
