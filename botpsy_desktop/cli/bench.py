@@ -61,6 +61,10 @@ class BenchHarness:
         config.music.folders = [str(Path(home) / "music")]
         config.music.player = "none"
         config.weather.geocoding_url = config.weather.forecast_url = "http://127.0.0.1:9/"
+        # every request gets the same tools (all of them, or --tools): the figures are about
+        # one prefix, evaluated once and then restored; per-request selection would give each
+        # request its own prefix (`botpsy eval --selection` measures their sizes)
+        config.agent.tool_selection = False
         config.save(paths)
         self.app = build_app(home)
         if only:

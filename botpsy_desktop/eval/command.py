@@ -150,11 +150,14 @@ def cmd_eval(app: App, args: argparse.Namespace, out: TextIO, err: TextIO) -> in
 
     else:
         from botpsy_desktop.llm.engine import LlamaBackend
+        from botpsy_desktop.llm.prefix_store import PrefixStore
 
         path = _model_path(app, args)
         label = str(path)
         print(f"loading {path.name}...", file=err, flush=True)
-        loaded = LlamaBackend(ModelSettings.model_validate(settings), path)
+        # the profile's prefix states: each tool set's prefix is evaluated once, not per run
+        store = PrefixStore.for_profile(app.paths.cache_dir, app.config.model.prefix_cache_mb)
+        loaded = LlamaBackend(ModelSettings.model_validate(settings), path, prefix_store=store)
         backend = loaded
 
         def backend_for(case: Case, index: int) -> Backend:
