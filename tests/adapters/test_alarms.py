@@ -576,9 +576,9 @@ def test_a_real_timer_rings_through_the_real_scheduler(db: Path) -> None:
         result = tool.call(tool.validate({"duration": "1 second", "label": "tea"}))
         assert "running_note" not in result
         started = walltime.monotonic()
-        assert rang.wait(3.0), "the timer did not ring within 3 s"
+        assert rang.wait(5.0), "the timer did not ring within 5 s"
         waited = walltime.monotonic() - started
-        assert 0.5 < waited < 1.9
+        assert 0.5 < waited < 2.5  # not early; late only by what a loaded machine adds
         [event] = events
         assert event.kind is AlarmKind.TIMER and event.label == "tea"
         assert event.late_by < timedelta(seconds=0.5)
