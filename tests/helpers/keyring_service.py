@@ -90,29 +90,41 @@ def secret_service(folder: Path) -> Iterator[SecretService]:
 
 
 def _wait_for_secrets(env: dict[str, str]) -> None:
-    """Until the keyring answers a round trip (the daemon registers on the bus asynchronously)."""
-    from jeepney.io.blocking import open_dbus_connection
+    """Until the keyring answers a round trip (the daemon registers on the bus asynchronously).
 
-    deadline = time.monotonic() + 15
+    First until the unlocked login keyring is there as the default collection, asked on one
+    connection that is closed each time: a round trip tried before that makes the daemon ask to
+    create a collection, which fails with nobody to answer ("Prompt dismissed"), and each
+    attempt through keyring's backend leaves a connection open for the garbage collector to
+    warn about in some later test.
+    """
+    from jeepney.io.blocking import open_dbus_connection
+    from secretstorage.collection import get_collection_by_alias
+
+    deadline = time.monotonic() + 30
     saved = os.environ.get("DBUS_SESSION_BUS_ADDRESS")
     os.environ["DBUS_SESSION_BUS_ADDRESS"] = env["DBUS_SESSION_BUS_ADDRESS"]
     try:
-        from keyring.backends import SecretService as backend
-
         last: Exception | None = None
         while time.monotonic() < deadline:
             try:
-                with open_dbus_connection(bus="SESSION"):
-                    pass
-                k = backend.Keyring()
-                k.set_password("botpsy-test-probe", "probe", "ok")
-                if k.get_password("botpsy-test-probe", "probe") == "ok":
-                    k.delete_password("botpsy-test-probe", "probe")
-                    return
+                with open_dbus_connection(bus="SESSION") as conn:
+                    collection = get_collection_by_alias(conn, "default")
+                    if not collection.is_locked():
+                        break
+                    last = RuntimeError("the login keyring is locked")
             except Exception as exc:  # not up yet
                 last = exc
             time.sleep(0.1)
-        raise RuntimeError(f"gnome-keyring did not come up: {last}")
+        else:
+            raise RuntimeError(f"gnome-keyring did not come up: {last}")
+        from keyring.backends import SecretService as backend
+
+        k = backend.Keyring()
+        k.set_password("botpsy-test-probe", "probe", "ok")
+        if k.get_password("botpsy-test-probe", "probe") != "ok":
+            raise RuntimeError("gnome-keyring did not return what was stored")
+        k.delete_password("botpsy-test-probe", "probe")
     finally:
         if saved is None:
             os.environ.pop("DBUS_SESSION_BUS_ADDRESS", None)
