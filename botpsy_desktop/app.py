@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable
 from contextlib import ExitStack
@@ -42,6 +43,9 @@ if TYPE_CHECKING:
     from botpsy_desktop.agent.audit import Undone
     from botpsy_desktop.agent.undo import UndoPlan
     from botpsy_desktop.llm.models import ModelService
+    from botpsy_desktop.llm.remote import RemoteBackend
+
+log = logging.getLogger(__name__)
 
 
 def build_registry(
@@ -154,12 +158,19 @@ class App:
     tool_servers: ServerHub | None = None
     """The tool servers (MCP) of the profile, their connections and tools."""
 
-    def backend(self, *, model: str | None = None, replay: str | None = None) -> Backend:
-        """A replay backend if ``replay`` is given, else llama.cpp on ``model`` or the config's."""
+    def backend(
+        self, *, model: str | None = None, replay: str | None = None, engine: str | None = None
+    ) -> Backend:
+        """A replay backend if ``replay`` is given; a llama-server at ``engine`` (or the
+        configured engine, unless ``model`` is given); else llama.cpp on ``model`` or the
+        config's."""
         if replay is not None:
             from botpsy_desktop.llm.replay import ReplayBackend
 
             return ReplayBackend.from_file(replay, n_ctx=self.config.model.n_ctx)
+        url = engine or (None if model else self.config.engine.url)
+        if url:
+            return self.remote_backend(url)
         path = model or self.config.model.path
         if not path:
             raise ModelError(
@@ -174,6 +185,19 @@ class App:
         return LlamaBackend(
             self.config.model, path, prefix_store=store, model_sha256=self._checked_sha256(path)
         )
+
+    def remote_backend(self, url: str) -> RemoteBackend:
+        """The llama-server at ``url`` as the engine, with its API key from the keyring."""
+        from botpsy_desktop.core.config import engine_origin
+        from botpsy_desktop.core.secrets import KeyringUnavailable, engine_entry
+        from botpsy_desktop.llm.remote import RemoteBackend
+
+        try:
+            key = self.secrets.get("", entry=engine_entry(engine_origin(url)))
+        except KeyringUnavailable as exc:  # a server without a key still works; one with
+            log.warning("engine API key not read: %s", exc)  # says it refused us
+            key = None
+        return RemoteBackend(self.config.engine, self.config.model, url=url, api_key=key)
 
     def _checked_sha256(self, path: str) -> str | None:
         """The SHA-256 the model registry checked for ``path`` if the file is in the models

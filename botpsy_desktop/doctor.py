@@ -87,8 +87,11 @@ def run_checks(app: App, model: str | None = None) -> list[Check]:
     )
     checks.append(_integrity_check(app))
 
+    checks.extend(_engine_checks(app))
     path = model or app.config.model.path
-    if not path:
+    if not path and app.config.engine.url and not model:
+        checks.append(Check("model", "info", "none on this computer (the engine runs one)"))
+    elif not path:
         checks.append(
             Check(
                 "model",
@@ -132,6 +135,49 @@ def run_checks(app: App, model: str | None = None) -> list[Check]:
         Check("logs", "info", f"{log_folder(app.paths)} (`botpsy doctor --bundle` for a report)")
     )
     return checks
+
+
+def _engine_checks(app: App) -> list[Check]:
+    """Where the model runs; for a llama-server: its model, round trip and prefix caching."""
+    url = app.config.engine.url
+    if url is None:
+        return [Check("engine", "info", "this computer (llama.cpp in the app)")]
+    try:
+        backend = app.remote_backend(url)
+    except BotpsyError as exc:
+        return [Check("engine", "fail", f"llama-server at {url}: {exc.message}", exc.hint)]
+    try:
+        info = backend.info
+        rtt = backend.round_trip_s()
+        checks = [
+            Check(
+                "engine",
+                "ok",
+                f"llama-server at {url}: {info.model}, {info.n_ctx} tokens per slot, "
+                f"{info.slots} slot(s), template: {info.template_source}; round trip "
+                f"{rtt * 1000:.1f} ms",
+            )
+        ]
+        try:
+            works, detail = backend.prefix_cache_check()
+        except BotpsyError as exc:
+            works, detail = False, exc.message
+        checks.append(
+            Check(
+                "engine prefix cache",
+                "ok" if works else "warn",
+                f"prefix caching {'works' if works else 'does not work'}: {detail}",
+                ""
+                if works
+                else "Every request re-evaluates the whole prompt: run llama-server without "
+                "--no-cache-prompt (and with --ctx-checkpoints for hybrid models).",
+            )
+        )
+        return checks
+    except BotpsyError as exc:
+        return [Check("engine", "fail", f"llama-server at {url}: {exc.message}", exc.hint)]
+    finally:
+        backend.close()
 
 
 def _prefix_cache_check(app: App) -> Check:

@@ -17,6 +17,7 @@ from botpsy_desktop.cli import (
     daemon,
     db,
     doctor,
+    engine,
     history,
     log,
     mcp,
@@ -38,6 +39,7 @@ COMMANDS: dict[str, Command] = {
     "tools": tools.cmd_tools,
     "doctor": doctor.cmd_doctor,
     "model": model.cmd_model,
+    "engine": engine.cmd_engine,
     "daemon": daemon.cmd_daemon,
     "log": log.cmd_log,
     "undo": log.cmd_undo,
@@ -65,6 +67,7 @@ def _parser() -> argparse.ArgumentParser:
     tools.add_command(sub)
     doctor.add_command(sub)
     model.add_command(sub)
+    engine.add_command(sub)
     bench.add_command(sub)
     add_eval_command(sub)  # botpsy_desktop/eval/command.py
     mcp.add_command(sub)

@@ -43,7 +43,7 @@ class EventPrinter:
 
 def first_run(app: App, args: argparse.Namespace, err: TextIO) -> bool:
     """No model yet: one sentence on how to get one; on a terminal, offer the default download."""
-    if args.model or args.replay or app.config.model.path:
+    if args.model or args.replay or args.engine or app.config.engine.url or app.config.model.path:
         return True
     models = app.models()
     print(models.first_run_message(), file=err)

@@ -35,6 +35,11 @@ def add_run_options(sp: argparse.ArgumentParser) -> None:
     src = sp.add_mutually_exclusive_group()
     src.add_argument("--model", metavar="PATH", help="GGUF model file to use")
     src.add_argument(
+        "--engine",
+        metavar="URL",
+        help="use the llama-server at URL for this command (see `botpsy engine`)",
+    )
+    src.add_argument(
         "--replay",
         metavar="FILE",
         help="replay raw model completions from a JSON list instead of a model",
@@ -59,7 +64,7 @@ def add_run_options(sp: argparse.ArgumentParser) -> None:
 def opened_session(app: App, args: argparse.Namespace) -> Iterator[tuple[Backend, AgentSession]]:
     """The backend (per --model or --replay) and the session (per --conversation) of `ask` and
     `chat`; the backend is closed when the command is done."""
-    backend = app.backend(model=args.model, replay=args.replay)
+    backend = app.backend(model=args.model, replay=args.replay, engine=args.engine)
     try:
         yield backend, app.session(backend, args.conversation)
     finally:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -55,6 +57,93 @@ class ModelSettings(_Section):
         description="Disk space (MB) for saved states of the system prompt and tools, so a new "
         "window or CLI run starts answering at once (least recently used go first); 0 turns "
         "this off.",
+    )
+
+
+class EngineSettings(_Section):
+    """Where the model runs: on this computer (the default) or on a llama-server."""
+
+    url: str | None = Field(
+        None,
+        description="A llama-server address such as https://gpu-box:8080 that runs the model; "
+        "None: the model runs on this computer. Only the rendered prompt travels there: tools, "
+        "approvals, files and passwords stay here. Its API key, if any, is kept in the OS "
+        "keyring (`botpsy engine set URL --api-key-stdin`).",
+    )
+    allow_plain_http: bool = Field(
+        False,
+        description="Allow a plain http:// engine address on another computer. Prompts carry "
+        "your mail, calendar and file contents, and the API key: over plain http anyone on the "
+        "network path can read them. Off: only https://, or http:// to this computer (an SSH "
+        "tunnel).",
+    )
+    connect_timeout_s: float = Field(
+        10.0, gt=0, le=300, description="Seconds to wait for the engine to accept a connection."
+    )
+    read_timeout_s: float = Field(
+        300.0,
+        gt=0,
+        le=3600,
+        description="Longest silence (seconds) from the engine while it evaluates a prompt or "
+        "answers before the answer is given up.",
+    )
+
+    @field_validator("url")
+    @classmethod
+    def _engine_url(cls, value: str | None) -> str | None:
+        if value is None or not value.strip():
+            return None
+        return normalize_engine_url(value)
+
+
+def normalize_engine_url(url: str) -> str:
+    """``http(s)://host[:port][/path]`` without a trailing slash; ValueError says what is wrong."""
+    text = url.strip()
+    parts = urlsplit(text)
+    if parts.scheme not in ("http", "https"):
+        raise ValueError(f"{text!r} is not an http:// or https:// address of a llama-server")
+    if not parts.hostname:
+        raise ValueError(f"{text!r} names no host")
+    if parts.username or parts.password:
+        raise ValueError("put the API key in the keyring (--api-key-stdin), not in the address")
+    if parts.query or parts.fragment:
+        raise ValueError(f"{text!r} has a query or fragment; give the server's base address")
+    try:
+        parts.port  # noqa: B018 - validates the port
+    except ValueError as exc:
+        raise ValueError(f"{text!r} has an invalid port") from exc
+    return text.rstrip("/")
+
+
+def engine_origin(url: str) -> str:
+    """scheme://host:port of an engine address (the keyring entry of its API key)."""
+    parts = urlsplit(url)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    return f"{parts.scheme}://{host}:{port}"
+
+
+def is_loopback_host(host: str) -> bool:
+    """Whether ``host`` is this computer: localhost or a loopback IP (names are not resolved)."""
+    name = host.strip("[]").lower()
+    if name == "localhost" or name.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
+
+
+def plain_http_problem(url: str, allow_plain_http: bool) -> str | None:
+    """Why prompts must not go to ``url`` unencrypted, or None when they may."""
+    parts = urlsplit(url)
+    if parts.scheme == "https" or allow_plain_http or is_loopback_host(parts.hostname or ""):
+        return None
+    return (
+        f"{url} is plain http:// to another computer: your prompts (mail, calendar and file "
+        "contents) and the API key would travel unencrypted"
     )
 
 
@@ -310,6 +399,7 @@ class Config(_Section):
     """All settings. Saved as ``config.json`` in the config folder."""
 
     model: ModelSettings = Field(default_factory=ModelSettings)
+    engine: EngineSettings = Field(default_factory=EngineSettings)
     agent: AgentSettings = Field(default_factory=AgentSettings)
     files: FilesSettings = Field(default_factory=FilesSettings)
     weather: WeatherSettings = Field(default_factory=WeatherSettings)

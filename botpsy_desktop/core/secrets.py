@@ -63,6 +63,12 @@ def _entry(account: str) -> str:
     return f"account:{account}"
 
 
+def engine_entry(origin: str) -> str:
+    """The keyring user name of the API key of the engine (llama-server) at ``origin``
+    (scheme://host:port): a key is only ever sent to the server it was stored for."""
+    return f"engine:{origin}"
+
+
 class SecretStore:
     """Passwords by account name: in the OS keyring, or in memory for this session only.
 
@@ -94,45 +100,52 @@ class SecretStore:
             self._backend = keyring.get_keyring()
         return self._backend
 
-    def get(self, account: str) -> str | None:
-        """The account's password, or None if none is stored. Raises KeyringUnavailable."""
+    def get(self, account: str, *, entry: str | None = None) -> str | None:
+        """The account's password, or None if none is stored. Raises KeyringUnavailable.
+
+        ``entry`` names another keyring entry than an account's (``engine_entry``)."""
+        key = entry or _entry(account)
         with self._lock:
-            if account in self._session:
-                return self._session[account]
+            if key in self._session:
+                return self._session[key]
         backend = self.backend()
-        value = self._call(lambda: backend.get_password(self.service, _entry(account)), "read")
+        value = self._call(lambda: backend.get_password(self.service, key), "read")
         if value is None:
             return None
         with self._lock:
             self._seen.add(str(value))
         return str(value)
 
-    def set(self, account: str, secret: str, *, session_only: bool = False) -> None:
+    def set(
+        self, account: str, secret: str, *, session_only: bool = False, entry: str | None = None
+    ) -> None:
         """Store the password in the keyring, or (``session_only``) in memory until exit."""
         if not secret:
             raise BotpsyError("The password is empty.", "Enter the account's password.")
+        key = entry or _entry(account)
         with self._lock:
             self._seen.add(secret)
         if session_only:
             with self._lock:
-                self._session[account] = secret
+                self._session[key] = secret
             return
         backend = self.backend()
-        self._call(lambda: backend.set_password(self.service, _entry(account), secret), "store")
+        self._call(lambda: backend.set_password(self.service, key, secret), "store")
         with self._lock:
-            self._session.pop(account, None)
+            self._session.pop(key, None)
 
-    def delete(self, account: str) -> bool:
+    def delete(self, account: str, *, entry: str | None = None) -> bool:
         """Forget the password (session copy and keyring entry); True if there was one."""
+        key = entry or _entry(account)
         with self._lock:
-            had = self._session.pop(account, None) is not None
+            had = self._session.pop(key, None) is not None
         from keyring.errors import PasswordDeleteError
 
         backend = self.backend()
 
         def remove() -> bool:
             try:
-                backend.delete_password(self.service, _entry(account))
+                backend.delete_password(self.service, key)
             except PasswordDeleteError:
                 return False
             return True
@@ -165,7 +178,7 @@ class SecretStore:
     def in_session(self, account: str) -> bool:
         """Whether a this-session-only password is held for the account."""
         with self._lock:
-            return account in self._session
+            return _entry(account) in self._session
 
     def _call(self, fn: Callable[[], T], what: str) -> T:
         from keyring.errors import KeyringError, KeyringLocked, NoKeyringError

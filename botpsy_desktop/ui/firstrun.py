@@ -23,7 +23,7 @@ from botpsy_desktop.ui.settings import FolderList
 
 def needs_first_run(config: Config) -> bool:
     """No model set and the guide never finished or skipped."""
-    return not config.model.path and not config.ui.first_run_done
+    return not config.model.path and not config.engine.url and not config.ui.first_run_done
 
 
 class ModelPage(QWizardPage):

@@ -131,7 +131,8 @@ class MainWindow(QMainWindow):
         self.pending.changed.connect(self._on_pending_changed)
         self._on_pending_changed(self.pending.count())
         self.refresh_conversations()
-        self.engine.load(model or app.config.model.path or "", replay or "")
+        local = "" if app.config.engine.url else app.config.model.path  # a server: its model
+        self.engine.load(model or local or "", replay or "")
         self.memory_timer = QTimer(self)
         self.memory_timer.timeout.connect(self._update_memory)
         self.memory_timer.start(2000)
@@ -603,8 +604,9 @@ class MainWindow(QMainWindow):
         return dialog
 
     def _reload_model(self) -> None:
-        path = self.app.config.model.path
-        if path and not self.busy:
+        remote = self.app.config.engine.url
+        path = "" if remote else self.app.config.model.path or ""
+        if (path or remote) and not self.busy:
             self.model_label.setText("Loading model…")
             self.engine.load(path, "")
 

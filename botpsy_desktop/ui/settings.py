@@ -29,8 +29,9 @@ from PySide6.QtWidgets import (
 
 from botpsy_desktop.app import App
 from botpsy_desktop.core import autostart
-from botpsy_desktop.core.config import Config
+from botpsy_desktop.core.config import Config, engine_origin, plain_http_problem
 from botpsy_desktop.core.errors import BotpsyError
+from botpsy_desktop.core.secrets import engine_entry
 from botpsy_desktop.ui.accounts import AccountsPanel
 from botpsy_desktop.ui.style import style_for
 from botpsy_desktop.ui.tool_servers import ToolServersPanel
@@ -140,6 +141,31 @@ class SettingsDialog(QDialog):
         mf.addRow("GPU layers:", self.n_gpu_layers)
         mf.addRow("Temperature:", self.temperature)
         mf.addRow("", self.think)
+        self.engine_kind = QComboBox()
+        self.engine_kind.addItems(["This computer", "A llama-server"])
+        self.engine_kind.setCurrentIndex(1 if c.engine.url else 0)
+        self.engine_url = QLineEdit(c.engine.url or "")
+        self.engine_url.setPlaceholderText("https://gpu-box:8080 or http://127.0.0.1:8080")
+        self.engine_key = QLineEdit()
+        self.engine_key.setEchoMode(QLineEdit.EchoMode.Password)
+        self.engine_key.setPlaceholderText("unchanged (kept in the OS keyring); empty: none")
+        self.engine_plain_http = QCheckBox(
+            "Allow plain http:// to another computer: prompts (mail, calendar and file "
+            "contents) and the API key would travel unencrypted"
+        )
+        self.engine_plain_http.setChecked(c.engine.allow_plain_http)
+        engine_note = QLabel(
+            "Only the prompt travels to the server; tools, approvals, files and passwords "
+            "stay on this computer."
+        )
+        engine_note.setWordWrap(True)
+        self.engine_kind.currentIndexChanged.connect(self._engine_kind_changed)
+        mf.addRow("Runs on:", self.engine_kind)
+        mf.addRow("Server address:", self.engine_url)
+        mf.addRow("API key:", self.engine_key)
+        mf.addRow("", self.engine_plain_http)
+        mf.addRow("", engine_note)
+        self._engine_kind_changed()
         tabs.addTab(model, "Model")
 
         folders = QWidget()
@@ -282,6 +308,11 @@ class SettingsDialog(QDialog):
         layout.addWidget(self.note)
         layout.addWidget(buttons)
 
+    def _engine_kind_changed(self) -> None:
+        remote = self.engine_kind.currentIndex() == 1
+        for widget in (self.engine_url, self.engine_key, self.engine_plain_http):
+            widget.setEnabled(remote)
+
     def _on_model_chosen(self, path: str) -> None:
         self.model_path.setText(path)
         self.modelChosen.emit(path)
@@ -296,6 +327,12 @@ class SettingsDialog(QDialog):
             n_gpu_layers=self.n_gpu_layers.value(),
             temperature=round(self.temperature.value(), 2),
             think=self.think.isChecked(),
+        )
+        data["engine"].update(
+            url=self.engine_url.text().strip() or None
+            if self.engine_kind.currentIndex() == 1
+            else None,
+            allow_plain_http=self.engine_plain_http.isChecked(),
         )
         data["files"]["roots"] = self.roots.folders()
         data["weather"].update(
@@ -328,11 +365,33 @@ class SettingsDialog(QDialog):
             )
             self.error.setText(f"Not saved: {problems}.")
             return
+        if self.engine_kind.currentIndex() == 1 and new.engine.url is None:
+            self.error.setText(
+                "Not saved: give the llama-server's address, or choose This computer."
+            )
+            return
+        if new.engine.url is not None:
+            problem = plain_http_problem(new.engine.url, new.engine.allow_plain_http)
+            if problem:
+                self.error.setText(
+                    f"Not saved: {problem}. Use https:// or an SSH tunnel to 127.0.0.1, or "
+                    "allow plain http:// knowing that."
+                )
+                return
+            key = self.engine_key.text().strip()
+            if key:
+                try:
+                    self.app.secrets.set("", key, entry=engine_entry(engine_origin(new.engine.url)))
+                except BotpsyError as exc:
+                    self.error.setText(f"Not saved: the API key could not be stored: {exc}")
+                    return
         old = self.app.config
         old_key = old.ui.quick_shortcut
-        model_changed = new.model != old.model
+        model_changed = new.model != old.model or new.engine != old.engine
+        if self.engine_key.text().strip():
+            model_changed = True  # reconnect with the new key
         later = new.files != old.files or new.weather != old.weather or new.music != old.music
-        for section in ("model", "files", "weather", "music", "ui", "agent"):
+        for section in ("model", "engine", "files", "weather", "music", "ui", "agent"):
             setattr(old, section, getattr(new, section))
         old.save(self.app.paths)
         gate = self.app.gate

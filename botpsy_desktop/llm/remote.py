@@ -1,0 +1,743 @@
+"""A llama-server on another machine as the engine: the app renders, constrains and decides.
+
+Only the rendered prompt travels. The app renders it with the model's own template (read from
+the server's ``/props``) and the request's tools, keeps the tool-call grammar (sent as a lazy
+grammar that the server applies from ``<tool_call>`` on, as the local engine does) and streams
+the reply from llama-server's native ``/completion`` endpoint (server-sent events) with prompt
+caching, one server slot per conversation. Tools, the gate, files and passwords stay here.
+
+llama-server's HTTP API is small and has no maintained Python client that speaks its native
+endpoint (grammar triggers, slots, timings); the requests are written here over httpx.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import statistics
+import threading
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from botpsy_desktop import __version__
+from botpsy_desktop.core.config import (
+    EngineSettings,
+    ModelSettings,
+    engine_origin,
+    normalize_engine_url,
+    plain_http_problem,
+)
+from botpsy_desktop.core.errors import ModelError
+from botpsy_desktop.llm.backend import Message
+from botpsy_desktop.llm.prompt import PromptRenderer
+from botpsy_desktop.llm.types import Completion, GenerationStats, TextPiece
+
+TOOL_CALL_OPEN = "<tool_call>"
+TOOL_CALL_CLOSE = "</tool_call>"
+CHATML_TOKENS = ("<|im_start|>", "<|im_end|>")
+_TEXT_STOPS = ("<|im_end|>", "<|endoftext|>")
+_BETWEEN_CALLS = r"[ \t\n]{0,4}"  # what the model writes between two calls (a newline)
+_FINAL_FIELDS = [
+    "content", "tokens", "id_slot", "stop", "tokens_predicted", "tokens_evaluated",
+    "truncated", "stop_type", "stopping_word", "tokens_cached", "timings",
+]  # fmt: skip
+SSE_PING_S = 10  # the server says it is alive this often while it evaluates a long prompt
+
+log = logging.getLogger(__name__)
+
+
+def origin_of(url: str) -> str:
+    """scheme://host:port of an engine address (the keyring entry of its API key)."""
+    return engine_origin(url)
+
+
+def remote_tool_call_grammar(call_grammar: str) -> str:
+    """The lazy grammar sent to llama-server, from the engine's grammar of one call's body.
+
+    llama-server feeds a lazy grammar from its trigger on (the ``<tool_call>`` token included),
+    so the root here is the whole block: one call, then more calls only (the local engine also
+    lets nothing but another call follow a call), then the end of the turn.
+    """
+    body = re.sub(r"^root ::=", "tool-call-body ::=", call_grammar, count=1, flags=re.M)
+    if body == call_grammar:
+        raise ValueError("the tool-call grammar has no root rule")
+    opener = json.dumps(TOOL_CALL_OPEN)
+    root = f"root ::= {opener} tool-call-body ( {_BETWEEN_CALLS} {opener} tool-call-body )*"
+    return f"{root}\n{body}"
+
+
+@dataclass
+class _Slot:
+    """What this process last left in one server slot (text and tokens, for continuing)."""
+
+    index: int
+    text: str = ""
+    tokens: list[int] = field(default_factory=list)
+    used: float = 0.0
+
+
+@dataclass(frozen=True)
+class ServerInfo:
+    """What the engine said about itself when connecting."""
+
+    url: str
+    model: str
+    n_ctx: int
+    slots: int
+    n_vocab: int | None
+    template_source: str  # "model" or "fallback"
+    build: str
+    rtt_s: float
+
+
+class RemoteBackend:
+    """The Backend interface over a llama-server (see the module's opening comment).
+
+    Connecting reads ``/props`` and ``/v1/models`` and checks that the model fits BotPsy's
+    format (ChatML control tokens, and single-token tool-call tags for XML tool calls); a model
+    that does not is refused in plain words. ``cancel`` closes the stream, which stops the
+    server's generation; a server that goes away mid-answer raises ModelError (the agent loop
+    then keeps the partial reply, marked interrupted).
+    """
+
+    def __init__(
+        self,
+        engine: EngineSettings,
+        settings: ModelSettings,
+        *,
+        url: str | None = None,
+        api_key: str | None = None,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        address = url or engine.url
+        if not address:
+            raise ModelError("No engine address is set.", "Run `botpsy engine set URL`.")
+        try:
+            self.url = normalize_engine_url(address)
+        except ValueError as exc:
+            raise ModelError(f"The engine address is not usable: {exc}.") from exc
+        problem = plain_http_problem(self.url, engine.allow_plain_http)
+        if problem:
+            raise ModelError(
+                f"Refusing the engine: {problem}.",
+                "Use https:// (llama-server --ssl-key-file/--ssl-cert-file, or a TLS proxy), or "
+                "an SSH tunnel to http://127.0.0.1:PORT; or, knowing that, turn on "
+                "engine.allow_plain_http (Settings > Model, or `botpsy engine set URL "
+                "--allow-plain-http`).",
+            )
+        self.settings = settings
+        self.engine = engine
+        headers = {"User-Agent": f"botpsy-desktop/{__version__}"}
+        if api_key:
+            headers["Authorization"] = f"Bearer {api_key}"
+        self._timeout = httpx.Timeout(
+            engine.read_timeout_s, connect=engine.connect_timeout_s, pool=engine.connect_timeout_s
+        )
+        self._http = httpx.Client(
+            base_url=self.url,
+            headers=headers,
+            timeout=self._timeout,
+            follow_redirects=False,
+            transport=transport,
+        )
+        self._lock = threading.Lock()
+        self._tokenized: dict[str, list[int]] = {}
+        self._grammars: dict[str, str] = {}
+        try:
+            self.info = self._connect()
+        except BaseException:
+            self._http.close()
+            raise
+        self._slots = [_Slot(i) for i in range(max(self.info.slots, 1))]
+        self._slots_known = False  # this process has not yet learnt where its conversations are
+        self.last_timings: dict[str, Any] = {}
+        """The server's own ``timings`` of the last completion (prompt_n, cache_n, ...)."""
+        self.last_slot: int | None = None
+
+    # -- connecting ------------------------------------------------------------------------
+    def _request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        """One request; connection problems and error answers become ModelError."""
+        try:
+            response = self._http.request(method, path, **kwargs)
+        except httpx.TimeoutException as exc:
+            raise ModelError(
+                f"The engine at {self.url} did not answer in time ({type(exc).__name__}).",
+                "Check that llama-server runs there and is not busy; `botpsy doctor` tests it.",
+            ) from exc
+        except httpx.HTTPError as exc:
+            raise ModelError(
+                f"Cannot reach the engine at {self.url}: {exc}.",
+                "Check the address and that llama-server runs there (`botpsy engine show`).",
+            ) from exc
+        self._check_status(response)
+        return response
+
+    def _check_status(self, response: httpx.Response) -> None:
+        if response.status_code < 400:
+            return
+        try:
+            response.read()
+            detail = response.json().get("error", {})
+            message = detail.get("message") if isinstance(detail, Mapping) else str(detail)
+        except (ValueError, AttributeError, httpx.HTTPError):
+            message = response.text[:200] if response.is_stream_consumed else ""
+        status = response.status_code
+        if status == 401:
+            raise ModelError(
+                f"The engine at {self.url} refused the API key ({message or 'unauthorized'}).",
+                "Store its key with `botpsy engine set URL --api-key-stdin`.",
+            )
+        if status == 503:
+            raise ModelError(
+                f"The engine at {self.url} is not ready ({message or 'loading the model'}).",
+                "Wait until llama-server has loaded its model, then try again.",
+            )
+        raise ModelError(f"The engine at {self.url} answered {status}: {message or 'error'}.")
+
+    def _json(self, response: httpx.Response) -> Any:
+        try:
+            return response.json()
+        except ValueError as exc:
+            raise ModelError(
+                f"The engine at {self.url} did not answer like a llama-server ({exc}).",
+                "Check the address: it must be llama-server's own address.",
+            ) from exc
+
+    def _connect(self) -> ServerInfo:
+        started = time.perf_counter()
+        self._request("GET", "/health")
+        rtt = time.perf_counter() - started
+        props = self._json(self._request("GET", "/props"))
+        if not isinstance(props, Mapping) or "default_generation_settings" not in props:
+            raise ModelError(
+                f"{self.url} is not a llama-server (its /props says nothing of a model).",
+                "Give the address llama-server listens on.",
+            )
+        model = str(props.get("model_alias") or props.get("model_path") or "unknown model")
+        model = model.replace("\\", "/").rsplit("/", 1)[-1]
+        settings = props.get("default_generation_settings") or {}
+        n_ctx = int(settings.get("n_ctx") or 0)
+        n_vocab: int | None = None
+        try:
+            listing = self._json(self._request("GET", "/v1/models"))
+            meta = (listing.get("data") or [{}])[0].get("meta") or {}
+            n_vocab = int(meta["n_vocab"]) if "n_vocab" in meta else None
+        except (ModelError, AttributeError, IndexError, TypeError, ValueError):
+            n_vocab = None
+        template = props.get("chat_template") or None
+        self.renderer = PromptRenderer(
+            template,
+            bos_token=str(props.get("bos_token") or ""),
+            eos_token=str(props.get("eos_token") or ""),
+        )
+        self._check_format(model)
+        if n_ctx < 256:
+            raise ModelError(
+                f"The engine's model {model} has a context of {n_ctx} tokens per slot: too "
+                "small for BotPsy's tool prompts.",
+                "Start llama-server with a larger context (-c 32768 with --parallel 2 gives "
+                "16384 per slot).",
+            )
+        self._close_token = self._single_token(TOOL_CALL_CLOSE)
+        return ServerInfo(
+            url=self.url,
+            model=model,
+            n_ctx=n_ctx,
+            slots=int(props.get("total_slots") or 1),
+            n_vocab=n_vocab,
+            template_source="fallback" if self.renderer.uses_fallback else "model",
+            build=str(props.get("build_info") or ""),
+            rtt_s=rtt,
+        )
+
+    def _single_token(self, text: str) -> bool:
+        return len(self.tokenize(text)) == 1
+
+    def _check_format(self, model: str) -> None:
+        """Refuse a model whose tokenizer or template cannot carry BotPsy's prompt format."""
+        probe = self.renderer.render(
+            [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}]
+        ).text
+        if not all(token in probe for token in CHATML_TOKENS):
+            raise ModelError(
+                f"The engine's model {model} does not fit BotPsy's format: its chat template "
+                "does not write ChatML (<|im_start|> ... <|im_end|>), the format BotPsy's "
+                "prompts, tool calls and tool results are written in.",
+                "Run llama-server with BotPsy or another Qwen3/Qwen3.5-family model, without "
+                "a --chat-template override.",
+            )
+        missing = [t for t in CHATML_TOKENS if not self._single_token(t)]
+        if missing:
+            raise ModelError(
+                f"The engine's model {model} does not fit BotPsy's format: its tokenizer has no "
+                f"{' or '.join(missing)} token, so the app's ChatML prompts would reach it as "
+                "plain text.",
+                "Run llama-server with BotPsy or another Qwen3/Qwen3.5-family model (or a "
+                "ChatML model such as SmolLM2).",
+            )
+        if self.renderer.call_format == "xml":
+            tags = [t for t in (TOOL_CALL_OPEN, TOOL_CALL_CLOSE) if not self._single_token(t)]
+            if tags:
+                raise ModelError(
+                    f"The engine's model {model} has a chat template with BotPsy's tool calls "
+                    f"but its tokenizer has no {' or '.join(tags)} token: tool calls could not "
+                    "be constrained or read reliably.",
+                    "Run llama-server with BotPsy or a Qwen3.5-family model.",
+                )
+
+    # -- the Backend interface -------------------------------------------------------------
+    @property
+    def name(self) -> str:
+        return f"llama-server:{self.info.model}@{self.url}"
+
+    @property
+    def n_ctx(self) -> int:
+        return self.info.n_ctx
+
+    def tokenize(self, text: str) -> list[int]:
+        """The server's tokens of ``text`` (control tokens parsed, no BOS added)."""
+        if not text:
+            return []
+        cached = self._tokenized.get(text)
+        if cached is not None:
+            return cached
+        body = {"content": text, "add_special": False, "parse_special": True}
+        data = self._json(self._request("POST", "/tokenize", json=body))
+        tokens = [int(t) for t in (data.get("tokens") or [])]
+        if len(self._tokenized) >= 8:
+            self._tokenized.pop(next(iter(self._tokenized)))
+        self._tokenized[text] = tokens
+        return tokens
+
+    def _prompt_tokens(self, prompt: str) -> list[int]:
+        """Tokens of ``prompt``, reusing the tokens a slot holds of its beginning.
+
+        Generated tokens (under a grammar especially) are not always how the tokenizer splits
+        the same text; sending them back unchanged lets the server continue from its cache.
+        """
+        best = max(
+            (s for s in self._slots if s.text and prompt.startswith(s.text)),
+            key=lambda s: len(s.text),
+            default=None,
+        )
+        if best is None:
+            return self.tokenize(prompt)
+        return [*best.tokens, *self.tokenize(prompt[len(best.text) :])]
+
+    def count_tokens(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[Mapping[str, Any]],
+        *,
+        enable_thinking: bool,
+    ) -> int:
+        rendered = self.renderer.render(messages, tools, enable_thinking=enable_thinking)
+        return len(self._prompt_tokens(rendered.text))
+
+    def _grammar_for(self, tools: Sequence[Mapping[str, Any]]) -> str | None:
+        if not tools or not self.settings.constrain_tool_calls:
+            return None
+        if self.renderer.call_format != "xml":
+            return None  # the grammar describes Qwen3-Coder XML calls only
+        from botpsy_desktop.llm.grammar import build_tool_call_grammar, grammar_key
+
+        key = grammar_key(tools, close_token=self._close_token, param_order="any")
+        if key not in self._grammars:
+            if len(self._grammars) >= 8:
+                self._grammars.clear()
+            self._grammars[key] = build_tool_call_grammar(
+                tools, close_token=self._close_token, param_order="any"
+            )
+        return self._grammars[key]
+
+    def _choose_slot(self, tokens: Sequence[int], continuing: bool) -> _Slot | None:
+        """The slot for a request: a conversation's own slot (the longest shared start), a new
+        conversation the least recently used one; None lets the server choose by similarity
+        (a new process does not know where its conversation was left)."""
+        if len(self._slots) == 1:
+            return self._slots[0]
+        if continuing:
+            best = max(self._slots, key=lambda s: (_shared(s.tokens, tokens), s.used))
+            if _shared(best.tokens, tokens) > 0:
+                return best
+            if not self._slots_known:
+                return None
+        return min(self._slots, key=lambda s: s.used)
+
+    def complete(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[Mapping[str, Any]],
+        *,
+        enable_thinking: bool,
+        cancel: threading.Event | None = None,
+        max_tokens: int | None = None,
+        force_tool_call: bool = False,
+    ) -> Iterator[TextPiece | Completion]:
+        rendered = self.renderer.render(messages, tools, enable_thinking=enable_thinking)
+        continuing = sum(1 for m in messages if m.get("role") != "system") > 1
+        yield from self.generate(
+            rendered.text,
+            started_in_thinking=rendered.started_in_thinking,
+            grammar=self._grammar_for(tools),
+            cancel=cancel,
+            max_tokens=max_tokens,
+            force_tool_call=force_tool_call,
+            continuing=continuing,
+        )
+
+    def warm(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[Mapping[str, Any]],
+        *,
+        enable_thinking: bool = False,
+        cancel: threading.Event | None = None,
+    ) -> GenerationStats:
+        """Have the server evaluate now what the next request on ``messages`` starts with.
+
+        Only the system prompt: the prefix, into the slot a new conversation gets next. A
+        conversation: its history as the next request renders it (earlier thinking dropped),
+        into its slot. Nothing is generated (``n_predict`` 0)."""
+        stats = GenerationStats()
+        head = self.conversation_head(messages, tools, enable_thinking=enable_thinking)
+        if not head or (cancel is not None and cancel.is_set()):
+            return stats
+        continuing = any(m.get("role") != "system" for m in messages)
+        for item in self.generate(
+            head, cancel=cancel, max_tokens=0, continuing=continuing, warming=True
+        ):
+            if isinstance(item, Completion):
+                return item.stats
+        return stats
+
+    def conversation_head(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[Mapping[str, Any]],
+        *,
+        enable_thinking: bool = False,
+    ) -> str:
+        """The text the next request on ``messages`` starts with, up to its user turn's
+        ``<|im_start|>`` (rendered twice with different placeholder user messages)."""
+        first, second = (
+            self.renderer.render(
+                [*messages, {"role": "user", "content": placeholder}],
+                tools,
+                enable_thinking=enable_thinking,
+                add_generation_prompt=False,
+            ).text
+            for placeholder in ("a", "b")
+        )
+        shared = next(
+            (i for i, (x, y) in enumerate(zip(first, second, strict=False)) if x != y),
+            min(len(first), len(second)),
+        )
+        at = first.rfind(CHATML_TOKENS[0], 0, shared)
+        return first[:at] if at > 0 else ""
+
+    def generate(
+        self,
+        prompt: str,
+        *,
+        started_in_thinking: bool = False,
+        grammar: str | None = None,
+        cancel: threading.Event | None = None,
+        max_tokens: int | None = None,
+        force_tool_call: bool = False,
+        continuing: bool = True,
+        warming: bool = False,
+    ) -> Iterator[TextPiece | Completion]:
+        """Stream a completion of a rendered prompt from the server (see ``complete``)."""
+        cancel = cancel or threading.Event()
+        stats = GenerationStats()
+        t_start = time.perf_counter()
+        if force_tool_call:
+            if grammar is None or started_in_thinking:
+                raise ModelError(
+                    "A forced tool call needs the tool-call grammar and no open thinking block."
+                )
+            prompt += TOOL_CALL_OPEN
+        with self._lock:  # one request at a time from this process, as with the local engine
+            tokens = self._prompt_tokens(prompt)
+            if not tokens:
+                raise ModelError("The prompt is empty.")
+            stats.prompt_tokens = len(tokens)
+            room = self.n_ctx - len(tokens)
+            if room < 1:
+                raise ModelError(
+                    f"The conversation ({len(tokens)} tokens) does not fit the engine's "
+                    f"context of {self.n_ctx} tokens per slot.",
+                    "Start a new conversation, or start llama-server with a larger context.",
+                )
+            limit = max_tokens if max_tokens is not None else self.settings.max_tokens
+            limit = min(limit, room)
+            slot = self._choose_slot(tokens, continuing)
+            body = self.request_body(
+                tokens, limit, slot, grammar, started_in_thinking, force_tool_call
+            )
+            if force_tool_call:
+                yield TextPiece(TOOL_CALL_OPEN, started_in_thinking)
+            yield from self._stream(
+                body, tokens, prompt, slot, stats, t_start, cancel, started_in_thinking, warming
+            )
+
+    def _trigger(self, started_in_thinking: bool) -> dict[str, Any]:
+        """Where the grammar starts: at the ``<tool_call>`` token, but not inside open thinking
+        (llama.cpp's trigger types: 0 a token, 2 a pattern whose first group starts it)."""
+        if started_in_thinking:
+            return {"type": 2, "value": r"</think>[\s\S]*?(<tool_call>)"}
+        return {"type": 0, "value": TOOL_CALL_OPEN, "token": self.tokenize(TOOL_CALL_OPEN)[0]}
+
+    def request_body(
+        self,
+        tokens: list[int],
+        limit: int,
+        slot: _Slot | None,
+        grammar: str | None,
+        started_in_thinking: bool,
+        force_tool_call: bool,
+    ) -> dict[str, Any]:
+        """The /completion request: the prompt's tokens, the local engine's sampling, and the
+        tool-call grammar (lazy from ``<tool_call>``, or from the start for a forced call,
+        whose prompt already ends with ``<tool_call>``)."""
+        s = self.settings
+        body: dict[str, Any] = {
+            "prompt": tokens,
+            "n_predict": limit,
+            "stream": True,
+            "cache_prompt": True,
+            "return_progress": True,
+            "sse_ping_interval": SSE_PING_S,
+            "temperature": s.temperature,
+            "top_k": s.top_k,
+            "top_p": s.top_p,
+            "min_p": s.min_p,
+            # the local engine's sampler chain, and none of the server's extra penalties
+            "samplers": ["top_k", "top_p", "min_p", "temperature"],
+            "repeat_penalty": 1.0,
+            "presence_penalty": 0.0,
+            "frequency_penalty": 0.0,
+            "dry_multiplier": 0.0,
+            "xtc_probability": 0.0,
+            "typical_p": 1.0,
+            "response_fields": _FINAL_FIELDS,
+        }
+        if s.seed >= 0:
+            body["seed"] = s.seed
+        body["id_slot"] = slot.index if slot is not None else -1
+        if grammar is not None:
+            if force_tool_call:
+                body["grammar"] = grammar
+            else:
+                body["grammar"] = remote_tool_call_grammar(grammar)
+                body["grammar_lazy"] = True
+                body["grammar_triggers"] = [self._trigger(started_in_thinking)]
+        return body
+
+    def _stream(
+        self,
+        body: dict[str, Any],
+        tokens: list[int],
+        prompt: str,
+        slot: _Slot | None,
+        stats: GenerationStats,
+        t_start: float,
+        cancel: threading.Event,
+        thinking: bool,
+        warming: bool,
+    ) -> Iterator[TextPiece | Completion]:
+        text_parts: list[str] = []
+        generated: list[int] = []
+        final: Mapping[str, Any] | None = None
+        t_first = 0.0
+        t_last = 0.0
+        finish = "length"
+        served_slot = slot.index if slot is not None else None
+        request = self._http.build_request("POST", "/completion", json=body)
+        try:
+            response = self._http.send(request, stream=True)
+        except httpx.TimeoutException as exc:
+            raise ModelError(
+                f"The engine at {self.url} did not answer in time ({type(exc).__name__}).",
+                "Check that llama-server runs there and is not busy.",
+            ) from exc
+        except httpx.HTTPError as exc:
+            raise ModelError(
+                f"Cannot reach the engine at {self.url}: {exc}.",
+                "Check the address and that llama-server runs there (`botpsy engine show`).",
+            ) from exc
+        done = threading.Event()
+        stopper_args = (cancel, done, response)
+        stopper = threading.Thread(
+            target=_close_on_cancel, args=stopper_args, name="engine-stop", daemon=True
+        )
+        try:
+            self._check_status(response)
+            stopper.start()
+            for line in response.iter_lines():
+                if not line.startswith("data:"):
+                    if line.startswith("error:"):
+                        raise ModelError(f"The engine at {self.url} failed: {line[6:].strip()}")
+                    continue  # blank lines and ": ping" comments
+                chunk = json.loads(line[5:])
+                if "error" in chunk:
+                    message = chunk["error"]
+                    if isinstance(message, Mapping):
+                        message = message.get("message", message)
+                    raise ModelError(f"The engine at {self.url} failed: {message}.")
+                if isinstance(chunk.get("id_slot"), int) and chunk["id_slot"] >= 0:
+                    served_slot = chunk["id_slot"]
+                if "prompt_progress" in chunk and not chunk.get("content"):
+                    continue
+                piece = chunk.get("content") or ""
+                new_tokens = chunk.get("tokens") or []
+                if new_tokens and not t_first:
+                    t_first = time.perf_counter()
+                    stats.time_to_first_token_s = t_first - t_start
+                generated += [int(t) for t in new_tokens]
+                if piece:
+                    t_last = time.perf_counter()
+                    text_parts.append(piece)
+                    yield TextPiece(piece, thinking)
+                if chunk.get("stop"):
+                    final = chunk
+                    break
+        except httpx.HTTPError as exc:
+            if cancel.is_set():
+                finish = "cancelled"
+            else:
+                raise ModelError(
+                    f"The engine at {self.url} stopped answering mid-reply "
+                    f"({type(exc).__name__}: {exc}).",
+                    "The partial reply is kept; check that llama-server still runs, then ask "
+                    "again.",
+                ) from exc
+        except json.JSONDecodeError as exc:
+            raise ModelError(f"The engine at {self.url} sent a malformed reply ({exc}).") from exc
+        finally:
+            done.set()
+            response.close()
+        if final is None and finish != "cancelled":
+            if cancel.is_set():
+                finish = "cancelled"
+            else:
+                raise ModelError(
+                    f"The engine at {self.url} ended the reply without finishing it.",
+                    "The partial reply is kept; check that llama-server still runs, then ask "
+                    "again.",
+                )
+        text = "".join(text_parts)
+        timings: Mapping[str, Any] = {}
+        if final is not None:
+            timings = final.get("timings") or {}
+            stop_type = final.get("stop_type")
+            finish = "stop" if stop_type in ("eos", "word") else "length"
+            if final.get("truncated"):
+                finish = "length"
+        for stop in _TEXT_STOPS:
+            if text.endswith(stop):
+                text = text[: -len(stop)]
+                finish = "stop"
+        self.last_timings = dict(timings)
+        stats.reused_tokens = int(timings.get("cache_n", 0) or 0)
+        stats.evaluated_tokens = int(timings.get("prompt_n", 0) or 0)
+        stats.prefill_s = float(timings.get("prompt_ms", 0.0) or 0.0) / 1000
+        stats.completion_tokens = len(generated)
+        if t_first and t_last > t_first:
+            stats.decode_s = t_last - t_first
+        if warming or not t_first:
+            stats.time_to_first_token_s = stats.time_to_first_token_s or (
+                time.perf_counter() - t_start
+            )
+        self._remember(served_slot, prompt, tokens, text, generated, finish)
+        if cancel.is_set() and final is None:
+            finish = "cancelled"
+        yield Completion(text, finish, stats, thinking)  # type: ignore[arg-type]
+
+    def _remember(
+        self,
+        served: int | None,
+        prompt: str,
+        tokens: list[int],
+        text: str,
+        generated: list[int],
+        finish: str,
+    ) -> None:
+        """Note what the serving slot now holds (prompt and reply), for the next request."""
+        if served is None or not 0 <= served < len(self._slots):
+            return
+        self._slots_known = True
+        self.last_slot = served
+        slot = self._slots[served]
+        slot.used = time.monotonic()
+        if finish == "cancelled":
+            # what the server kept of a stopped reply is unknown: only the prompt is sure
+            slot.text, slot.tokens = prompt, list(tokens)
+            return
+        # the stopping token (end of turn) is not in the text; the slot holds what came before
+        slot.text, slot.tokens = prompt + text, [*tokens, *generated]
+        for other in self._slots:
+            if other is not slot and other.tokens == slot.tokens:
+                other.text, other.tokens = "", []
+
+    def round_trip_s(self, n: int = 3) -> float:
+        """The median time of ``n`` GET /health round trips."""
+        times = []
+        for _ in range(n):
+            started = time.perf_counter()
+            self._request("GET", "/health")
+            times.append(time.perf_counter() - started)
+        return statistics.median(times)
+
+    def prefix_cache_check(self) -> tuple[bool, str]:
+        """Whether the server reuses a prompt's start: the same prompt twice, nothing generated;
+        the second must evaluate (almost) nothing. Uses the least recently used slot."""
+        system = {"role": "system", "content": "botpsy doctor: does the engine cache prompts? " * 8}
+        head = self.renderer.render([system], add_generation_prompt=False).text
+        evaluated = []
+        for again in (False, True):  # the second time into the same slot
+            stats = None
+            for item in self.generate(head, max_tokens=0, continuing=again, warming=True):
+                if isinstance(item, Completion):
+                    stats = item.stats
+            evaluated.append(stats.evaluated_tokens if stats else -1)
+        total = len(self.tokenize(head))
+        ok = 0 <= evaluated[1] < total and evaluated[1] <= max(4, total // 10)
+        return ok, f"{total}-token prompt evaluated {evaluated[0]}, then {evaluated[1]} tokens"
+
+    def close(self) -> None:
+        self._http.close()
+
+
+def _shared(a: Sequence[int], b: Sequence[int]) -> int:
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def _close_on_cancel(cancel: threading.Event, done: threading.Event, response: Any) -> None:
+    """Close the stream when the user stops: llama-server then stops generating."""
+    while not done.is_set():
+        if cancel.wait(0.05):
+            if not done.is_set():
+                response.close()
+            return
+
+
+def connect(
+    engine: EngineSettings,
+    settings: ModelSettings,
+    *,
+    url: str | None = None,
+    api_key: str | None = None,
+) -> RemoteBackend:
+    return RemoteBackend(engine, settings, url=url, api_key=api_key)

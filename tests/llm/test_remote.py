@@ -1,0 +1,273 @@
+"""A real llama-server (built from the vendored llama.cpp) as the engine, on 127.0.0.1."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from botpsy_desktop.agent.events import Error, Token
+from botpsy_desktop.app import build_app
+from botpsy_desktop.core.config import EngineSettings, ModelSettings
+from botpsy_desktop.core.errors import ModelError
+from botpsy_desktop.llm.parser import parse_turn
+from botpsy_desktop.llm.remote import RemoteBackend
+from botpsy_desktop.llm.types import Completion, TextPiece
+from tests.helpers import llama_server
+from tests.helpers.models import REPO_ROOT, smollm2_gguf, tiny_qwen35_gguf
+from tests.helpers.services import missing
+
+pytestmark = pytest.mark.model
+
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "set_alarm",
+            "description": "Set an alarm.",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "hour": {"type": "integer", "minimum": 0, "maximum": 23},
+                    "minute": {"type": "integer"},
+                    "repeat": {"type": "string", "enum": ["never", "daily", "weekdays"]},
+                    "loud": {"type": "boolean"},
+                },
+                "required": ["hour", "minute", "repeat", "loud"],
+            },
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "description": "Weather for a city.",
+            "parameters": {
+                "type": "object",
+                "properties": {"unit": {"type": "string", "enum": ["c", "f"]}},
+                "required": ["unit"],
+            },
+        },
+    },
+]
+MESSAGES = [
+    {"role": "system", "content": "You are a test."},
+    {"role": "user", "content": "Wake me at seven."},
+]
+SETTINGS = ModelSettings(temperature=0.0, max_tokens=40, seed=1)
+
+
+def _binary() -> Path:
+    if shutil.which("cmake") is None:
+        missing("cmake (to build llama-server)", "apt install cmake", module=True)
+    return llama_server.ensure_llama_server()
+
+
+@pytest.fixture(scope="module")
+def tiny_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[llama_server.RunningServer]:
+    _binary()
+    folder = tmp_path_factory.mktemp("tiny-server")
+    with llama_server.start_server(tiny_qwen35_gguf(), n_ctx=4096, slots=2, log_dir=folder) as s:
+        yield s
+
+
+@pytest.fixture
+def tiny(tiny_server: llama_server.RunningServer) -> Iterator[RemoteBackend]:
+    backend = RemoteBackend(EngineSettings(), SETTINGS, url=tiny_server.url)
+    yield backend
+    backend.close()
+
+
+def finish(items: Iterator[TextPiece | Completion]) -> tuple[str, Completion]:
+    pieces = []
+    for item in items:
+        if isinstance(item, Completion):
+            return "".join(pieces), item
+        pieces.append(item.text)
+    raise AssertionError("no completion")
+
+
+def test_connecting_reads_the_model_its_context_and_its_template(tiny: RemoteBackend) -> None:
+    info = tiny.info
+    assert info.model.startswith("tiny-qwen35") and info.n_ctx == 4096 and info.slots == 2
+    assert info.template_source == "model" and tiny.renderer.call_format == "xml"
+    assert tiny.name == f"llama-server:{info.model}@{tiny.url}"
+    # the count is the server's own tokenization of the app's rendering
+    text = tiny.renderer.render(MESSAGES, TOOLS).text
+    n = tiny.count_tokens(MESSAGES, TOOLS, enable_thinking=False)
+    direct = httpx.post(f"{tiny.url}/tokenize", json={"content": text}).json()["tokens"]
+    assert n == len(direct) > 100
+
+
+def test_a_turn_streams_and_a_follow_up_reuses_the_servers_cache(tiny: RemoteBackend) -> None:
+    text, done = finish(tiny.complete(MESSAGES, TOOLS, enable_thinking=False))
+    assert text == done.text and done.finish_reason in ("stop", "length")
+    st = done.stats
+    assert st.prompt_tokens > 100 and st.reused_tokens + st.evaluated_tokens == st.prompt_tokens
+    assert 0 < st.completion_tokens <= 40 and st.time_to_first_token_s > 0
+    # the next turn of the same conversation extends the slot's tokens: only the new ones
+    follow = [
+        *MESSAGES,
+        {"role": "assistant", "content": done.text},
+        {"role": "user", "content": "And at eight?"},
+    ]
+    _, again = finish(tiny.complete(follow, TOOLS, enable_thinking=False))
+    assert again.stats.reused_tokens >= st.prompt_tokens
+    assert again.stats.evaluated_tokens < again.stats.prompt_tokens - st.prompt_tokens + 20
+
+
+def test_a_forced_tool_call_is_constrained_by_the_servers_grammar(tiny: RemoteBackend) -> None:
+    """Random weights never write a valid call by chance; the grammar sent along makes them."""
+    rendered = tiny.renderer.render(MESSAGES, TOOLS)
+    grammar = tiny._grammar_for(TOOLS)
+    assert grammar is not None
+    _, done = finish(
+        tiny.generate(rendered.text, grammar=grammar, force_tool_call=True, max_tokens=200)
+    )
+    parsed = parse_turn(done.text, TOOLS)
+    assert parsed.errors == [], done.text
+    (call,) = parsed.tool_calls
+    assert call.name in ("set_alarm", "get_weather")
+
+
+def test_the_lazy_grammar_starts_at_the_models_own_tool_call(tiny: RemoteBackend) -> None:
+    """The request the backend sends, with the <tool_call> token made likely: everything the
+    model writes after it is held to the schemas, call after call."""
+    tokens = tiny.tokenize(tiny.renderer.render(MESSAGES, TOOLS).text)
+    body = tiny.request_body(tokens, 160, None, tiny._grammar_for(TOOLS), False, False)
+    assert body["grammar_lazy"] is True and body["grammar_triggers"][0]["type"] == 0
+    body.update(stream=False, logit_bias=[[tiny.tokenize("<tool_call>")[0], 30.0]])
+    answer = httpx.post(f"{tiny.url}/completion", json=body, timeout=120).json()
+    text = answer["content"]
+    assert text.startswith("<tool_call>"), text
+    parsed = parse_turn(text, TOOLS)
+    assert parsed.tool_calls, text
+    if answer["stop_type"] == "eos":
+        assert parsed.errors == [], text
+    else:  # cut off by n_predict: only the last call may be unfinished
+        assert len(parsed.errors) <= 1 and parsed.calls[-1] in parsed.errors + parsed.tool_calls
+
+
+def test_stop_closes_the_stream_and_the_server_stays_usable(tiny: RemoteBackend) -> None:
+    cancel = threading.Event()
+    seen = 0
+    done = None
+    for item in tiny.complete(MESSAGES, TOOLS, enable_thinking=False, cancel=cancel):
+        if isinstance(item, TextPiece):
+            seen += 1
+            cancel.set()
+        else:
+            done = item
+    assert done is not None and done.finish_reason == "cancelled" and seen <= 3
+    _, after = finish(tiny.complete(MESSAGES, TOOLS, enable_thinking=False))
+    assert after.finish_reason in ("stop", "length") and after.stats.completion_tokens > 0
+
+
+def test_a_template_that_is_not_botpsys_format_is_refused(
+    tmp_path: Path,
+) -> None:
+    _binary()
+    extra = ["--chat-template", "llama3"]
+    with (
+        llama_server.start_server(tiny_qwen35_gguf(), extra=extra, log_dir=tmp_path) as server,
+        pytest.raises(ModelError, match="does not fit BotPsy's format") as exc,
+    ):
+        RemoteBackend(EngineSettings(), SETTINGS, url=server.url)
+    assert "template" in exc.value.message
+
+
+def test_an_api_key_is_sent_and_a_missing_one_is_explained(tmp_path: Path) -> None:
+    _binary()
+    key = "k-" + os.urandom(6).hex()
+    with llama_server.start_server(tiny_qwen35_gguf(), api_key=key, log_dir=tmp_path) as server:
+        with pytest.raises(ModelError, match="refused the API key") as exc:
+            RemoteBackend(EngineSettings(), SETTINGS, url=server.url)
+        assert "--api-key-stdin" in exc.value.hint
+        backend = RemoteBackend(EngineSettings(), SETTINGS, url=server.url, api_key=key)
+        try:
+            _, done = finish(backend.complete(MESSAGES, TOOLS, enable_thinking=False))
+            assert done.stats.completion_tokens > 0
+        finally:
+            backend.close()
+
+
+def test_a_server_that_dies_mid_answer_ends_it_with_a_clear_error(tmp_path: Path) -> None:
+    """Through the app's session: the error says what happened; the partial reply is kept,
+    marked interrupted."""
+    _binary()
+    home = tmp_path / "home"
+    with llama_server.start_server(tiny_qwen35_gguf(), log_dir=tmp_path) as server:
+        app = build_app(home)
+        try:
+            app.config.model.max_tokens = 2000
+            app.config.agent.tool_selection = False
+            backend = app.backend(engine=server.url)
+            session = app.session(backend)
+            events = []
+            for event in session.run("Say something long."):
+                events.append(event)
+                if isinstance(event, Token) and server.process.poll() is None:
+                    server.process.kill()
+            backend.close()
+            errors = [e for e in events if isinstance(e, Error)]
+            assert errors and errors[-1].kind == "model", events[-3:]
+            assert "stopped answering mid-reply" in errors[-1].message
+            rows = app.store.messages(session.conversation_id)
+            assert rows[0]["role"] == "user"
+            assert rows[-1]["role"] == "assistant" and rows[-1].get("interrupted"), rows
+        finally:
+            app.close()
+
+
+def test_plain_http_to_another_computer_is_refused_before_anything_is_sent() -> None:
+    with pytest.raises(ModelError, match="unencrypted") as exc:
+        RemoteBackend(EngineSettings(), SETTINGS, url="http://192.168.1.20:8080")
+    assert "allow_plain_http" in exc.value.hint and "SSH tunnel" in exc.value.hint
+
+
+def cli(home: Path, *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    return subprocess.run(
+        [sys.executable, "-m", "botpsy_desktop", "--home", str(home), *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=240,
+        check=False,
+    )
+
+
+def test_the_cli_sets_shows_and_uses_a_server_engine(tmp_path: Path) -> None:
+    _binary()
+    home = tmp_path / "home"
+    refused = cli(home, "engine", "set", "http://10.1.2.3:8080")
+    assert refused.returncode == 1 and "unencrypted" in refused.stderr
+    assert "local" in cli(home, "engine", "show").stdout
+    with llama_server.start_server(smollm2_gguf(), log_dir=tmp_path) as server:
+        done = cli(home, "engine", "set", server.url)
+        assert done.returncode == 0, done.stderr
+        assert "Connected:" in done.stdout and "4096 tokens of context" in done.stdout
+        config = json.loads((home / "config" / "config.json").read_text())
+        assert config["engine"]["url"] == server.url
+        shown = cli(home, "engine", "show", "--json")
+        data = json.loads(shown.stdout)
+        assert data["engine"] == "llama-server" and data["status"] == "connected"
+        assert data["n_ctx"] == 4096 and data["round_trip_ms"] > 0
+        answer = cli(home, "ask", "--json", "Say hello.")
+        assert answer.returncode == 0, answer.stderr
+        transcript = json.loads(answer.stdout)
+        assert transcript["model"].startswith("llama-server:") and transcript["answer"]
+        doctor = cli(home, "doctor")
+        assert "engine" in doctor.stdout and server.url in doctor.stdout
+        assert "prefix caching works" in doctor.stdout, doctor.stdout
+    assert "runs on this computer" in cli(home, "engine", "local").stdout
+    assert json.loads(cli(home, "engine", "show", "--json").stdout)["engine"] == "local"

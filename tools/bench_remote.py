@@ -1,0 +1,256 @@
+"""The llama-server engine measured on 127.0.0.1: the app's RemoteBackend against the server.
+
+    python tools/bench_remote.py                      # the tiny qwen35 model and SmolLM2-135M
+    python tools/bench_remote.py --model FILE.gguf    # any BotPsy-compatible GGUF
+    python tools/bench_remote.py --json
+
+llama-server is built from the llama.cpp that the installed llama-cpp-python vendors (once,
+cached like the test models: tests/helpers/llama_server.py) and started on a free port with one
+slot. Per model it prints: the prompt tokens the server itself evaluated (its `timings`) for a
+cold request, a follow-up in the same conversation and a new process of the app; time to first
+token cold, with the prefix cached, and for the follow-up; decode tokens/s through the app
+against the same server driven directly (interleaved, medians); and how many tool calls parse
+under the grammar the app sends. docs/PERFORMANCE.md has the figures for this machine class.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from botpsy_desktop.app import build_app  # noqa: E402
+from botpsy_desktop.core.config import EngineSettings, ModelSettings  # noqa: E402
+from botpsy_desktop.llm.parser import parse_turn  # noqa: E402
+from botpsy_desktop.llm.remote import RemoteBackend  # noqa: E402
+from botpsy_desktop.llm.types import Completion  # noqa: E402
+from tests.helpers import llama_server  # noqa: E402
+from tests.helpers.models import smollm2_gguf, tiny_qwen35_gguf  # noqa: E402
+
+DOMAINS = ("files", "alarms")  # a realistic request's tools (about 2.5k tokens with the system)
+STORY = "Tell me a long story about a lighthouse keeper and a storm, in many paragraphs."
+
+# A new process of the app: its own backend, the same system prompt and tools, a new question.
+CHILD = """
+import json, sys
+sys.path.insert(0, sys.argv[1])
+from botpsy_desktop.core.config import EngineSettings, ModelSettings
+from botpsy_desktop.llm.remote import RemoteBackend
+from botpsy_desktop.llm.types import Completion
+url, messages, tools = sys.argv[2], json.loads(sys.argv[3]), json.loads(sys.argv[4])
+b = RemoteBackend(EngineSettings(), ModelSettings(temperature=0.0, max_tokens=8), url=url)
+for item in b.complete(messages, tools, enable_thinking=False):
+    if isinstance(item, Completion):
+        print(json.dumps(item.stats.as_dict()))
+b.close()
+"""
+
+
+def _tools() -> tuple[list[dict[str, Any]], str]:
+    with tempfile.TemporaryDirectory(prefix="botpsy-bench-home-") as home:
+        app = build_app(home)
+        try:
+            schemas = app.registry.schemas()
+            chosen = [
+                s
+                for s in schemas
+                if any(d in json.dumps(s).lower() for d in ("file", "alarm", "timer"))
+            ]
+            return chosen or schemas[:10], app.config.agent.system_prompt
+        finally:
+            app.close()
+
+
+def _run(
+    backend: RemoteBackend, messages: list[dict[str, Any]], tools: Any, **kw: Any
+) -> Completion:
+    for item in backend.complete(messages, tools, enable_thinking=False, **kw):
+        if isinstance(item, Completion):
+            return item
+    raise RuntimeError("no completion")
+
+
+def _direct_decode(url: str, body: dict[str, Any]) -> float:
+    """The same request driven directly (streamed, nothing parsed): the server's decode rate."""
+    final: dict[str, Any] = {}
+    with httpx.stream("POST", f"{url}/completion", json=body, timeout=600) as response:
+        for line in response.iter_lines():
+            if line.startswith("data:"):
+                chunk = json.loads(line[5:])
+                if chunk.get("stop"):
+                    final = chunk
+    timings = final.get("timings") or {}
+    n, ms = timings.get("predicted_n", 0), timings.get("predicted_ms", 0.0)
+    return (n - 1) / (ms / 1000) if n > 1 and ms > 0 else 0.0
+
+
+def measure(model: Path, *, n_ctx: int, decode_tokens: int, repeats: int) -> dict[str, Any]:
+    tools, system = _tools()
+    settings = ModelSettings(temperature=0.0, max_tokens=16, seed=1)
+    out: dict[str, Any] = {"model": model.name}
+    with (
+        tempfile.TemporaryDirectory(prefix="bench-server-") as logs,
+        llama_server.start_server(model, n_ctx=n_ctx, slots=1, log_dir=Path(logs)) as server,
+    ):
+        backend = RemoteBackend(EngineSettings(), settings, url=server.url)
+        try:
+            out["server_rtt_ms"] = round(backend.round_trip_s(5) * 1000, 2)
+            conv = [
+                {"role": "system", "content": system},
+                {"role": "user", "content": "What files are in my notes folder?"},
+            ]
+            cold = _run(backend, conv, tools)
+            out["prompt_tokens"] = cold.stats.prompt_tokens
+            out["cold"] = {
+                "evaluated": cold.stats.evaluated_tokens,
+                "ttft_s": round(cold.stats.time_to_first_token_s, 4),
+            }
+            follow = [
+                *conv,
+                {"role": "assistant", "content": cold.text},
+                {"role": "user", "content": "And set a timer for ten minutes."},
+            ]
+            again = _run(backend, follow, tools)
+            out["follow_up"] = {
+                "prompt_tokens": again.stats.prompt_tokens,
+                "evaluated": again.stats.evaluated_tokens,
+                "ttft_s": round(again.stats.time_to_first_token_s, 4),
+            }
+            child = subprocess.run(
+                [
+                    sys.executable,
+                    "-c",
+                    CHILD,
+                    str(ROOT),
+                    server.url,
+                    json.dumps([conv[0], {"role": "user", "content": "Any alarms tomorrow?"}]),
+                    json.dumps(tools),
+                ],
+                capture_output=True,
+                text=True,
+                check=True,
+            )
+            stats = json.loads(child.stdout.strip().splitlines()[-1])
+            out["new_process"] = {
+                "prompt_tokens": stats["prompt_tokens"],
+                "evaluated": stats["evaluated_tokens"],
+                "ttft_s": stats["time_to_first_token_s"],
+            }
+            # decode: the same prompt (cached) through the app and directly, interleaved
+            story = [{"role": "user", "content": STORY}]
+            backend.settings = ModelSettings(temperature=0.0, max_tokens=decode_tokens, seed=1)
+            text = backend.renderer.render(story).text
+            tokens = backend.tokenize(text)
+            body = backend.request_body(tokens, decode_tokens, None, None, False, False)
+            body["id_slot"] = 0
+            app_rates, direct_rates, n_decoded = [], [], []
+            for _ in range(repeats):
+                done = _run(backend, story, [])
+                app_rates.append(done.stats.decode_tokens_per_s)
+                n_decoded.append(done.stats.completion_tokens)
+                direct_rates.append(_direct_decode(server.url, body))
+            app_rate = statistics.median(app_rates)
+            direct_rate = statistics.median(direct_rates)
+            out["decode"] = {
+                "tokens": int(statistics.median(n_decoded)),
+                "app_tok_s": round(app_rate, 2),
+                "direct_tok_s": round(direct_rate, 2),
+                "app_over_direct": round(app_rate / direct_rate, 3) if direct_rate else None,
+            }
+            out["tool_calls"] = _tool_calls(backend, conv, tools)
+        finally:
+            backend.close()
+    return out
+
+
+def _tool_calls(backend: RemoteBackend, conv: list[dict[str, Any]], tools: Any) -> dict[str, Any]:
+    """Forced calls (the grammar from the start) at temperature 0.8 with 5 seeds; calls the
+    model opens itself (lazy grammar) with <tool_call> made likely through a logit bias."""
+    grammar = backend._grammar_for(tools)
+    if grammar is None:
+        return {"grammar": "none (the model's template has no XML tool calls)"}
+    text = backend.renderer.render(conv, tools).text
+    forced_ok = 0
+    for seed in range(5):
+        backend.settings = ModelSettings(temperature=0.8, max_tokens=300, seed=seed)
+        done = None
+        for item in backend.generate(text, grammar=grammar, force_tool_call=True, continuing=True):
+            if isinstance(item, Completion):
+                done = item
+        if done is not None:
+            parsed = parse_turn(done.text, tools)
+            forced_ok += int(bool(parsed.tool_calls) and not parsed.errors)
+    tokens = backend.tokenize(text)
+    opened_ok = 0
+    for seed in range(5):
+        backend.settings = ModelSettings(temperature=0.8, max_tokens=300, seed=seed)
+        body = backend.request_body(tokens, 300, None, grammar, False, False)
+        body.update(stream=False, logit_bias=[[backend.tokenize("<tool_call>")[0], 30.0]])
+        answer = httpx.post(f"{backend.url}/completion", json=body, timeout=600).json()
+        parsed = parse_turn(answer["content"], tools)
+        complete_calls = parsed.tool_calls
+        unfinished = answer["stop_type"] != "eos" and len(parsed.errors) == 1
+        opened_ok += int(bool(complete_calls) and (not parsed.errors or unfinished))
+    return {"forced_parsed": f"{forced_ok}/5", "model_opened_parsed": f"{opened_ok}/5"}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument(
+        "--model", action="append", type=Path, help="GGUF file(s) (default: tiny, SmolLM2)"
+    )
+    ap.add_argument("--ctx", type=int, default=8192, help="context per slot (default 8192)")
+    ap.add_argument("--decode-tokens", type=int, default=128)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args(argv)
+    models = args.model or [tiny_qwen35_gguf(), smollm2_gguf()]
+    started = time.perf_counter()
+    results = [
+        measure(m, n_ctx=args.ctx, decode_tokens=args.decode_tokens, repeats=args.repeats)
+        for m in models
+    ]
+    if args.json:
+        json.dump(results, sys.stdout, indent=2)
+        print()
+        return 0
+    for r in results:
+        print(f"== {r['model']} (server round trip {r['server_rtt_ms']} ms)")
+        print(
+            f"   prompt {r['prompt_tokens']} tokens; the server evaluated, cold: "
+            f"{r['cold']['evaluated']}"
+        )
+        f = r["follow_up"]
+        print(
+            f"   follow-up, same conversation: {f['evaluated']} of {f['prompt_tokens']} evaluated"
+        )
+        n = r["new_process"]
+        print(f"   new process of the app: {n['evaluated']} of {n['prompt_tokens']} evaluated")
+        print(
+            f"   time to first token: cold {r['cold']['ttft_s']} s, new process (prefix cached) "
+            f"{n['ttft_s']} s, follow-up {f['ttft_s']} s"
+        )
+        d = r["decode"]
+        print(
+            f"   decode ({d['tokens']} tokens): app {d['app_tok_s']} tok/s, direct "
+            f"{d['direct_tok_s']} tok/s, app/direct {d['app_over_direct']}"
+        )
+        print(f"   tool calls under the grammar: {r['tool_calls']}")
+    print(f"({time.perf_counter() - started:.0f} s)")
+    print(json.dumps(results))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
