@@ -12,6 +12,7 @@ set -euo pipefail
 # package                what needs it
 PACKAGES=(
     build-essential      # pip compiles llama-cpp-python from source (gcc, g++, make)
+    cmake                # the tests build llama-server from the vendored llama.cpp (remote engine)
     libgl1 libegl1 libfontconfig1 libxkbcommon0 libdbus-1-3  # PySide6 itself (Qt GUI, D-Bus)
     libpulse0            # QtMultimedia imports (the window's music player, the alarm sound)
     mpv                  # the headless music player the music tests drive (--ao=null)
@@ -26,7 +27,7 @@ PACKAGES=(
 )
 
 ELSEWHERE="Without apt, install the same programs with your system's package manager: a C/C++
-compiler, PulseAudio's client library (libpulse), mpv, aplay (ALSA utilities), Xvfb with
+compiler, cmake, PulseAudio's client library (libpulse), mpv, aplay (ALSA utilities), Xvfb with
 xauth, trayer, xdotool, the xcb libraries Qt 6 needs (xcb-cursor, icccm, keysyms, image,
 render-util, xkb, shape, xinerama, randr, xkbcommon-x11), Dovecot (IMAP), gnome-keyring and
 dbus-daemon. Tests whose program is missing skip with the reason (and fail under CI=true)."

@@ -3,8 +3,9 @@
 The binary is compiled from the installed llama-cpp-python version's sdist (the one the
 synthetic-model tool caches) with cmake, only the ``llama-server`` target, and cached in the test
 cache under a key of that version and this CPU's feature flags (GGML_NATIVE builds for the CPU
-it runs on). Tests build or find it; a binary is never downloaded. ``start_server`` runs it on
-127.0.0.1 on a free port.
+it runs on). Tests build or find it; a binary is never downloaded (``python -m
+tests.helpers.llama_server`` builds it ahead, as .ci/run does: 10-30 minutes on 2 cores).
+``start_server`` runs it on 127.0.0.1 on a free port.
 """
 
 from __future__ import annotations
@@ -234,3 +235,7 @@ def start_server(
         yield server
     finally:
         server.stop()
+
+
+if __name__ == "__main__":  # python -m tests.helpers.llama_server: build it now (CI does)
+    print(ensure_llama_server())

@@ -71,6 +71,14 @@ def _binary() -> Path:
     return llama_server.ensure_llama_server()
 
 
+@pytest.mark.timeout(3600)
+def test_llama_server_builds_from_the_vendored_llama_cpp() -> None:
+    """First in the module: building takes minutes the first time (then it is cached)."""
+    binary = _binary()
+    version = subprocess.run([binary, "--version"], capture_output=True, text=True, check=False)
+    assert version.returncode == 0 and "version" in (version.stdout + version.stderr)
+
+
 @pytest.fixture(scope="module")
 def tiny_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[llama_server.RunningServer]:
     _binary()
