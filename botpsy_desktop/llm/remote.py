@@ -481,10 +481,21 @@ class RemoteBackend:
             body = self.request_body(
                 tokens, limit, slot, grammar, started_in_thinking, force_tool_call
             )
+            lead = ""
             if force_tool_call:
+                lead = TOOL_CALL_OPEN  # in the prompt already, and the start of the turn's text
                 yield TextPiece(TOOL_CALL_OPEN, started_in_thinking)
             yield from self._stream(
-                body, tokens, prompt, slot, stats, t_start, cancel, started_in_thinking, warming
+                body,
+                tokens,
+                prompt,
+                slot,
+                stats,
+                t_start,
+                cancel,
+                started_in_thinking,
+                warming,
+                lead,
             )
 
     def _trigger(self, started_in_thinking: bool) -> dict[str, Any]:
@@ -551,6 +562,7 @@ class RemoteBackend:
         cancel: threading.Event,
         thinking: bool,
         warming: bool,
+        lead: str = "",
     ) -> Iterator[TextPiece | Completion]:
         text_parts: list[str] = []
         generated: list[int] = []
@@ -581,6 +593,9 @@ class RemoteBackend:
             self._check_status(response)
             stopper.start()
             for line in response.iter_lines():
+                if cancel.is_set():
+                    finish = "cancelled"
+                    break
                 if not line.startswith("data:"):
                     if line.startswith("error:"):
                         raise ModelError(f"The engine at {self.url} failed: {line[6:].strip()}")
@@ -608,7 +623,7 @@ class RemoteBackend:
                 if chunk.get("stop"):
                     final = chunk
                     break
-        except httpx.HTTPError as exc:
+        except (httpx.HTTPError, httpx.StreamError, OSError) as exc:
             if cancel.is_set():
                 finish = "cancelled"
             else:
@@ -638,6 +653,10 @@ class RemoteBackend:
             timings = final.get("timings") or {}
             stop_type = final.get("stop_type")
             finish = "stop" if stop_type in ("eos", "word") else "length"
+            if stop_type == "eos" and generated:
+                # the stream lists the end-of-turn token, which is neither text nor evaluated:
+                # the template writes it again in the next prompt
+                generated = generated[:-1]
             if final.get("truncated"):
                 finish = "length"
         for stop in _TEXT_STOPS:
@@ -658,7 +677,7 @@ class RemoteBackend:
         self._remember(served_slot, prompt, tokens, text, generated, finish)
         if cancel.is_set() and final is None:
             finish = "cancelled"
-        yield Completion(text, finish, stats, thinking)  # type: ignore[arg-type]
+        yield Completion(lead + text, finish, stats, thinking)  # type: ignore[arg-type]
 
     def _remember(
         self,
@@ -699,7 +718,7 @@ class RemoteBackend:
         """Whether the server reuses a prompt's start: the same prompt twice, nothing generated;
         the second must evaluate (almost) nothing. Uses the least recently used slot."""
         system = {"role": "system", "content": "botpsy doctor: does the engine cache prompts? " * 8}
-        head = self.renderer.render([system], add_generation_prompt=False).text
+        head = self.conversation_head([system], [])
         evaluated = []
         for again in (False, True):  # the second time into the same slot
             stats = None
