@@ -38,7 +38,7 @@ from botpsy_desktop.llm.types import Completion  # noqa: E402
 from tests.helpers import llama_server  # noqa: E402
 from tests.helpers.models import smollm2_gguf, tiny_qwen35_gguf  # noqa: E402
 
-DOMAINS = ("files", "alarms")  # a realistic request's tools (about 2.5k tokens with the system)
+QUESTION = "What files are in my notes folder?"  # the files tools: about 1.6k prompt tokens
 STORY = "Tell me a long story about a lighthouse keeper and a storm, in many paragraphs."
 
 # A new process of the app: its own backend, the same system prompt and tools, a new question.
@@ -58,16 +58,14 @@ b.close()
 
 
 def _tools() -> tuple[list[dict[str, Any]], str]:
+    """The tools the app offers a files request (per-request selection), and its system prompt."""
+    from botpsy_desktop.agent.selection import RequestTools, ToolSelector
+
     with tempfile.TemporaryDirectory(prefix="botpsy-bench-home-") as home:
         app = build_app(home)
         try:
-            schemas = app.registry.schemas()
-            chosen = [
-                s
-                for s in schemas
-                if any(d in json.dumps(s).lower() for d in ("file", "alarm", "timer"))
-            ]
-            return chosen or schemas[:10], app.config.agent.system_prompt
+            offer = RequestTools(app.registry, ToolSelector(app.registry), QUESTION, [])
+            return offer.schemas(), app.config.agent.system_prompt
         finally:
             app.close()
 
@@ -95,7 +93,9 @@ def _direct_decode(url: str, body: dict[str, Any]) -> float:
     return (n - 1) / (ms / 1000) if n > 1 and ms > 0 else 0.0
 
 
-def measure(model: Path, *, n_ctx: int, decode_tokens: int, repeats: int) -> dict[str, Any]:
+def measure(
+    model: Path, *, n_ctx: int, decode_tokens: int, repeats: int, threads: int
+) -> dict[str, Any]:
     tools, system = _tools()
     settings = ModelSettings(temperature=0.0, max_tokens=16, seed=1)
     out: dict[str, Any] = {"model": model.name}
@@ -108,7 +108,7 @@ def measure(model: Path, *, n_ctx: int, decode_tokens: int, repeats: int) -> dic
             out["server_rtt_ms"] = round(backend.round_trip_s(5) * 1000, 2)
             conv = [
                 {"role": "system", "content": system},
-                {"role": "user", "content": "What files are in my notes folder?"},
+                {"role": "user", "content": QUESTION},
             ]
             cold = _run(backend, conv, tools)
             out["prompt_tokens"] = cold.stats.prompt_tokens
@@ -126,6 +126,16 @@ def measure(model: Path, *, n_ctx: int, decode_tokens: int, repeats: int) -> dic
                 "prompt_tokens": again.stats.prompt_tokens,
                 "evaluated": again.stats.evaluated_tokens,
                 "ttft_s": round(again.stats.time_to_first_token_s, 4),
+            }
+            # the window warms the conversation when idle (App.warm): the next follow-up
+            history = [*follow, {"role": "assistant", "content": again.text}]
+            warmed = backend.warm(history, tools)
+            third = _run(backend, [*history, {"role": "user", "content": "Thanks."}], tools)
+            out["warmed_follow_up"] = {
+                "prompt_tokens": third.stats.prompt_tokens,
+                "evaluated": third.stats.evaluated_tokens,
+                "warm_evaluated": warmed.evaluated_tokens,
+                "ttft_s": round(third.stats.time_to_first_token_s, 4),
             }
             child = subprocess.run(
                 [
@@ -213,12 +223,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ctx", type=int, default=8192, help="context per slot (default 8192)")
     ap.add_argument("--decode-tokens", type=int, default=128)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=1, help="llama-server threads (default 1)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
     models = args.model or [tiny_qwen35_gguf(), smollm2_gguf()]
     started = time.perf_counter()
     results = [
-        measure(m, n_ctx=args.ctx, decode_tokens=args.decode_tokens, repeats=args.repeats)
+        measure(
+            m,
+            n_ctx=args.ctx,
+            decode_tokens=args.decode_tokens,
+            repeats=args.repeats,
+            threads=args.threads,
+        )
         for m in models
     ]
     if args.json:
@@ -235,11 +252,16 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"   follow-up, same conversation: {f['evaluated']} of {f['prompt_tokens']} evaluated"
         )
+        w = r["warmed_follow_up"]
+        print(
+            f"   follow-up after the window's idle warm-up ({w['warm_evaluated']} evaluated "
+            f"then): {w['evaluated']} of {w['prompt_tokens']} evaluated"
+        )
         n = r["new_process"]
         print(f"   new process of the app: {n['evaluated']} of {n['prompt_tokens']} evaluated")
         print(
             f"   time to first token: cold {r['cold']['ttft_s']} s, new process (prefix cached) "
-            f"{n['ttft_s']} s, follow-up {f['ttft_s']} s"
+            f"{n['ttft_s']} s, follow-up {f['ttft_s']} s, warmed follow-up {w['ttft_s']} s"
         )
         d = r["decode"]
         print(

@@ -230,11 +230,18 @@ class RemoteBackend:
         except (ModelError, AttributeError, IndexError, TypeError, ValueError):
             n_vocab = None
         template = props.get("chat_template") or None
+        if template and "{%" not in template and "{{" not in template:
+            raise ModelError(
+                f"The engine runs {model} with the built-in chat template '{template[:40]}' "
+                "instead of the model's own, so the app cannot render BotPsy's format for it.",
+                "Start llama-server without --chat-template (the model's own template is used).",
+            )
         self.renderer = PromptRenderer(
             template,
             bos_token=str(props.get("bos_token") or ""),
             eos_token=str(props.get("eos_token") or ""),
         )
+        self._template = template or ""
         self._check_format(model)
         if n_ctx < 256:
             raise ModelError(
@@ -260,10 +267,8 @@ class RemoteBackend:
 
     def _check_format(self, model: str) -> None:
         """Refuse a model whose tokenizer or template cannot carry BotPsy's prompt format."""
-        probe = self.renderer.render(
-            [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}]
-        ).text
-        if not all(token in probe for token in CHATML_TOKENS):
+        source = self._template or self.renderer.source  # the model's own, not our fallback
+        if not all(token in source for token in CHATML_TOKENS):
             raise ModelError(
                 f"The engine's model {model} does not fit BotPsy's format: its chat template "
                 "does not write ChatML (<|im_start|> ... <|im_end|>), the format BotPsy's "

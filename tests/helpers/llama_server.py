@@ -171,11 +171,13 @@ def server_command(
     *,
     n_ctx: int = 4096,
     slots: int = 1,
-    threads: int = 2,
+    threads: int = 1,
     api_key: str | None = None,
     extra: Sequence[str] = (),
 ) -> list[str]:
-    """The llama-server command line the tests (and bench) use."""
+    """The llama-server command line the tests (and bench) use. One thread by default: on a
+    loaded shared machine two threads that wait for each other at every layer are several
+    times slower than one."""
     command = [
         str(binary),
         "-m", str(model),
@@ -200,6 +202,7 @@ def start_server(
     *,
     n_ctx: int = 4096,
     slots: int = 1,
+    threads: int = 1,
     api_key: str | None = None,
     log_dir: Path | None = None,
     extra: Sequence[str] = (),
@@ -211,7 +214,7 @@ def start_server(
     folder = Path(log_dir) if log_dir else Path(tempfile.mkdtemp(prefix="llama-server-"))
     log = folder / f"llama-server-{port}.log"
     command = server_command(
-        binary, model, port, n_ctx=n_ctx, slots=slots, api_key=api_key, extra=extra
+        binary, model, port, n_ctx=n_ctx, slots=slots, threads=threads, api_key=api_key, extra=extra
     )
     with log.open("wb") as out:
         process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)

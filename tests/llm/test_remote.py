@@ -191,17 +191,32 @@ def test_stop_closes_the_stream_and_the_server_stays_usable(tiny: RemoteBackend)
     assert after.finish_reason in ("stop", "length") and after.stats.completion_tokens > 0
 
 
-def test_a_template_that_is_not_botpsys_format_is_refused(
-    tmp_path: Path,
-) -> None:
+LLAMA3_TEMPLATE = (
+    "{% for m in messages %}<|start_header_id|>{{ m.role }}<|end_header_id|>\n\n"
+    "{{ m.content }}<|eot_id|>{% endfor %}"
+    "{% if add_generation_prompt %}<|start_header_id|>assistant<|end_header_id|>\n\n{% endif %}"
+)
+
+
+def test_a_template_that_is_not_botpsys_format_is_refused(tmp_path: Path) -> None:
     _binary()
-    extra = ["--chat-template", "llama3"]
+    template = tmp_path / "llama3.jinja"
+    template.write_text(LLAMA3_TEMPLATE)
+    extra = ["--chat-template-file", str(template)]
     with (
         llama_server.start_server(tiny_qwen35_gguf(), extra=extra, log_dir=tmp_path) as server,
         pytest.raises(ModelError, match="does not fit BotPsy's format") as exc,
     ):
         RemoteBackend(EngineSettings(), SETTINGS, url=server.url)
-    assert "template" in exc.value.message
+    assert "chat template does not write ChatML" in exc.value.message
+    # a built-in template chosen by name hides the model's own: said so, with the fix
+    extra = ["--chat-template", "llama3"]
+    with (
+        llama_server.start_server(tiny_qwen35_gguf(), extra=extra, log_dir=tmp_path) as server,
+        pytest.raises(ModelError, match="built-in chat template 'llama3'") as exc,
+    ):
+        RemoteBackend(EngineSettings(), SETTINGS, url=server.url)
+    assert "without --chat-template" in exc.value.hint
 
 
 def test_an_api_key_is_sent_and_a_missing_one_is_explained(tmp_path: Path) -> None:
@@ -224,15 +239,15 @@ def test_a_server_that_dies_mid_answer_ends_it_with_a_clear_error(tmp_path: Path
     marked interrupted."""
     _binary()
     home = tmp_path / "home"
-    with llama_server.start_server(tiny_qwen35_gguf(), log_dir=tmp_path) as server:
+    server_run = llama_server.start_server(tiny_qwen35_gguf(), log_dir=tmp_path)
+    with server_run as server:
         app = build_app(home)
         try:
             app.config.model.max_tokens = 2000
-            app.config.agent.tool_selection = False
             backend = app.backend(engine=server.url)
             session = app.session(backend)
             events = []
-            for event in session.run("Say something long."):
+            for event in session.run("List the files in my notes folder."):
                 events.append(event)
                 if isinstance(event, Token) and server.process.poll() is None:
                     server.process.kill()
@@ -272,18 +287,18 @@ def test_the_cli_sets_shows_and_uses_a_server_engine(tmp_path: Path) -> None:
     refused = cli(home, "engine", "set", "http://10.1.2.3:8080")
     assert refused.returncode == 1 and "unencrypted" in refused.stderr
     assert "local" in cli(home, "engine", "show").stdout
-    with llama_server.start_server(smollm2_gguf(), log_dir=tmp_path) as server:
+    with llama_server.start_server(smollm2_gguf(), n_ctx=8192, log_dir=tmp_path) as server:
         done = cli(home, "engine", "set", server.url)
         assert done.returncode == 0, done.stderr
-        assert "Connected:" in done.stdout and "4096 tokens of context" in done.stdout
+        assert "Connected:" in done.stdout and "8192 tokens of context" in done.stdout
         config = json.loads((home / "config" / "config.json").read_text())
         assert config["engine"]["url"] == server.url
         shown = cli(home, "engine", "show", "--json")
         data = json.loads(shown.stdout)
         assert data["engine"] == "llama-server" and data["status"] == "connected"
-        assert data["n_ctx"] == 4096 and data["round_trip_ms"] > 0
-        answer = cli(home, "ask", "--json", "Say hello.")
-        assert answer.returncode == 0, answer.stderr
+        assert data["n_ctx"] == 8192 and data["round_trip_ms"] > 0
+        answer = cli(home, "ask", "--json", "List the files in my notes folder.")
+        assert answer.returncode == 0, answer.stdout + answer.stderr
         transcript = json.loads(answer.stdout)
         assert transcript["model"].startswith("llama-server:") and transcript["answer"]
         doctor = cli(home, "doctor")
