@@ -9,7 +9,10 @@ import pytest
 from pytestqt.qtbot import QtBot
 
 from botpsy_desktop.app import build_app
+from botpsy_desktop.core.secrets import engine_entry
 from botpsy_desktop.ui.settings import SettingsDialog
+from tests.helpers.keyring_service import SecretService
+from tests.helpers.services import keyring_env, secret_service  # noqa: F401
 
 
 def test_saving_writes_the_config_and_asks_for_a_model_reload(
@@ -48,4 +51,32 @@ def test_invalid_settings_are_not_saved(qtbot: QtBot, tmp_path: Path) -> None:
     dialog.save_button.click()
     assert dialog.isVisible() and "at least one folder" in dialog.error.text()
     assert not (tmp_path / "profile" / "config" / "config.json").exists()
+    app.close()
+
+
+def test_the_model_can_run_on_a_llama_server_with_its_key_in_the_keyring(
+    qtbot: QtBot,
+    tmp_path: Path,
+    keyring_env: SecretService,  # noqa: F811
+) -> None:
+    app = build_app(tmp_path / "profile")
+    dialog = SettingsDialog(app)
+    qtbot.addWidget(dialog)
+    dialog.show()
+    assert dialog.engine_kind.currentIndex() == 0 and not dialog.engine_url.isEnabled()
+    dialog.engine_kind.setCurrentIndex(1)
+    assert dialog.engine_url.isEnabled() and dialog.engine_key.isEnabled()
+    # plain http to another computer: refused, saying what would travel unencrypted
+    dialog.engine_url.setText("http://192.168.1.20:8080")
+    dialog.save_button.click()
+    assert dialog.isVisible() and "unencrypted" in dialog.error.text()
+    assert not (tmp_path / "profile" / "config" / "config.json").exists()
+    dialog.engine_url.setText("https://gpu-box:8080")
+    dialog.engine_key.setText("engine-key-123")
+    with qtbot.waitSignal(dialog.modelSettingsChanged, timeout=2000):
+        dialog.save_button.click()
+    text = (tmp_path / "profile" / "config" / "config.json").read_text("utf-8")
+    assert json.loads(text)["engine"]["url"] == "https://gpu-box:8080"
+    assert "engine-key-123" not in text  # the key went to the keyring only
+    assert app.secrets.get("", entry=engine_entry("https://gpu-box:8080")) == "engine-key-123"
     app.close()
