@@ -79,18 +79,28 @@ def _run(
     raise RuntimeError("no completion")
 
 
-def _direct_decode(url: str, body: dict[str, Any]) -> float:
-    """The same request driven directly (streamed, nothing parsed): the server's decode rate."""
+def _direct_decode(url: str, body: dict[str, Any]) -> tuple[float, float]:
+    """The same request driven directly (streamed, nothing parsed), timed like the app times
+    its own (first token to last, at this end); and the server's own decode rate."""
     final: dict[str, Any] = {}
+    t_first = t_last = 0.0
+    n = 0
     with httpx.stream("POST", f"{url}/completion", json=body, timeout=600) as response:
         for line in response.iter_lines():
             if line.startswith("data:"):
                 chunk = json.loads(line[5:])
+                if chunk.get("tokens"):
+                    n += len(chunk["tokens"])
+                    t_first = t_first or time.perf_counter()
+                if chunk.get("content"):
+                    t_last = time.perf_counter()
                 if chunk.get("stop"):
                     final = chunk
+    if final.get("stop_type") == "eos":
+        n -= 1  # the end-of-turn token is listed, not decoded into text
     timings = final.get("timings") or {}
-    n, ms = timings.get("predicted_n", 0), timings.get("predicted_ms", 0.0)
-    return (n - 1) / (ms / 1000) if n > 1 and ms > 0 else 0.0
+    server = timings.get("predicted_per_second", 0.0)
+    return ((n - 1) / (t_last - t_first) if t_last > t_first else 0.0), server
 
 
 def measure(
@@ -165,11 +175,15 @@ def measure(
             body = backend.request_body(tokens, decode_tokens, None, None, False, False)
             body["id_slot"] = 0
             app_rates, direct_rates, n_decoded = [], [], []
+            app_server, direct_server = [], []
             for _ in range(repeats):
                 done = _run(backend, story, [])
                 app_rates.append(done.stats.decode_tokens_per_s)
+                app_server.append(backend.last_timings.get("predicted_per_second", 0.0))
                 n_decoded.append(done.stats.completion_tokens)
-                direct_rates.append(_direct_decode(server.url, body))
+                client, server_rate = _direct_decode(server.url, body)
+                direct_rates.append(client)
+                direct_server.append(server_rate)
             app_rate = statistics.median(app_rates)
             direct_rate = statistics.median(direct_rates)
             out["decode"] = {
@@ -177,42 +191,107 @@ def measure(
                 "app_tok_s": round(app_rate, 2),
                 "direct_tok_s": round(direct_rate, 2),
                 "app_over_direct": round(app_rate / direct_rate, 3) if direct_rate else None,
+                "server_side_app_over_direct": round(
+                    statistics.median(app_server) / statistics.median(direct_server), 3
+                ),
+                "app_rates": [round(r, 2) for r in app_rates],
+                "direct_rates": [round(r, 2) for r in direct_rates],
             }
-            out["tool_calls"] = _tool_calls(backend, conv, tools)
+            out["tool_calls"] = _tool_calls(backend, system, CALL_TOOLS)
         finally:
             backend.close()
     return out
 
 
-def _tool_calls(backend: RemoteBackend, conv: list[dict[str, Any]], tools: Any) -> dict[str, Any]:
-    """Forced calls (the grammar from the start) at temperature 0.8 with 5 seeds; calls the
-    model opens itself (lazy grammar) with <tool_call> made likely through a logit bias."""
+# Tool calls are measured on schemas random weights can finish (enums, integers, booleans): in a
+# free-text value they write on until the token limit (the grammar only keeps the closing tags
+# out of it).
+CALL_TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "set_alarm",
+            "description": "Set an alarm.",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "hour": {"type": "integer", "minimum": 0, "maximum": 23},
+                    "minute": {"type": "integer"},
+                    "repeat": {"type": "string", "enum": ["never", "daily", "weekdays"]},
+                    "loud": {"type": "boolean"},
+                },
+                "required": ["hour", "minute", "repeat", "loud"],
+            },
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "description": "Weather for a city.",
+            "parameters": {
+                "type": "object",
+                "properties": {"unit": {"type": "string", "enum": ["c", "f"]}},
+                "required": ["unit"],
+            },
+        },
+    },
+]
+CALL_QUESTIONS = (
+    "Wake me at seven.",
+    "Set an alarm for 6:30 every weekday.",
+    "Is it cold outside?",
+    "Alarm at noon, loud please.",
+    "Weather in Fahrenheit?",
+)
+
+
+def _tool_calls(backend: RemoteBackend, system: str, tools: Any) -> dict[str, Any]:
+    """Tool calls under the grammar the app sends, greedy, one per question: forced (grammar
+    from the first token) and opened by the model itself (the lazy grammar from <tool_call>,
+    made likely with a logit bias: random weights would never open a call). A call cut off by
+    the token limit (random weights may write a string value forever) is counted apart."""
     grammar = backend._grammar_for(tools)
     if grammar is None:
         return {"grammar": "none (the model's template has no XML tool calls)"}
-    text = backend.renderer.render(conv, tools).text
-    forced_ok = 0
-    for seed in range(5):
-        backend.settings = ModelSettings(temperature=0.8, max_tokens=300, seed=seed)
+    backend.settings = ModelSettings(temperature=0.0, max_tokens=400, seed=1)
+    counts = {"forced": [0, 0, 0], "opened": [0, 0, 0]}  # parsed, cut off, attempts
+    bias = [[backend.tokenize("<tool_call>")[0], 30.0]]
+    for question in CALL_QUESTIONS:
+        conv = [{"role": "system", "content": system}, {"role": "user", "content": question}]
+        text = backend.renderer.render(conv, tools).text
         done = None
-        for item in backend.generate(text, grammar=grammar, force_tool_call=True, continuing=True):
+        for item in backend.generate(text, grammar=grammar, force_tool_call=True):
             if isinstance(item, Completion):
                 done = item
-        if done is not None:
-            parsed = parse_turn(done.text, tools)
-            forced_ok += int(bool(parsed.tool_calls) and not parsed.errors)
-    tokens = backend.tokenize(text)
-    opened_ok = 0
-    for seed in range(5):
-        backend.settings = ModelSettings(temperature=0.8, max_tokens=300, seed=seed)
-        body = backend.request_body(tokens, 300, None, grammar, False, False)
-        body.update(stream=False, logit_bias=[[backend.tokenize("<tool_call>")[0], 30.0]])
+        assert done is not None
+        _count(counts["forced"], done.text, tools, done.finish_reason == "length")
+        body = backend.request_body(backend.tokenize(text), 400, None, grammar, False, False)
+        body.update(stream=False, logit_bias=bias)
         answer = httpx.post(f"{backend.url}/completion", json=body, timeout=600).json()
+        # the bias also opens call after call until the limit: the finished ones must parse
         parsed = parse_turn(answer["content"], tools)
-        complete_calls = parsed.tool_calls
-        unfinished = answer["stop_type"] != "eos" and len(parsed.errors) == 1
-        opened_ok += int(bool(complete_calls) and (not parsed.errors or unfinished))
-    return {"forced_parsed": f"{forced_ok}/5", "model_opened_parsed": f"{opened_ok}/5"}
+        finished = parsed.calls[:-1] if answer["stop_type"] == "limit" else parsed.calls
+        counts["opened"][2] += 1
+        counts["opened"][1] += len(finished)
+        counts["opened"][0] += sum(1 for c in finished if c in parsed.tool_calls)
+    forced = counts["forced"]
+    opened = counts["opened"]
+    return {
+        "forced": f"{forced[0]}/{forced[2] - forced[1]} parsed ({forced[1]} of {forced[2]} "
+        "cut off by the token limit)",
+        "opened_by_the_model": f"{opened[0]}/{opened[1]} finished calls parsed "
+        f"({opened[2]} requests)",
+    }
+
+
+def _count(count: list[int], text: str, tools: Any, cut_off: bool) -> None:
+    parsed = parse_turn(text, tools)
+    count[2] += 1
+    if cut_off:
+        count[1] += 1
+    elif parsed.tool_calls and not parsed.errors:
+        count[0] += 1
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -222,7 +301,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--ctx", type=int, default=8192, help="context per slot (default 8192)")
     ap.add_argument("--decode-tokens", type=int, default=128)
-    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--threads", type=int, default=1, help="llama-server threads (default 1)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
@@ -266,7 +345,8 @@ def main(argv: list[str] | None = None) -> int:
         d = r["decode"]
         print(
             f"   decode ({d['tokens']} tokens): app {d['app_tok_s']} tok/s, direct "
-            f"{d['direct_tok_s']} tok/s, app/direct {d['app_over_direct']}"
+            f"{d['direct_tok_s']} tok/s, app/direct {d['app_over_direct']} (server-side "
+            f"{d['server_side_app_over_direct']})"
         )
         print(f"   tool calls under the grammar: {r['tool_calls']}")
     print(f"({time.perf_counter() - started:.0f} s)")

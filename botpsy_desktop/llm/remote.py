@@ -386,7 +386,18 @@ class RemoteBackend:
     ) -> Iterator[TextPiece | Completion]:
         rendered = self.renderer.render(messages, tools, enable_thinking=enable_thinking)
         continuing = sum(1 for m in messages if m.get("role") != "system") > 1
-        yield from self.generate(
+        started = time.perf_counter()
+        prefix: GenerationStats | None = None
+        if not continuing and messages and messages[0].get("role") == "system":
+            # A new conversation: first the system prompt and tools alone (nothing generated).
+            # llama-server keeps a checkpoint just before the end of each prompt, and a hybrid
+            # model (BotPsy) can only go back to a checkpoint: every later new conversation,
+            # from this process or another, then starts from there instead of re-evaluating
+            # hundreds of prefix tokens. The request goes into the slot that holds the prefix.
+            prefix = self.warm(messages[:1], tools, enable_thinking=enable_thinking, cancel=cancel)
+            prefix_s = time.perf_counter() - started
+            continuing = True
+        for item in self.generate(
             rendered.text,
             started_in_thinking=rendered.started_in_thinking,
             grammar=self._grammar_for(tools),
@@ -394,7 +405,15 @@ class RemoteBackend:
             max_tokens=max_tokens,
             force_tool_call=force_tool_call,
             continuing=continuing,
-        )
+        ):
+            if isinstance(item, Completion) and prefix is not None:
+                # one request to the user: the prefix's evaluation and time count in its stats
+                st = item.stats
+                st.evaluated_tokens += prefix.evaluated_tokens
+                st.reused_tokens = max(st.reused_tokens - prefix.evaluated_tokens, 0)
+                st.prefill_s += prefix.prefill_s
+                st.time_to_first_token_s += prefix_s
+            yield item
 
     def warm(
         self,

@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -180,13 +181,22 @@ def test_stop_closes_the_stream_and_the_server_stays_usable(tiny: RemoteBackend)
     cancel = threading.Event()
     seen = 0
     done = None
-    for item in tiny.complete(MESSAGES, TOOLS, enable_thinking=False, cancel=cancel):
+    # a reply of up to 3000 tokens (minutes here) that the user stops at its first piece
+    for item in tiny.complete(
+        MESSAGES, TOOLS, enable_thinking=False, cancel=cancel, max_tokens=3000
+    ):
         if isinstance(item, TextPiece):
             seen += 1
             cancel.set()
         else:
             done = item
     assert done is not None and done.finish_reason == "cancelled" and seen <= 3
+    # the server stopped generating: its slots go idle (it notices the closed stream at its
+    # next token), long before the 3000 tokens could have been written
+    deadline = time.monotonic() + 60
+    while any(s["is_processing"] for s in httpx.get(f"{tiny.url}/slots").json()):
+        assert time.monotonic() < deadline, "the server kept generating after Stop"
+        time.sleep(0.1)
     _, after = finish(tiny.complete(MESSAGES, TOOLS, enable_thinking=False))
     assert after.finish_reason in ("stop", "length") and after.stats.completion_tokens > 0
 
