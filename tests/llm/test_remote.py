@@ -177,6 +177,19 @@ def test_the_lazy_grammar_starts_at_the_models_own_tool_call(tiny: RemoteBackend
         assert len(parsed.errors) <= 1 and parsed.calls[-1] in parsed.errors + parsed.tool_calls
 
 
+def test_in_thinking_mode_the_grammar_waits_for_the_end_of_thinking(tiny: RemoteBackend) -> None:
+    """The trigger is a pattern after </think>: a <tool_call> written while thinking is free."""
+    tokens = tiny.tokenize(tiny.renderer.render(MESSAGES, TOOLS, enable_thinking=True).text)
+    body = tiny.request_body(tokens, 30, None, tiny._grammar_for(TOOLS), True, False)
+    assert body["grammar_triggers"] == [{"type": 2, "value": r"</think>[\s\S]*?(<tool_call>)"}]
+    # made likely, <tool_call> comes again and again: inside thinking nothing constrains it
+    body.update(stream=False, logit_bias=[[tiny.tokenize("<tool_call>")[0], 30.0]])
+    answer = httpx.post(f"{tiny.url}/completion", json=body, timeout=280).json()
+    assert answer["content"].startswith("<tool_call><tool_call>"), answer["content"]
+    _, done = finish(tiny.complete(MESSAGES, TOOLS, enable_thinking=True))
+    assert done.started_in_thinking and done.stats.completion_tokens > 0
+
+
 def test_stop_closes_the_stream_and_the_server_stays_usable(tiny: RemoteBackend) -> None:
     cancel = threading.Event()
     seen = 0
