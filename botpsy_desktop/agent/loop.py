@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import threading
 import time
 import uuid
-from collections.abc import Generator, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -215,23 +216,28 @@ class AgentSession:
         origin: str | None = None,
     ) -> Iterator[Event]:
         cancel = cancel or threading.Event()
-        if not self.store.messages(self.conversation_id):
+        history = self.store.messages(self.conversation_id)  # before this request's rows
+        if not history:
             self.store.rename(self.conversation_id, text[:60])
         user: dict[str, Any] = {"role": "user", "content": text}
         if origin:
             user = {"role": "user", "content": defuse(text), "origin": origin}
         self._reply.start(user)
         self._sources = []
-        # this request's tools (agent/selection.py): the same every step, so the prompt's start
-        # stays cached, unless the model calls a registered tool outside them (then it grows)
-        offer = RequestTools(
-            self.registry, self.selector, text, self.store.messages(self.conversation_id)
-        )
+        # this request's tools (agent/selection.py), chosen from its text and the conversation
+        # before it: the same every step, so the prompt's start stays cached, unless the model
+        # calls a tool outside them (a registered one, or a name that points to a domain): then
+        # that domain is offered from the next step on, a second chance within this request
+        offer = RequestTools(self.registry, self.selector, text, history)
         trimmed: Fitted | None = None  # what was last reported as left out of the prompt
         for step in range(1, self.settings.max_steps + 1):
             tools = offer.schemas()
             splitter: StreamSplitter | None = None
             completion: Completion | None = None
+            # before any call, the answer's first sentence is held back until it is clear that
+            # it does not say a tool is missing ("I can't read your email"): then the domain it
+            # names is offered and the step asked again, nothing of it shown
+            held = _HeldStart(offer.lacking) if offer.may_lack() else None
             try:
                 prompt, fitted = self._fit(tools, think)
                 self._sources = list(self._context_sources(fitted.dropped_messages))
@@ -246,7 +252,8 @@ class AgentSession:
                         break
                     if splitter is None:
                         splitter = StreamSplitter(started_in_thinking=item.started_in_thinking)
-                    yield from self._reply.stream(_stream_events(splitter.feed(item.text)))
+                    events = _stream_events(splitter.feed(item.text))
+                    yield from self._reply.stream(held.feed(events) if held else events)
             except ContextFull as exc:
                 yield Error("context", _context_full_message(exc))
                 return
@@ -254,7 +261,8 @@ class AgentSession:
                 yield Error("model", str(exc))
                 return
             if splitter is not None:
-                yield from self._reply.stream(_stream_events(splitter.finish()))
+                events = _stream_events(splitter.finish())
+                yield from self._reply.stream(held.feed(events, final=True) if held else events)
             if completion is None:
                 yield Error("internal", "The model backend ended without a completion.")
                 return
@@ -263,6 +271,8 @@ class AgentSession:
                 completion.text, tools, started_in_thinking=completion.started_in_thinking
             )
             offer.called(c.name for c in parsed.calls if c.name)
+            if held is not None and held.lacking and not parsed.calls and not cancel.is_set():
+                continue  # asked again with the domain it lacked (the row stays open, empty)
             if completion.finish_reason == "cancelled":
                 self._reply.finish(
                     {"role": "assistant", "content": parsed.content} if parsed.content else None,
@@ -696,6 +706,42 @@ def _context_full_message(exc: ContextFull) -> str:
         f"left after keeping {exc.reply_tokens} for the reply. Write a shorter request, or "
         "raise model.n_ctx in the settings."
     )
+
+
+class _HeldStart:
+    """Streamed events held back until the visible text's first sentence is complete, then
+    judged by ``lacking`` (agent/selection.py RequestTools.lacking): passed on when it does not
+    say a tool is missing, dropped (with all that follows) when it does."""
+
+    LIMIT = 160
+
+    def __init__(self, lacking: Callable[[str], list[str]]) -> None:
+        self._judge = lacking
+        self._held: list[Event] = []
+        self._text = ""
+        self.decided = False
+        self.lacking: list[str] = []
+
+    def feed(self, events: Iterable[Event], final: bool = False) -> list[Event]:
+        if self.decided:
+            return [] if self.lacking else list(events)
+        out: list[Event] = []
+        for event in events:
+            if not isinstance(event, Token) and not self._held:
+                out.append(event)  # thinking before the answer is not held
+                continue
+            self._held.append(event)
+            if isinstance(event, Token):
+                self._text += event.text
+        if not final and not _SENTENCE.search(self._text) and len(self._text) < self.LIMIT:
+            return out
+        self.decided = True
+        self.lacking = self._judge(self._text) if self._text.strip() else []
+        held, self._held = self._held, []
+        return out if self.lacking else out + held
+
+
+_SENTENCE = re.compile("[.!?\n\u3002\uff01\uff1f\u0964]")  # also CJK and Devanagari ends
 
 
 def _stream_events(parts: Sequence[tuple[str, str]]) -> Iterator[Event]:

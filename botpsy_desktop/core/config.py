@@ -90,8 +90,9 @@ class AgentSettings(_Section):
     )
     tool_selection: bool = Field(
         True,
-        description="Offer each request only the tools of the domains it names (files, email, "
-        "...) and those the conversation used; false: every tool every time (a longer prompt).",
+        description="Offer each request only the tools of the domains it is about (files, email, "
+        "...; a small classifier decides, agent/selection.py) and those of the conversation's "
+        "last exchange; false: every tool every time (a longer prompt).",
     )
     ask_before_every_change: bool = Field(
         False,
