@@ -246,10 +246,9 @@ class ToolSelector:
         return [s for s in self.registry.schemas() if s["function"]["name"] in wanted]
 
     def warm_sets(self) -> list[Choice]:
-        """The tool sets worth evaluating ahead: one per domain, none (chit-chat), then
-        everything (the fallback)."""
+        """The tool sets worth evaluating ahead: one per domain, then everything (the fallback).
+        Chit-chat's set (the system prompt alone, about 60 tokens) is not worth a saved state."""
         sets = [self.offer({d}, d) for d in self.by_domain if d]
-        sets.append(self.offer(set(), "no domain"))
         return [*(c for c in sets if not c.everything), self._everything("everything")]
 
     def _everything(self, reason: str) -> Choice:
