@@ -172,3 +172,37 @@ def heldout_file() -> Path:
     from botpsy_desktop.eval.selection import heldout_path
 
     return heldout_path() / "heldout.json"
+
+
+@pytest.mark.servers
+def test_a_profiles_tool_server_is_measured_too(tmp_path: Path) -> None:
+    # a real tool server (mcp-server-time) added to the profile: its tools take part in the
+    # selection measured, found by their names and descriptions, and offered when unsure
+    home = str(tmp_path / "p")
+    assert main(["--home", home, "mcp", "add", "time", "--", "mcp-server-time"]) == 0
+    selection_set = {
+        "format": "botpsy-selection/1",
+        "requests": [
+            {
+                "id": "t1",
+                "language": "en",
+                "request": "what's the current time in Tokyo?",
+                "tools": ["time__get_current_time"],
+            },
+            {
+                "id": "w1",
+                "language": "en",
+                "request": "will it rain in Oslo tomorrow?",
+                "domains": ["weather"],
+            },
+        ],
+    }
+    path = tmp_path / "servers.json"
+    path.write_text(json.dumps(selection_set), encoding="utf-8")
+    out = tmp_path / "report.json"
+    code = main(["--home", home, "eval", "--selection", "--cases", str(path), "--json", str(out)])
+    report = json.loads(out.read_text(encoding="utf-8"))
+    assert code == 0 and report["overall"]["recalled"] == 2, report
+    sets = report["prefix_by_set"]
+    assert any("time" in key.split("+") for key in sets), sets  # the server's own domain
+    assert "weather" in sets  # and a request about something else does not get it
