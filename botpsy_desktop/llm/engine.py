@@ -727,11 +727,9 @@ class LlamaBackend:
         stats.reused_tokens = start
         stats.evaluated_tokens = len(tokens) - start
         self._evaluated_text = ""
-        # batches of WARM_BATCH on a CPU (as fast there): Stop is noticed and progress is
-        # reported after each one; PromptProgress only for a prompt of several batches
-        step = int(self._llama.n_batch)
-        if not self.settings.n_gpu_layers:
-            step = min(step, WARM_BATCH)
+        # Stop is noticed and progress reported between batches (n_batch tokens each);
+        # PromptProgress only for a prompt of several batches
+        step = max(int(self._llama.n_batch), 1)
         total = len(tokens) - start
         report = total > step
         t_eval = time.perf_counter()

@@ -31,7 +31,10 @@ def describe(model: InstalledModel, active: bool, name: str | None = None) -> st
     tools = {"good": "", "unreliable": " · unreliable tool use", "unknown": ""}[model.tool_use]
     mark = "● " if active else ""
     using = " · in use" if active else ""
-    return f"{mark}{name or model.id}{quant} · {model.size / 2**20:,.0f} MiB{tools}{using}"
+    shown = name or model.id
+    if not model.catalog_id and shown.casefold() != model.id.casefold():
+        shown = f"{shown} ({model.id})"  # the id `botpsy model use` takes
+    return f"{mark}{shown}{quant} · {model.size / 2**20:,.0f} MiB{tools}{using}"
 
 
 class _Jobs(QObject):

@@ -301,6 +301,7 @@ class MainWindow(QMainWindow):
         self._show_changes(conversation_id)
         self._restore_think()
         self._show_figures()
+        self.refresh_conversations()  # the list marks the conversation shown
 
     def _show_changes(self, conversation_id: str, recent: int = 500) -> None:
         """On the cards of a reopened conversation: what its changes did, from the action log

@@ -75,6 +75,7 @@ class QuickCommandBox(QFrame):
         self.line.returnPressed.connect(self.run)
         self.status = QLabel("")
         self.status.setObjectName("quickStatus")
+        self.status.setVisible(False)
         self.answer = QLabel("")
         self.answer.setObjectName("quickAnswer")
         self.answer.setWordWrap(True)
@@ -146,20 +147,26 @@ class QuickCommandBox(QFrame):
         self.results = []
         self._show_outcomes()
         self.note.setVisible(False)
-        self.status.setText("Working…")
+        self._say("Working…")
         conversation, title = quick_conversation(self.engine.worker.app.store)
         self.request_id = self.engine.submit(conversation, text, False, Priority.QUICK, title=title)
+
+    def _say(self, text: str) -> None:
+        """The status line (queued, reading the request, working…), hidden when empty."""
+        self.status.setText(text)
+        self.status.setVisible(bool(text))
+        self.adjustSize()
 
     def _mine(self, request_id: str) -> bool:
         return bool(request_id) and request_id == self.request_id
 
     def _on_queued(self, request_id: str, ahead: int) -> None:
         if self._mine(request_id):
-            self.status.setText(f"Queued ({ahead} ahead)…")
+            self._say(f"Queued ({ahead} ahead)…")
 
     def _on_started(self, request_id: str, _conversation: str) -> None:
         if self._mine(request_id):
-            self.status.setText("Working…")
+            self._say("Working…")
 
     def _on_token(self, request_id: str, text: str) -> None:
         if self._mine(request_id):
@@ -172,13 +179,13 @@ class QuickCommandBox(QFrame):
         self, request_id: str, _call: str, name: str, _args: dict[str, Any]
     ) -> None:
         if self._mine(request_id):
-            self.status.setText(f"⚙ {name}…")
+            self._say(f"⚙ {name}…")
 
     def _on_tool_result(self, request_id: str, result: ToolResult) -> None:
         if self._mine(request_id):
             self.results.append(result)
             self._show_outcomes()
-            self.status.setText("Working…")
+            self._say("Working…")
 
     def _show_outcomes(self) -> None:
         self.outcomes.setText("\n".join(outcome_line(r) for r in self.results))
@@ -187,7 +194,7 @@ class QuickCommandBox(QFrame):
 
     def _on_prompt_progress(self, request_id: str, progress: PromptProgress) -> None:
         if self._mine(request_id):
-            self.status.setText(progress_text(progress))
+            self._say(progress_text(progress))
 
     def _on_warm_progress(self, progress: PromptProgress | None, what: str) -> None:
         """The model prepares itself (after it was chosen): said while no command runs."""
@@ -195,16 +202,16 @@ class QuickCommandBox(QFrame):
             return
         if progress is None or progress.done >= progress.total:
             if self.warming:
-                self.status.setText("")
+                self._say("")
             self.warming = ""
             return
         self.warming = progress_text(progress, what)
-        self.status.setText(self.warming)
+        self._say(self.warming)
 
     def _on_approval(self, request_id: str, request: ApprovalRequest) -> None:
         if not self._mine(request_id):
             return
-        self.status.setText(f"Waiting for your approval of {request.tool}…")
+        self._say(f"Waiting for your approval of {request.tool}…")
         dialog = ApprovalDialog(request, self)
         self.dialogs.append(dialog)
         dialog.open()
@@ -227,7 +234,7 @@ class QuickCommandBox(QFrame):
     def _on_finished(self, request_id: str, _conversation: str) -> None:
         if self._mine(request_id):
             self.request_id = ""
-            self.status.setText("")
+            self._say("")
             for dialog in self.dialogs:
                 if not dialog.request.decided:
                     dialog.deny()
