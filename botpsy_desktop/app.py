@@ -244,8 +244,13 @@ class App:
         if warm is None:
             return
 
+        import inspect
+
+        # a backend whose warm takes no ``progress`` (a wrapper, another process) warms silently
+        hears = "progress" in inspect.signature(warm).parameters
+
         def told(what: str) -> dict[str, Callable[[PromptProgress], None]]:
-            if progress is None:
+            if progress is None or not hears:
                 return {}
             return {"progress": lambda p: progress(p, what)}
 
