@@ -7,7 +7,6 @@ import contextlib
 import hashlib
 import importlib.metadata
 import os
-import re
 import sys
 import threading
 from collections.abc import Callable
@@ -195,9 +194,9 @@ class ModelService:
         return out
 
     def display_name(self, path: str | os.PathLike[str] | None) -> str | None:
-        """A model's name for people: its catalog name when it came from the catalog, else its
-        file name without the quantization ("Qwen3.5-0.8B"), never raw GGUF metadata. None when
-        ``path`` is empty."""
+        """An installed model's name for people: its catalog name when it came from the catalog
+        ("SmolLM2-135M-Instruct (demo)", not the raw name inside the file), else the name it was
+        imported under. None for a file that is not installed (its own name is all there is)."""
         if not path:
             return None
         target = Path(path).expanduser()
@@ -206,14 +205,8 @@ class ModelService:
                 if self.path_of(model).resolve() != target.resolve():
                     continue
                 entry = self.catalog.get(model.catalog_id) if model.catalog_id else None
-                if entry is not None:
-                    return entry.name
-                break
-        stem = target.name.removesuffix(".gguf")
-        quant = quantization_of(target.name)
-        if quant:
-            stem = re.sub(rf"[-_.]{re.escape(quant)}$", "", stem, flags=re.IGNORECASE) or stem
-        return stem
+                return entry.name if entry is not None else model.id
+        return None
 
     def first_run_message(self, *, window: bool = False) -> str:
         """One sentence on how to get a model (``window``: in the words of the window's buttons,
