@@ -109,11 +109,11 @@ class RoutineRunner(QObject):
 
     def _on_tool_result(self, request_id: str, result: ToolResult) -> None:
         run = self.runs.get(request_id)
-        if run is not None:
-            run.outcomes.append(outcome_line(result))
         asked = run.asked.get(result.call_id) if run is not None else None
         if run is not None and asked is not None and asked.decided_by == NOBODY_IN_TIME:
-            run.timed_out.append(result.name or "a tool call")
+            run.timed_out.append(result.name or "a tool call")  # said first, as "gave up on"
+        elif run is not None:
+            run.outcomes.append(outcome_line(result))
 
     def _on_answer(self, request_id: str, answer: Answer) -> None:
         run = self.runs.get(request_id)
