@@ -125,3 +125,16 @@ def test_the_alarm_poller_does_not_fill_the_log(tmp_path: Path) -> None:
     lines = log_files(app.paths)[0].read_text(encoding="utf-8").splitlines()
     assert lines  # the start is logged
     assert not [line for line in lines if "apscheduler" in line], lines[:5]
+
+
+def test_history_says_how_each_call_ended_and_keeps_the_note(profile: Path, tmp_path: Path) -> None:
+    file = replay(tmp_path, xml_call("move_to_trash", path="Documents/a.txt"), "Done.")
+    run = botpsy(profile, "ask", "--replay", file, "--approve", "deny", "--json", "trash a.txt")
+    conversation = json.loads(run.stdout)["conversation_id"]
+    shown = botpsy(profile, "history", conversation)
+    assert shown.returncode == 0, shown.stderr
+    lines = shown.stdout.splitlines()
+    assert any(
+        line.startswith("[tool move_to_trash: not approved, not carried out]") for line in lines
+    )
+    assert f"[note] {NOTE}" in lines
