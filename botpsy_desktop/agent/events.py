@@ -328,7 +328,8 @@ def outcome_line(result: ToolResult) -> str:
     """What came of one tool call, in one line that never passes a refusal off as done."""
     what = result.summary.strip().rstrip(".") or _call_words(result.name, result.arguments)
     if result.ok:
-        return f"✓ Done: {what}." if result.summary else f"✓ Ran: {what}"
+        asked = " (approved by you)" if result.decision == "approved" else ""
+        return f"✓ Done{asked}: {what}." if result.summary else f"✓ Ran{asked}: {what}"
     first = result.output.strip().splitlines()[0] if result.output.strip() else ""
     why = f" ({first[:160]})" if first else ""
     if result.decision == "denied":  # the model's instructions in the output are not for people

@@ -137,10 +137,11 @@ def test_a_fired_routine_runs_in_the_background_and_its_answer_is_notified(
     assert notifier.sent[-1] == (
         "status",
         f"Routine: {REQUEST}",
-        "Your summary is saved in summary.txt.\n✓ Done: Write a note file.",
+        "Your summary is saved in summary.txt.\n✓ Done (approved by you): Write a note file.",
     )
     assert window.statusBar().currentMessage() == (
-        f"Routine: {REQUEST}: Your summary is saved in summary.txt. · ✓ Done: Write a note file."
+        f"Routine: {REQUEST}: Your summary is saved in summary.txt. · "
+        "✓ Done (approved by you): Write a note file."
     )
     assert app.store.title(run.conversation) == f"Routine: {REQUEST}"
     messages = app.store.messages(run.conversation)
