@@ -35,6 +35,7 @@ from botpsy_desktop.core.errors import ConfigError, ModelError
 from botpsy_desktop.core.paths import Paths
 from botpsy_desktop.core.secrets import SecretStore
 from botpsy_desktop.llm.backend import Backend
+from botpsy_desktop.llm.types import PromptProgress
 
 if TYPE_CHECKING:
     import httpx
@@ -229,17 +230,30 @@ class App:
         *,
         think: bool | None = None,
         cancel: threading.Event | None = None,
+        progress: Callable[[PromptProgress, str], None] | None = None,
     ) -> None:
         """Let the model evaluate ahead what the next request will start with (llama.cpp only).
 
         No conversation: the system prompt with each tool set a request may be offered (one per
         domain, then all tools), once per model and tool set (call after loading a model). A
         conversation: its history as the next request renders it. Run it on the thread that
-        owns the backend, when idle; ``cancel`` stops it early.
+        owns the backend, when idle; ``cancel`` stops it early. ``progress`` hears how far each
+        evaluation has come, with what is being prepared in words.
         """
         warm = getattr(backend, "warm", None)
         if warm is None:
             return
+
+        import inspect
+
+        # a backend whose warm takes no ``progress`` (a wrapper, another process) warms silently
+        hears = "progress" in inspect.signature(warm).parameters
+
+        def told(what: str) -> dict[str, Callable[[PromptProgress], None]]:
+            if progress is None or not hears:
+                return {}
+            return {"progress": lambda p: progress(p, what)}
+
         think = self.config.model.think if think is None else think
         settings = self.loop_settings()
         selector = ToolSelector(self.registry) if settings.select_tools else None
@@ -250,16 +264,26 @@ class App:
             session = self.session(backend, conversation_id)
             history = self.store.messages(conversation_id)
             tools = RequestTools(self.registry, selector, "", history).schemas()
-            warm(session.warm_messages(tools, think), tools, enable_thinking=think, cancel=cancel)
+            warm(
+                session.warm_messages(tools, think),
+                tools,
+                enable_thinking=think,
+                cancel=cancel,
+                **told("Preparing this conversation"),
+            )
             return
         # the tool sets requests are offered (agent/selection.py): one per domain, then all of
         # them, the fallback, left in the context last (saved prefix states keep the others)
         system = [{"role": "system", "content": settings.system_prompt}]
         sets = [] if selector is None else [selector.schemas(c) for c in selector.warm_sets()]
-        for tools in [*sets[:-1], self.registry.schemas()]:
+        every = [*sets[:-1], self.registry.schemas()]
+        for i, tools in enumerate(every, 1):
             if cancel is not None and cancel.is_set():
                 return
-            warm(system, tools, enable_thinking=think, cancel=cancel)
+            what = "Preparing the model" + (
+                f" (part {i} of {len(every)})" if len(every) > 1 else ""
+            )
+            warm(system, tools, enable_thinking=think, cancel=cancel, **told(what))
 
     def plan_undo(self, action_id: int | None = None) -> UndoPlan:
         """Undo, judged by the gate: the plan to undo audit entry ``action_id`` (None: the

@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from botpsy_desktop.llm.types import GenerationStats
+from botpsy_desktop.llm.types import GenerationStats, PromptProgress
 
 
 @dataclass(frozen=True)
@@ -256,11 +256,16 @@ class TurnFinished:
 
 @dataclass(frozen=True)
 class Answer:
-    """The final answer of the request."""
+    """The final answer of the request.
+
+    ``note`` is set when the answer describes an action although no change was carried out in
+    this request (agent/claims.py): every face shows it with the answer.
+    """
 
     text: str
     thinking: str = ""
     steps: int = 0
+    note: str = ""
 
 
 @dataclass(frozen=True)
@@ -289,7 +294,8 @@ class ContextTrimmed:
 
 
 Event = (
-    Thinking
+    PromptProgress
+    | Thinking
     | Token
     | ToolStarted
     | ApprovalNeeded
@@ -299,6 +305,38 @@ Event = (
     | Error
     | ContextTrimmed
 )
+
+
+def progress_text(progress: PromptProgress, what: str = "Reading the request") -> str:
+    """ "Reading the request: 1,536 of 5,598 tokens · about 40 s left" (for every face)."""
+    text = f"{what}: {progress.done:,} of {progress.total:,} tokens"
+    eta = progress.eta_s
+    if eta is not None and progress.done < progress.total:
+        left = f"about {eta:.0f} s left" if eta < 90 else f"about {eta / 60:.0f} min left"
+        text += f" · {left}"
+    return text
+
+
+def _call_words(name: str | None, arguments: Mapping[str, Any]) -> str:
+    shown = ", ".join(
+        f"{k}={json.dumps(v, ensure_ascii=False, default=str)[:60]}" for k, v in arguments.items()
+    )
+    return f"{name or 'an unreadable call'}({shown})"
+
+
+def outcome_line(result: ToolResult) -> str:
+    """What came of one tool call, in one line that never passes a refusal off as done."""
+    what = result.summary.strip().rstrip(".") or _call_words(result.name, result.arguments)
+    if result.ok:
+        asked = " (approved by you)" if result.decision == "approved" else ""
+        return f"✓ Done{asked}: {what}." if result.summary else f"✓ Ran{asked}: {what}"
+    first = result.output.strip().splitlines()[0] if result.output.strip() else ""
+    why = f" ({first[:160]})" if first else ""
+    if result.decision == "denied":  # the model's instructions in the output are not for people
+        return f"✗ Not approved, not carried out: {what}"
+    if result.decision == "not-run":
+        return f"✗ Not run: {what}{why}"
+    return f"✗ Failed: {what}{why}"
 
 
 @dataclass
@@ -311,6 +349,8 @@ class Transcript:
     turns: list[dict[str, Any]] = field(default_factory=list)
     answer: str | None = None
     thinking: str = ""
+    note: str = ""
+    """Said with the answer: it describes an action that was not carried out (Answer.note)."""
     error: dict[str, str] | None = None
     context: list[dict[str, Any]] = field(default_factory=list)
     """What was left out of the prompt to fit the context (ContextTrimmed events)."""
@@ -338,6 +378,7 @@ class Transcript:
         elif isinstance(event, Answer):
             self.answer = event.text
             self.thinking = event.thinking
+            self.note = event.note
         elif isinstance(event, Error):
             self.error = {"kind": event.kind, "message": event.message}
         elif isinstance(event, ContextTrimmed):
@@ -391,6 +432,7 @@ class Transcript:
                 for r in self.approvals
             ],
             "answer": self.answer,
+            "note": self.note,
             "thinking": self.thinking,
             "error": self.error,
             "context": self.context,

@@ -13,6 +13,7 @@ from typing import Any
 
 from botpsy_desktop.agent.audit import AuditLog
 from botpsy_desktop.agent.budget import ContextBudget, ContextFull, Fitted
+from botpsy_desktop.agent.claims import NOTE, claims_action
 from botpsy_desktop.agent.events import (
     Answer,
     ApprovalNeeded,
@@ -46,7 +47,7 @@ from botpsy_desktop.agent.tools import (
 from botpsy_desktop.core.errors import BotpsyError
 from botpsy_desktop.llm.backend import Backend
 from botpsy_desktop.llm.parser import StreamSplitter, parse_turn
-from botpsy_desktop.llm.types import Completion, ToolCall, ToolCallError
+from botpsy_desktop.llm.types import Completion, PromptProgress, ToolCall, ToolCallError
 
 
 @dataclass(frozen=True)
@@ -142,6 +143,8 @@ class AgentSession:
                 m["content"] = frame(str(m.get("name") or "the tool"), str(m.get("content", "")))
             elif m.get("role") == "user" and m.get("origin"):
                 m = {k: v for k, v in m.items() if k != "origin"}
+            elif m.get("role") == "assistant" and "note" in m:  # for people, not the model
+                m = {k: v for k, v in m.items() if k != "note"}
             out.append(m)
         return out
 
@@ -228,6 +231,7 @@ class AgentSession:
             self.registry, self.selector, text, self.store.messages(self.conversation_id)
         )
         trimmed: Fitted | None = None  # what was last reported as left out of the prompt
+        changed = False  # a change was carried out in this request (else claims are noted)
         for step in range(1, self.settings.max_steps + 1):
             tools = offer.schemas()
             splitter: StreamSplitter | None = None
@@ -244,6 +248,9 @@ class AgentSession:
                     if isinstance(item, Completion):
                         completion = item
                         break
+                    if isinstance(item, PromptProgress):
+                        yield item
+                        continue
                     if splitter is None:
                         splitter = StreamSplitter(started_in_thinking=item.started_in_thinking)
                     yield from self._reply.stream(_stream_events(splitter.feed(item.text)))
@@ -271,14 +278,16 @@ class AgentSession:
                 yield Error("cancelled", "Stopped.")
                 return
             if not parsed.calls:
-                self._reply.finish(
-                    {
-                        "role": "assistant",
-                        "content": parsed.content,
-                        "reasoning_content": parsed.thinking,
-                    },
-                )
-                yield Answer(parsed.content, parsed.thinking, step)
+                note = "" if changed or not claims_action(parsed.content) else NOTE
+                final: dict[str, Any] = {
+                    "role": "assistant",
+                    "content": parsed.content,
+                    "reasoning_content": parsed.thinking,
+                }
+                if note:
+                    final["note"] = note
+                self._reply.finish(final)
+                yield Answer(parsed.content, parsed.thinking, step, note)
                 return
 
             call_ids = [f"call_{uuid.uuid4().hex[:12]}" for _ in parsed.calls]
@@ -348,6 +357,7 @@ class AgentSession:
                     ok=outcome.ok,
                     result=output,
                 )
+                changed = changed or (outcome.ok and outcome.action_id is not None)
                 yield ToolResult(
                     call_id,
                     name,

@@ -16,6 +16,7 @@ from botpsy_desktop.agent.events import (
     Error,
     Event,
     ToolResult,
+    outcome_line,
 )
 from botpsy_desktop.agent.loop import AgentSession, waited
 from botpsy_desktop.agent.scheduler import (
@@ -104,6 +105,8 @@ class _Run:
     answer: str = ""
     denied: list[str] = field(default_factory=list)
     asked: dict[str, ApprovalRequest] = field(default_factory=dict)  # by call id
+    outcomes: list[str] = field(default_factory=list)  # each tool call's outcome, in words
+    note: str = ""  # the answer describes an action no tool carried out
 
 
 class DaemonRoutines:
@@ -206,7 +209,9 @@ class DaemonRoutines:
                 f"daemon, so it is denied after {self.approval_timeout_s:g} s "
                 "(agent.background_approval_timeout_s)",
             )
-        elif isinstance(item, ToolResult) and item.decision == "denied":
+        if isinstance(item, ToolResult):
+            run.outcomes.append(outcome_line(item))
+        if isinstance(item, ToolResult) and item.decision == "denied":
             name = item.name or "a tool call"
             run.denied.append(name)
             asked = run.asked.get(item.call_id)
@@ -217,6 +222,7 @@ class DaemonRoutines:
             )
         elif isinstance(item, Answer):
             run.answer = item.text
+            run.note = item.note
         elif isinstance(item, Error) and item.kind != "cancelled":
             self._say(
                 {
@@ -237,10 +243,14 @@ class DaemonRoutines:
                     "conversation": run.conversation,
                     "state": item.state,
                     "answer": run.answer,
+                    "note": run.note,
+                    "outcomes": run.outcomes,
                     "denied": run.denied,
                 },
                 f"routine {fired.id} {fired.label!r} {item.state}: {line or '(no answer)'} "
-                f"(conversation {run.conversation})",
+                f"(conversation {run.conversation})"
+                + "".join(f"\n  {o}" for o in run.outcomes)
+                + (f"\n  {run.note}" if run.note else ""),
             )
             with self._idle:
                 self._active -= 1

@@ -30,6 +30,9 @@ class UndoPlan:
     verdict: Verdict
     request: ApprovalRequest | None
     """The approval request to show when the inverse asks; None when it may run at once."""
+    undoes: str = ""
+    """The action undone, in plain words ("Set a timer for 10 minutes"): what "Undone:" names
+    (the inverse's own summary describes the inverse, e.g. cancelling an alarm for good)."""
 
     @property
     def needs_approval(self) -> bool:
@@ -77,7 +80,16 @@ def plan_undo(
     if verdict.decision is Decision.ASK:
         request = gate.request(f"undo_{entry['id']}", tool, dict(inverse.arguments), verdict)
         request.scope = None  # an undo is decided once, never for a conversation
-    return UndoPlan(entry, inverse, tool, verdict, request)
+    original = registry.get(str(entry.get("tool")))
+    try:
+        undoes = (
+            original.summarize(dict(entry.get("arguments") or {}))
+            if original is not None
+            else describe(entry)
+        )
+    except Exception:  # a summary is words only: never a reason not to undo
+        undoes = describe(entry)
+    return UndoPlan(entry, inverse, tool, verdict, request, undoes.strip().rstrip("."))
 
 
 def carry_out(audit: AuditLog, plan: UndoPlan, by: str = "user (undo)") -> Undone:

@@ -37,8 +37,10 @@ from botpsy_desktop.agent.scheduler import (
 from botpsy_desktop.app import App
 from botpsy_desktop.core.errors import BotpsyError
 from botpsy_desktop.llm.backend import Backend
+from botpsy_desktop.llm.types import PromptProgress
 
-NO_MODEL = "No model is loaded yet. Use File ▸ Open model…."
+NO_MODEL = "No model is loaded yet. Use File ▸ Get a model… or File ▸ Open model file…."
+WARM_SAY_TOKENS = 512  # a warm-up of fewer tokens is over before it could be read
 TOKEN_BATCH_S = 0.03  # streamed text reaches the GUI at most ~33 times a second
 
 
@@ -71,6 +73,10 @@ class EngineWorker(QObject):
     failed = Signal(str, str, str)  # request id, kind, message
     contextTrimmed = Signal(str, str)  # request id, what was left out of the prompt (a sentence)
     requestFinished = Signal(str, str)  # request id, conversation id
+    promptProgress = Signal(str, object)  # request id, PromptProgress of its prompt evaluation
+    streamed = Signal(str, int, float)  # request id, pieces streamed this turn, seconds since
+    # a warm-up's progress (PromptProgress, what is prepared in words); None when it is over
+    warmProgress = Signal(object, str)
 
     def __init__(self, app: App) -> None:
         super().__init__()
@@ -170,10 +176,21 @@ class EngineWorker(QObject):
             try:
                 backend = self.app.backend(model=model or None, replay=replay or None)
             except BotpsyError as exc:
-                self.modelFailed.emit(str(exc))
+                text = str(exc)
+                if not (model or replay or self.app.config.model.path):
+                    # no model chosen: say what this computer has, in the window's words
+                    with contextlib.suppress(BotpsyError, OSError):
+                        text = self.app.models().first_run_message(window=True)
+                self.modelFailed.emit(text)
                 return
             ctx.replace_backend(backend)
-            self.modelLoaded.emit(backend.name, _details(backend))
+            details = _details(backend)
+            if not replay:  # named for people, not by the file's raw metadata
+                with contextlib.suppress(BotpsyError, OSError):
+                    readable = self.app.models().display_name(model or self.app.config.model.path)
+                    if readable:
+                        details["model"] = readable
+            self.modelLoaded.emit(backend.name, details)
             self._warm(None, None)  # the system prompt and tool schemas, before any request
 
         self.scheduler.submit(job, Priority.CONTROL, label="load model")
@@ -189,10 +206,25 @@ class EngineWorker(QObject):
             if ctx.backend is None:
                 return
             # only a head start: the next request evaluates what it needs and reports errors
-            with contextlib.suppress(BotpsyError, RuntimeError):
-                self.app.warm(ctx.backend, conversation_id, think=think, cancel=ctx.cancel)
+            try:
+                with contextlib.suppress(BotpsyError, RuntimeError):
+                    self.app.warm(
+                        ctx.backend,
+                        conversation_id,
+                        think=think,
+                        cancel=ctx.cancel,
+                        progress=self._warm_progress,
+                    )
+            finally:
+                self.warmProgress.emit(None, "")
 
         self.scheduler.submit(job, Priority.WARMUP, label="warm-up")
+
+    def _warm_progress(self, progress: PromptProgress, what: str) -> None:
+        """Said only for a warm-up long enough to be worth saying (the prefix of a new model,
+        not a conversation's last message)."""
+        if progress.total >= WARM_SAY_TOKENS:
+            self.warmProgress.emit(progress, what)
 
     def _finished(self, rid: str, conversation_id: str, started: bool, think: bool) -> None:
         with self._lock:
@@ -230,6 +262,8 @@ class _Relay:
         self.think = think
         self.pending: dict[str, list[str]] = {"thinking": [], "token": []}
         self.last_flush = time.monotonic()
+        self.pieces = 0  # streamed in this model turn (a token each, from llama.cpp)
+        self.first_piece = 0.0
 
     def flush(self) -> None:
         w, rid = self.worker, self.rid
@@ -240,15 +274,22 @@ class _Relay:
             w.token.emit(rid, "".join(self.pending["token"]))
             self.pending["token"].clear()
         self.last_flush = time.monotonic()
+        if self.pieces:
+            w.streamed.emit(rid, self.pieces, self.last_flush - self.first_piece)
 
     def on_item(self, item: Item) -> None:
         w, rid = self.worker, self.rid
         if isinstance(item, Thinking | Token):
+            if not self.pieces:
+                self.first_piece = time.monotonic()
+            self.pieces += 1
             self.pending["thinking" if isinstance(item, Thinking) else "token"].append(item.text)
             if time.monotonic() - self.last_flush >= TOKEN_BATCH_S:
                 self.flush()
             return
         self.flush()
+        if isinstance(item, TurnFinished | ToolStarted):
+            self.pieces = 0  # the next turn's figures start again
         if isinstance(item, Queued):
             ahead = item.ahead
             if QThread.currentThread() is w.thread():
@@ -257,6 +298,8 @@ class _Relay:
                 QTimer.singleShot(0, w, lambda: w.queued.emit(rid, ahead))
             else:
                 w.queued.emit(rid, ahead)
+        elif isinstance(item, PromptProgress):
+            w.promptProgress.emit(rid, item)
         elif isinstance(item, ApprovalNeeded):
             w.approvalNeeded.emit(rid, item.request)
         elif isinstance(item, Parked):
@@ -285,6 +328,7 @@ def _details(backend: Backend) -> dict[str, Any]:
     if info is not None:
         details.update(
             model=info.name,
+            metadata_name=info.name,
             quantization=info.file_type,
             architecture=info.architecture,
             file_size=info.file_size,

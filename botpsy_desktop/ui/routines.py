@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from PySide6.QtCore import QObject, Signal
 
 from botpsy_desktop.adapters.alarms import AlarmFired, AlarmService
-from botpsy_desktop.agent.events import Answer, ApprovalRequest, ToolResult
+from botpsy_desktop.agent.events import Answer, ApprovalRequest, ToolResult, outcome_line
 from botpsy_desktop.agent.loop import NOBODY_IN_TIME
 from botpsy_desktop.agent.routines import (
     first_line,
@@ -37,6 +37,10 @@ class RoutineRun:
     asked: dict[str, ApprovalRequest] = field(default_factory=dict)  # by call id
     timed_out: list[str] = field(default_factory=list)
     """Tools whose approval nobody gave in time (agent.background_approval_timeout_s)."""
+    outcomes: list[str] = field(default_factory=list)
+    """What came of each tool call, one line each (agent/events.py outcome_line)."""
+    note: str = ""
+    """The answer describes an action no tool carried out (Answer.note)."""
 
 
 class RoutineRunner(QObject):
@@ -107,12 +111,15 @@ class RoutineRunner(QObject):
         run = self.runs.get(request_id)
         asked = run.asked.get(result.call_id) if run is not None else None
         if run is not None and asked is not None and asked.decided_by == NOBODY_IN_TIME:
-            run.timed_out.append(result.name or "a tool call")
+            run.timed_out.append(result.name or "a tool call")  # said first, as "gave up on"
+        elif run is not None:
+            run.outcomes.append(outcome_line(result))
 
     def _on_answer(self, request_id: str, answer: Answer) -> None:
         run = self.runs.get(request_id)
         if run is not None:
             run.answer = answer.text
+            run.note = answer.note
 
     def _on_failed(self, request_id: str, kind: str, message: str) -> None:
         run = self.runs.get(request_id)
@@ -127,5 +134,10 @@ class RoutineRunner(QObject):
         if run.timed_out:
             timeout = self.engine.worker.app.config.agent.background_approval_timeout_s
             text = f"{gave_up_text(run.timed_out, timeout)} {text}"
+        # what actually ran, was refused or failed, and a claim nothing backs, every time
+        if run.note:
+            text = f"{text}\n{run.note}"
+        if run.outcomes:
+            text = f"{text}\n" + "\n".join(run.outcomes)
         self.notifier.notify(routine_title(run.fired.label), text)
         self.finished.emit(run)

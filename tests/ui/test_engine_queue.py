@@ -187,10 +187,11 @@ def test_a_routine_waiting_for_approval_never_delays_the_users_own_request(
             ("answer", "Hello from the window."),
             ("answer", "Your wake-up alarm is cancelled."),
         ]
-        assert r.notifier.sent[-1] == (
+        assert r.notifier.sent[-1] == (  # the answer, and what the run carried out
             "status",
             f"Routine: {ROUTINE}",
-            "Your wake-up alarm is cancelled.",
+            "Your wake-up alarm is cancelled.\n"
+            "✓ Done (approved by you): Cancel alarm Wake up for good (it cannot be undone).",
         )
         tool_rows = [m for m in r.app.store.messages(run.conversation) if m["role"] == "tool"]
         assert [m["name"] for m in tool_rows] == ["cancel_alarm"]
