@@ -10,6 +10,7 @@ from typing import Any
 
 from PySide6.QtCore import QObject, QThread, QTimer, Signal
 
+from botpsy_desktop.agent.approvals import RoutineInfo, StoredApproval
 from botpsy_desktop.agent.events import (
     Answer,
     ApprovalNeeded,
@@ -96,11 +97,15 @@ class EngineWorker(QObject):
         background: bool = False,
         title: str | None = None,
         origin: str | None = None,
+        routine: RoutineInfo | None = None,
+        resume: StoredApproval | None = None,
     ) -> str:
         """Queue a request (from any thread); returns its id at once.
 
         ``background`` (a routine, nobody watching): its approval requests wait in the gate's
-        inbox (the pending-approvals queue), never in a dialog. ``title`` names the conversation
+        inbox (the pending-approvals queue), never in a dialog, and are kept in the stored queue
+        (agent/approvals.py) with ``routine``, who asked. ``resume``: go on with a run parked
+        by an earlier process instead of asking ``text``. ``title`` names the conversation
         again once the request is over (a first request otherwise names it after its text).
         """
         rid = request_id or uuid.uuid4().hex
@@ -115,7 +120,16 @@ class EngineWorker(QObject):
             self.requestStarted.emit(rid, session.conversation_id)
             return session
 
-        job = session_job(make_session, text, think=think, no_model=NO_MODEL, origin=origin)
+        job = session_job(
+            make_session,
+            text,
+            think=think,
+            no_model=NO_MODEL,
+            origin=origin,
+            queue=self.app.approvals() if background else None,
+            routine=routine,
+            resume=resume,
+        )
         if title:
             job = keep_title(job, self.app.store, lambda: conv["id"], title)
         request = self.scheduler.submit(
@@ -314,6 +328,8 @@ class EngineThread(QObject):
         background: bool = False,
         title: str | None = None,
         origin: str | None = None,
+        routine: RoutineInfo | None = None,
+        resume: StoredApproval | None = None,
     ) -> str:
         return self.worker.submit(
             conversation_id,
@@ -323,6 +339,8 @@ class EngineThread(QObject):
             background=background,
             title=title,
             origin=origin,
+            routine=routine,
+            resume=resume,
         )
 
     def load(self, model: str, replay: str) -> None:

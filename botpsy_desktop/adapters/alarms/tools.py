@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from datetime import timedelta
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -66,6 +66,11 @@ class SetRoutineArgs(BaseModel):
         max_length=500,
     )
     repeat: str = Field("never", max_length=100, description=_REPEAT_FIELD)
+    if_missed: Literal["skip", "catch up"] = Field(
+        "skip",
+        description='When it was due while BotPsy was not running: "skip" that run, or '
+        '"catch up" (run it once at the next start).',
+    )
 
 
 class ListAlarmsArgs(BaseModel):
@@ -129,7 +134,15 @@ def alarms_tools(service: AlarmService) -> list[Tool]:
             if origin.tainted
             else None
         )
-        return _set(service, AlarmKind.ROUTINE, args.time, request, args.repeat, origin=note)
+        return _set(
+            service,
+            AlarmKind.ROUTINE,
+            args.time,
+            request,
+            args.repeat,
+            origin=note,
+            catch_up=args.if_missed == "catch up",
+        )
 
     def list_alarms(args: ListAlarmsArgs) -> dict[str, Any]:
         now = service.now()
@@ -254,9 +267,14 @@ def _s_reminder(a: Mapping[str, Any]) -> str:
 
 
 def _s_routine(a: Mapping[str, Any]) -> str:
+    missed = (
+        "if it is missed while BotPsy is not running, it runs once at the next start"
+        if a.get("if_missed") == "catch up"
+        else "a run missed while BotPsy is not running is skipped"
+    )
     return (
         f"Have the assistant run “{a.get('request')}” by itself at {a.get('time')}{_repeat(a)}, "
-        "without you watching"
+        f"without you watching; {missed}"
     )
 
 
@@ -291,13 +309,14 @@ def _set(
     repeat: str,
     *,
     origin: str | None = None,
+    catch_up: bool = False,
 ) -> dict[str, Any]:
     days = parse_repeat(repeat)
     now = service.now()
     resolved = parse_when(when, now, service.tz)
     if not days and resolved.days:
         days = resolved.days
-    alarm = service.add(kind, resolved.at, label=label, days=days, origin=origin)
+    alarm = service.add(kind, resolved.at, label=label, days=days, origin=origin, catch_up=catch_up)
     noun = {AlarmKind.REMINDER: "Reminder", AlarmKind.ROUTINE: "Routine"}.get(kind, "Alarm")
     result = _confirmation(service, alarm, f"{noun} set")
     if resolved.note and not days:
@@ -320,6 +339,7 @@ def _confirmation(service: AlarmService, alarm: Alarm, what: str) -> dict[str, A
             "It runs with nobody watching: anything it wants to change waits for the user's "
             "approval."
         )
+        result["if_missed"] = "catch up" if alarm.catch_up else "skip"
     if not service.running:
         result["running_note"] = (
             f"It {verb} while BotPsy runs (the window or `botpsy daemon`); if neither runs "
