@@ -218,7 +218,8 @@ class ApprovalQueue:
         process holds without a run in memory, to go on with it (or end it)."""
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._adopt = False
+        self.adopt = False
+        """Take over the parked runs of ended processes (set by :meth:`watch`)."""
         self._handed: set[int] = set()  # decided runs handed on to on_adopted
         self._announced: set[int] = set()  # rows the arrived listeners heard of, not yet left
 
@@ -406,7 +407,7 @@ class ApprovalQueue:
         )
         with self._lock:
             self._live.pop(approval_id, None)
-            self._mirrors.pop(approval_id, None)
+        self._drop_mirror(approval_id)
         return self.get(approval_id) if changed else None
 
     def settle_live(self, approval_id: int, request: ApprovalRequest) -> StoredApproval | None:
@@ -425,6 +426,31 @@ class ApprovalQueue:
                 request.settle(decided.approved, decided.by, decided.edited_arguments)
         return self.take(approval_id)
 
+    def stop_held(self, conversation_id: str) -> list[StoredApproval]:
+        """The user writes in ``conversation_id``: a run of it that this process holds without
+        running (adopted, waiting or decided) ends there, its call not run, so that the new
+        request is the conversation's only writer. Returns the rows it ended."""
+        ended: list[StoredApproval] = []
+        rows = self._rows(
+            "conversation_id = ? AND owner = ? AND state != 'taken'", (conversation_id, self.me)
+        )
+        for stored in rows:
+            if stored.id in self._live:
+                continue  # a parked run of this process: the scheduler stops it
+            self._record(stored.id, False, "stopped", None)
+            taken = self.take(stored.id)
+            if taken is None:
+                continue
+            close_run(
+                self.store,
+                taken,
+                f"{taken.tool} was not run: the user wrote in this conversation while it "
+                "waited for approval.",
+                STOPPED_SENTENCE,
+            )
+            ended.append(taken)
+        return ended
+
     def suspend(self, approval_id: int) -> None:
         """The process is closing with this run parked: it stays waiting, for the next start."""
         with self._lock:
@@ -437,7 +463,7 @@ class ApprovalQueue:
         """Poll the table on a thread: decisions made elsewhere reach this process's parked
         runs, waiting approvals of other processes are mirrored into the inbox, and (``adopt``)
         the parked runs of ended processes are taken over (:attr:`on_adopted`)."""
-        self._adopt = adopt
+        self.adopt = adopt
         if self._thread is None:
             self._thread = threading.Thread(
                 target=self._watch, name="botpsy-approvals", daemon=True
@@ -465,7 +491,7 @@ class ApprovalQueue:
                 live.settle(decided.approved, decided.by, decided.edited_arguments)
             return
         mine = stored.owner == self.me
-        if not mine and self._adopt and stored.owner and self._claim(stored):
+        if not mine and self.adopt and stored.owner and self._claim(stored):
             log.info("adopted the parked run of approval %s", stored.id)
             stored = self.get(stored.id) or stored
             mine = True
@@ -498,7 +524,7 @@ class ApprovalQueue:
 
     def _hand_on(self, stored: StoredApproval) -> None:
         callback = self.on_adopted
-        if callback is not None and self._adopt:
+        if callback is not None and self.adopt:
             with self._lock:
                 if stored.id in self._handed:
                     return
@@ -604,15 +630,27 @@ def end_expired(store: ConversationStore, stored: StoredApproval, timeout_s: flo
     any action: its waiting call and the turn's later calls get "not run" results, and a
     sentence in the conversation says so. Returns that sentence."""
     sentence = gave_up_sentence([stored.tool], timeout_s)
-    found = _parked_turn(store.messages(stored.conversation_id), stored.call_id)
-    row = store.reopen_tool_row(stored.conversation_id, stored.call_id)
-    if found is None or row is None:
-        return sentence
-    _, _, calls, _ = found
     not_run = (
         f"{stored.tool} was not run: it waited for the user's approval and nobody answered "
         "(agent.background_approval_timeout_s)."
     )
+    close_run(store, stored, not_run, sentence)
+    return sentence
+
+
+STOPPED_SENTENCE = "Stopped: you wrote in this conversation while this run waited for approval."
+
+
+def close_run(
+    store: ConversationStore, stored: StoredApproval, not_run: str, sentence: str
+) -> None:
+    """End a stored run at its waiting call without the model: that call gets ``not_run`` as
+    its result, the turn's later calls "not run", and ``sentence`` ends the run."""
+    found = _parked_turn(store.messages(stored.conversation_id), stored.call_id)
+    row = store.reopen_tool_row(stored.conversation_id, stored.call_id)
+    if found is None or row is None:
+        return
+    _, _, calls, _ = found
     for index, (call_id, call) in enumerate(calls):
         content = not_run if index == 0 else NOT_RUN_AFTER_GIVING_UP
         message = {"role": "tool", "tool_call_id": call_id, "name": call.name, "content": content}
@@ -638,7 +676,6 @@ def end_expired(store: ConversationStore, stored: StoredApproval, timeout_s: flo
         assert next_row is not None
         row = next_row
     store.finish(row, {"role": "assistant", "content": sentence})
-    return sentence
 
 
 @contextlib.contextmanager

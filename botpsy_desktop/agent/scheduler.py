@@ -501,7 +501,7 @@ def session_job(
             if isinstance(event, ApprovalNeeded) and event.request.background:
                 approval = event.request
                 timeout = session.settings.background_approval_timeout_s
-                row = None
+                held: tuple[ApprovalQueue, int] | None = None  # its row, when stored
                 if queue is not None and not approval.decided:
                     row = queue.park(
                         approval,
@@ -510,12 +510,12 @@ def session_job(
                         timeout_s=timeout,
                         think=think,
                     )
+                    held = (queue, row.id)
                 if not approval.decided and not ctx.cancel.is_set():
-                    yield Park(approval, timeout, keep=row is not None)
-                if row is not None and not ctx.cancel.is_set():
-                    queue_ = queue
-                    assert queue_ is not None
-                    if queue_.settle_live(row.id, approval) is None:
+                    yield Park(approval, timeout, keep=held is not None)
+                if held is not None and not ctx.cancel.is_set():
+                    stored_in, row_id = held
+                    if stored_in.settle_live(row_id, approval) is None:
                         # not taken here (another process has it): this run must not act on it
                         with contextlib.suppress(RuntimeError):
                             approval.settle(False, "taken elsewhere")
@@ -525,10 +525,8 @@ def session_job(
                 if not approval.decided:  # the run was stopped, or the time is up
                     with contextlib.suppress(RuntimeError):  # decided meanwhile
                         approval.deny(by="stopped" if ctx.cancel.is_set() else NOBODY_IN_TIME)
-                if row is not None and ctx.cancel.is_set():
-                    queue_ = queue
-                    assert queue_ is not None
-                    queue_.take(row.id)
+                if held is not None and ctx.cancel.is_set():
+                    held[0].take(held[1])
             elif isinstance(event, ApprovalNeeded):
                 while not event.request.decided:
                     if ctx.cancel.is_set():

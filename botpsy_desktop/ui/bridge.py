@@ -158,6 +158,8 @@ class EngineWorker(QObject):
             ]
         for request in stale:
             request.cancel()
+        # one taken over from an ended process and not running (agent/approvals.py) ends too
+        self.app.approvals().stop_held(conversation_id)
 
     def cancel(self, request_id: str) -> None:
         with self._lock:

@@ -205,3 +205,39 @@ def test_the_window_decides_an_approval_the_running_daemon_waits_for(
         assert [a.id for a in service.alarms()] == [wake_id]
     finally:
         service.shutdown()
+
+
+def test_writing_in_the_conversation_of_a_run_taken_over_ends_it_without_running_it(
+    qtbot: QtBot, tmp_path: Path
+) -> None:
+    home, wake_id = profile_with_routine(tmp_path)
+    daemon = Daemon(home, [xml_call("cancel_alarm", alarm="all"), "not reached"], tmp_path)
+    try:
+        asked = daemon.until("routine_approval")
+    finally:
+        daemon.end(signal.SIGKILL)
+    w = Window(qtbot, home, tmp_path, ["Hello again."])
+    try:
+        qtbot.waitUntil(lambda: w.window.pending.count() == 1, timeout=15000)
+        stored = w.queue.get(asked["approval"])
+        assert stored is not None
+        answers: list[str] = []
+        w.window.engine.worker.answer.connect(lambda _rid, answer: answers.append(answer.text))
+        w.window.engine.submit(stored.conversation_id, "Never mind, hello", False)
+        qtbot.waitUntil(lambda: answers == ["Hello again."], timeout=15000)
+        assert w.window.pending.count() == 0 and w.queue.waiting() == []
+        messages = w.app.store.messages(stored.conversation_id)
+        assert [m["role"] for m in messages[-5:]] == [
+            "assistant",  # the routine's turn, with its call
+            "tool",  # the call, not run
+            "assistant",  # the sentence that ended the routine's run
+            "user",
+            "assistant",
+        ]
+        assert "was not run: the user wrote in this conversation" in messages[-4]["content"]
+        assert messages[-3]["content"].startswith("Stopped: you wrote in this conversation")
+        assert cancel_actions(w.app) == []
+        assert w.app.alarms is not None
+        assert [a.id for a in w.app.alarms.alarms()] == [wake_id]
+    finally:
+        w.close()
