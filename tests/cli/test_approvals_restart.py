@@ -106,7 +106,13 @@ class Daemon:
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
-            env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
+            # no notifications on the session of whoever runs the tests, unless a test's own
+            env={
+                **os.environ,
+                "PYTHONUNBUFFERED": "1",
+                "DBUS_SESSION_BUS_ADDRESS": "",
+                **(env or {}),
+            },
         )
         assert self.proc.stdout is not None and self.proc.stderr is not None
         self.lines = Lines(self.proc.stdout)
@@ -428,3 +434,21 @@ def test_missed_routines_catch_up_once_or_are_skipped_as_each_was_set(tmp_path: 
     assert second.lines.drain() == []
     listed = botpsy(profile, "approvals")  # and nothing waits
     assert listed.stdout.strip() == "Nothing waits for your approval."
+
+
+def test_two_daemons_on_one_profile_run_a_routine_once(tmp_path: Path) -> None:
+    profile = make_profile(tmp_path, timeout_s=120)
+    _, routine_id = seed(profile, due_in=4.0)
+    turns = replay(tmp_path, "turns.json", ["Your alarms are as they were."])
+    one, two = Daemon(profile, turns), Daemon(profile, turns)
+    try:
+        one.ready()
+        two.ready()
+        time.sleep(6)  # due in 4 s: both are running when it is due
+    finally:
+        code_one, err_one = one.stop()
+        code_two, err_two = two.stop()
+    assert code_one == 0 and code_two == 0, err_one + err_two
+    events = [json.loads(line) for d in (one, two) for line in d.lines.drain()]
+    assert [e["event"] for e in events] == ["running", "routine_finished"]
+    assert events[0]["id"] == routine_id

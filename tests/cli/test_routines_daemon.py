@@ -73,7 +73,8 @@ def daemon(profile: Path, *extra: str) -> subprocess.Popen[str]:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        # no notifications on the session of whoever runs the tests
+        env={**os.environ, "PYTHONUNBUFFERED": "1", "DBUS_SESSION_BUS_ADDRESS": ""},
     )
 
 
