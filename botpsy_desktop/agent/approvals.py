@@ -486,6 +486,9 @@ class ApprovalQueue:
             self._leave(stored.id)
         live = self._live.get(stored.id)
         if live is not None:  # parked here: a decision made elsewhere wakes the run
+            if stored.state == "waiting" and stored.deadline is not None and stored.deadline <= now:
+                # by the wall clock (the run's own timer stands still while the computer sleeps)
+                stored = self.expire(stored.id) or stored
             if stored.state == "decided" and not live.decided:
                 decided = stored.decided()
                 live.settle(decided.approved, decided.by, decided.edited_arguments)
