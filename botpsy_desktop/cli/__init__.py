@@ -22,6 +22,7 @@ from botpsy_desktop.cli import (
     log,
     mcp,
     model,
+    routines,
     tools,
 )
 from botpsy_desktop.cli.common import EXIT_CANCELLED, EXIT_ERROR, EXIT_OK, EXIT_USAGE
@@ -41,6 +42,7 @@ COMMANDS: dict[str, Command] = {
     "model": model.cmd_model,
     "daemon": daemon.cmd_daemon,
     "approvals": approvals.cmd_approvals,
+    "routines": routines.cmd_routines,
     "log": log.cmd_log,
     "undo": log.cmd_undo,
     "history": history.cmd_history,
@@ -73,6 +75,7 @@ def _parser() -> argparse.ArgumentParser:
     account.add_command(sub)
     daemon.add_command(sub)
     approvals.add_command(sub)
+    routines.add_command(sub)
     log.add_commands(sub)
     history.add_command(sub)
     db.add_command(sub)

@@ -122,23 +122,16 @@ def alarms_tools(service: AlarmService) -> list[Tool]:
         return _set(service, AlarmKind.REMINDER, args.time, text, args.repeat)
 
     def set_routine(args: SetRoutineArgs) -> dict[str, Any]:
-        # stored, it runs later as a request: defused like any text from outside
-        request = " ".join(neutralize(args.request).split())
-        if not request:
-            raise ToolError(
-                "The routine's request is empty.", 'Say what to ask then, e.g. "the weather".'
-            )
         origin = current_call_context()
         note = (
             "a routine set while the assistant was reading " + "; ".join(origin.sources)
             if origin.tainted
             else None
         )
-        return _set(
+        return add_routine(
             service,
-            AlarmKind.ROUTINE,
             args.time,
-            request,
+            args.request,
             args.repeat,
             origin=note,
             catch_up=args.if_missed == "catch up",
@@ -299,6 +292,35 @@ def _s_snooze(a: Mapping[str, Any]) -> str:
 
 def _s_dismiss(a: Mapping[str, Any]) -> str:
     return f"Stop {_which(a, 'the ringing alarm')}"
+
+
+def add_routine(
+    service: AlarmService,
+    when: str,
+    request: str,
+    repeat: str = "never",
+    *,
+    origin: str | None = None,
+    catch_up: bool = False,
+) -> dict[str, Any]:
+    """Store a routine (``set_routine``, ``botpsy routines add``): ``request`` runs at ``when``
+    (words or ISO), repeating as ``repeat`` says; ``catch_up``: a run missed while nothing ran
+    runs once at the next start, else it is skipped. Returns the confirmation."""
+    # stored, it runs later as a request: defused like any text from outside
+    text = " ".join(neutralize(request).split())
+    if not text:
+        raise ToolError(
+            "The routine's request is empty.", 'Say what to ask then, e.g. "the weather".'
+        )
+    return _set(service, AlarmKind.ROUTINE, when, text, repeat, origin=origin, catch_up=catch_up)
+
+
+def describe_alarm(alarm: Alarm, service: AlarmService) -> dict[str, Any]:
+    """One alarm as ``list_alarms`` shows it (a routine also says what happens if missed)."""
+    item = _describe(alarm, service)
+    if alarm.kind is AlarmKind.ROUTINE:
+        item["if_missed"] = "catch up" if alarm.catch_up else "skip"
+    return item
 
 
 def _set(
