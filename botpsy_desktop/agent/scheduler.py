@@ -170,6 +170,12 @@ class Request:
         self._scheduler._cancel(self)
 
     @property
+    def stored_while_parked(self) -> bool:
+        """Parked with its approval stored: closing the scheduler suspends it (it goes on
+        after a restart), so a closing face leaves it alone instead of stopping it."""
+        return self.state == "parked" and self._keep
+
+    @property
     def finished(self) -> bool:
         return self._finished.is_set()
 

@@ -168,12 +168,15 @@ class EngineWorker(QObject):
             request.cancel()
 
     def cancel_all(self) -> None:
-        """Stop every request and any warm-up for good (the window is closing)."""
+        """Stop every request and any warm-up for good (the window is closing). A routine run
+        parked with its approval stored is left as it is: closing the scheduler suspends it,
+        and it goes on after the next start (agent/approvals.py)."""
         with self._lock:
             self._closing = True
             requests = list(self._requests.values())
         for request in requests:
-            request.cancel()
+            if not request.stored_while_parked:
+                request.cancel()
 
     def load(self, model: str, replay: str) -> None:
         """Load a GGUF (``model``) or a replay file (``replay``); empty strings mean 'none'.
@@ -210,10 +213,13 @@ class EngineWorker(QObject):
 
         self.scheduler.submit(job, Priority.WARMUP, label="warm-up")
 
-    def _finished(self, rid: str, conversation_id: str, started: bool, think: bool) -> None:
+    def _forget(self, rid: str) -> None:
         with self._lock:
             self._requests.pop(rid, None)
             self._conversations.pop(rid, None)
+
+    def _finished(self, rid: str, conversation_id: str, started: bool, think: bool) -> None:
+        self._forget(rid)
         self.requestFinished.emit(rid, conversation_id)
         if started and conversation_id:
             self._warm(conversation_id, think)  # the follow-up then evaluates only its message
@@ -290,6 +296,9 @@ class _Relay:
         elif isinstance(item, ContextTrimmed):
             w.contextTrimmed.emit(rid, item.message)
         elif isinstance(item, Finished):
+            if item.state == "suspended":  # the window closes; the run waits for the next start
+                w._forget(rid)
+                return
             if not item.started:
                 w.failed.emit(rid, "cancelled", "Stopped before it started.")
             w._finished(rid, self.conv["id"], item.started, self.think)

@@ -241,3 +241,33 @@ def test_writing_in_the_conversation_of_a_run_taken_over_ends_it_without_running
         assert [a.id for a in w.app.alarms.alarms()] == [wake_id]
     finally:
         w.close()
+
+
+def test_a_routine_parked_in_the_window_waits_through_a_restart_of_the_window(
+    qtbot: QtBot, tmp_path: Path
+) -> None:
+    home, _ = profile_with_routine(tmp_path)
+    first = Window(qtbot, home, tmp_path, [xml_call("cancel_alarm", alarm="all"), "not reached"])
+    try:
+        alarms = first.app.alarms
+        assert alarms is not None
+        qtbot.waitUntil(lambda: bool(alarms.fire_due()), timeout=10000)  # the routine is due
+        qtbot.waitUntil(lambda: first.window.pending.count() == 1, timeout=15000)
+        [waiting] = first.queue.waiting()
+        assert waiting.owner == first.queue.me
+    finally:
+        first.close()  # quitting the window neither denies nor runs it
+    second = Window(qtbot, home, tmp_path, ["Cancelled all your alarms."])
+    try:
+        qtbot.waitUntil(lambda: second.window.pending.count() == 1, timeout=15000)
+        stored = second.queue.get(waiting.id)
+        assert stored is not None and stored.state == "waiting"
+        assert stored.owner == second.queue.me  # taken over by the window started again
+        second.window.show_approvals().approve()
+        qtbot.waitUntil(lambda: bool(second.finished), timeout=20000)
+        assert second.finished[0].answer == "Cancelled all your alarms."
+        [action] = cancel_actions(second.app)
+        assert action["approved_by"] == "user"
+        assert second.app.alarms is not None and second.app.alarms.alarms() == []
+    finally:
+        second.close()
