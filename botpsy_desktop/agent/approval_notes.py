@@ -115,6 +115,16 @@ class ApprovalNotifications:
         if nid is not None:
             self.client.close_notification(nid)
 
+    def close(self) -> None:
+        """The process ends: its notifications go (their buttons would answer nobody); the
+        approvals stay stored and are notified again by the process that takes them over."""
+        with self._lock:
+            nids = list(self._nids)
+            self._nids.clear()
+            self._by_approval.clear()
+        for nid in nids:
+            self.client.close_notification(nid)
+
     def _shown(self, key: str, nid: int) -> None:
         if not key.startswith("approval:"):
             return

@@ -155,8 +155,10 @@ def _daemon_routines(
         queue=queue,
         notify=notify,
     )
-    routines.on_close += [queue.close, desktop.shutdown]
-    ApprovalNotifications(queue, desktop, open_app=lambda _s: open_window(args.home), tz=alarms.tz)
+    notes = ApprovalNotifications(
+        queue, desktop, open_app=lambda _s: open_window(args.home), tz=alarms.tz
+    )
+    routines.on_close += [queue.close, notes.close, desktop.shutdown]
     alarms.add_listener(routines.on_fired)
     waits = "until decided" if timeout is None else f"up to {timeout:g} s"
     print(

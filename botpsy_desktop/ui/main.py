@@ -114,6 +114,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     qt.setQuitOnLastWindowClosed(not window.hide_on_close)
 
     notifier = None
+    approval_notes = None
     if app.alarms is not None:
         # alarms ring while the app runs, window closed or not; missed ones are listed at start
         sound = alarm_sound(app.paths.cache_dir / "chime.wav")  # shipped, or generated
@@ -146,7 +147,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             window.show_approvals()
 
         runner.openRequested.connect(open_approvals)
-        ApprovalNotifications(
+        approval_notes = ApprovalNotifications(
             queue, desktop.client, open_app=runner.openRequested.emit, tz=app.alarms.tz
         )
         tray.native_approvals = lambda: desktop.available  # else the tray's message says it
@@ -209,6 +210,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         window.shutdown()
         if notifier is not None:
             notifier.close()
+            if approval_notes is not None:
+                approval_notes.close()
             if notifier.desktop is not None:
                 notifier.desktop.shutdown()
         server.close()
