@@ -25,7 +25,7 @@ import logging
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
@@ -679,13 +679,3 @@ def close_run(
         assert next_row is not None
         row = next_row
     store.finish(row, {"role": "assistant", "content": sentence})
-
-
-@contextlib.contextmanager
-def opened_queue(store: ConversationStore) -> Iterator[ApprovalQueue]:
-    """A queue for one command (``botpsy approvals``), closed afterwards."""
-    queue = ApprovalQueue(store)
-    try:
-        yield queue
-    finally:
-        queue.close()

@@ -225,8 +225,13 @@ class DaemonRoutines:
             run.answer = text
             run.denied.append(stored.tool)
             self._say(
-                {"event": "routine_denied", "id": fired.id, "tool": stored.tool, "by": NOBODY},
-                f"routine {fired.id}: {stored.tool} was denied ({NOBODY})",
+                {
+                    "event": "routine_denied",
+                    "id": fired.id,
+                    "tool": stored.tool,
+                    "by": NOBODY_IN_TIME,
+                },
+                f"routine {fired.id}: {stored.tool} was denied ({NOBODY_IN_TIME})",
             )
             self._report(run, "done")
             return
@@ -390,6 +395,3 @@ class DaemonRoutines:
 
     def _say(self, record: dict[str, Any], text: str) -> None:
         self.emit(json.dumps(record, ensure_ascii=False) if self.as_json else text)
-
-
-NOBODY = NOBODY_IN_TIME
