@@ -12,6 +12,7 @@ macOS, a bare session), :attr:`available` stays False and the caller falls back.
 from __future__ import annotations
 
 import contextlib
+import html
 import queue
 import sys
 import threading
@@ -71,6 +72,7 @@ class DesktopNotifications:
         self.app_name = app_name
         self.available = False
         self.actions = False
+        self.markup = False  # the server reads the body as markup: text is escaped for it
         self.server = ""
         self.on = NotifyHandlers()
         self.started = threading.Event()
@@ -105,6 +107,8 @@ class DesktopNotifications:
         if not self.available:
             return False
         pairs = tuple(actions or ()) if self.actions else ()
+        if self.markup:  # shown as written: no tag in a receipt may hide or restyle its words
+            body = html.escape(body, quote=False)
         self._queue.put(_Notify(key, summary, body, pairs, urgency, replaces, category))
         return True
 
@@ -156,6 +160,7 @@ class DesktopNotifications:
                 router.send_and_get_reply(message_bus.AddMatch(rule), timeout=CALL_TIMEOUT_S)
                 with router.filter(rule, queue=self._queue):
                     self.actions = "actions" in caps.body[0]
+                    self.markup = "body-markup" in caps.body[0]
                     self.available = True
                     self.started.set()
                     _call(self.on.ready, True)
