@@ -25,6 +25,9 @@ from botpsy_desktop.adapters.alarms import AlarmKind, AlarmService
 from botpsy_desktop.agent.store import ConversationStore
 from tests.helpers.notification_server import ServerProcess, notification_server
 from tests.helpers.replay import xml_call
+from tests.helpers.services import needs, programs
+
+needs_dbus = needs(programs("dbus-daemon"), "dbus-daemon (a private D-Bus)", "apt install dbus")
 
 PARIS = ZoneInfo("Europe/Paris")
 ROOT = Path(__file__).resolve().parents[2]
@@ -325,6 +328,7 @@ def notified(server: ServerProcess, approval: int) -> dict[str, Any]:
     return event
 
 
+@needs_dbus
 @pytest.mark.parametrize("button", ["approve", "deny"])
 def test_a_notification_button_approves_or_denies_the_stored_approval(
     tmp_path: Path, stores: list[ConversationStore], button: str
@@ -374,6 +378,7 @@ def test_a_notification_button_approves_or_denies_the_stored_approval(
     ]
 
 
+@needs_dbus
 def test_an_always_ask_receipt_too_long_for_a_notification_offers_only_open(
     tmp_path: Path,
 ) -> None:

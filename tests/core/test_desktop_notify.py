@@ -6,8 +6,12 @@ import threading
 
 from botpsy_desktop.core.desktop_notify import DesktopNotifications
 from tests.helpers.notification_server import notification_server
+from tests.helpers.services import needs, programs
+
+needs_dbus = needs(programs("dbus-daemon"), "dbus-daemon (a private D-Bus)", "apt install dbus")
 
 
+@needs_dbus
 def test_notifications_with_buttons_are_shown_and_their_clicks_heard() -> None:
     with notification_server(["body", "actions"]) as server:
         client = DesktopNotifications(server.address).start()
@@ -32,6 +36,7 @@ def test_notifications_with_buttons_are_shown_and_their_clicks_heard() -> None:
             client.shutdown()
 
 
+@needs_dbus
 def test_a_server_reading_markup_gets_the_text_escaped() -> None:
     with notification_server(["body", "body-markup"]) as server:
         client = DesktopNotifications(server.address).start()
