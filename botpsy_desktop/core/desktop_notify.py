@@ -156,7 +156,15 @@ class DesktopNotifications:
                 )
                 if info.header.message_type == MessageType.method_return and info.body:
                     self.server = str(info.body[0])
-                rule = MatchRule(type="signal", interface=NAME, path=PATH)
+                # only the server's own signals: a click (ActionInvoked) may approve an action,
+                # so one sent by any other program on the bus must not count as a click
+                owner = router.send_and_get_reply(
+                    message_bus.GetNameOwner(NAME), timeout=CALL_TIMEOUT_S
+                )
+                if owner.header.message_type != MessageType.method_return:
+                    self._give_up()
+                    return
+                rule = MatchRule(type="signal", interface=NAME, path=PATH, sender=owner.body[0])
                 router.send_and_get_reply(message_bus.AddMatch(rule), timeout=CALL_TIMEOUT_S)
                 with router.filter(rule, queue=self._queue):
                     self.actions = "actions" in caps.body[0]

@@ -57,3 +57,31 @@ def test_without_a_notification_server_it_says_so() -> None:
         assert not client.wait_ready() and not client.notify("k", "t", "b")
     finally:
         client.shutdown()
+
+
+@needs_dbus
+def test_a_click_forged_by_another_program_on_the_bus_is_not_heard() -> None:
+    from jeepney import DBusAddress, new_signal
+    from jeepney.io.blocking import open_dbus_connection
+
+    with notification_server(["body", "actions"]) as server:
+        client = DesktopNotifications(server.address).start()
+        clicked: list[tuple[int, str]] = []
+        heard = threading.Event()
+        client.on.action.append(lambda nid, action: (clicked.append((nid, action)), heard.set()))
+        forger = open_dbus_connection(server.address)
+        try:
+            assert client.wait_ready()
+            client.notify("approval:1", "Approve?", "Cancel all alarms", [("approve", "Approve")])
+            note = server.wait_for(lambda e: e["event"] == "notify", 10)
+            assert note is not None
+            address = DBusAddress(
+                "/org/freedesktop/Notifications", interface="org.freedesktop.Notifications"
+            )
+            forger.send(new_signal(address, "ActionInvoked", "us", (note["id"], "approve")))
+            assert not heard.wait(1.5) and clicked == []  # not from the notification server
+            server.invoke(note["id"], "approve")  # the user's click, from the server
+            assert heard.wait(10) and clicked == [(note["id"], "approve")]
+        finally:
+            forger.close()
+            client.shutdown()
