@@ -40,6 +40,7 @@ from botpsy_desktop.llm.types import PromptProgress
 if TYPE_CHECKING:
     import httpx
 
+    from botpsy_desktop.agent.approvals import ApprovalQueue
     from botpsy_desktop.agent.audit import Undone
     from botpsy_desktop.agent.undo import UndoPlan
     from botpsy_desktop.llm.models import ModelService
@@ -154,6 +155,17 @@ class App:
     """Account passwords (OS keyring, or this session only when the user chooses that)."""
     tool_servers: ServerHub | None = None
     """The tool servers (MCP) of the profile, their connections and tools."""
+    _approvals: ApprovalQueue | None = field(default=None, init=False, repr=False)
+
+    def approvals(self) -> ApprovalQueue:
+        """The stored queue of approvals that parked background runs wait for (shared by the
+        window, ``botpsy daemon`` and ``botpsy approvals``), opened on first use; approvals of
+        other processes show in the gate's inbox (the window's queue) while it is watched."""
+        if self._approvals is None:
+            from botpsy_desktop.agent.approvals import ApprovalQueue
+
+            self._approvals = ApprovalQueue(self.store, inbox=self.gate.inbox)
+        return self._approvals
 
     def backend(self, *, model: str | None = None, replay: str | None = None) -> Backend:
         """A replay backend if ``replay`` is given, else llama.cpp on ``model`` or the config's."""
@@ -302,6 +314,8 @@ class App:
         return carry_out(AuditLog(self.store), plan, by)
 
     def close(self) -> None:
+        if self._approvals is not None:
+            self._approvals.close()
         if self.alarms is not None:
             self.alarms.shutdown()
         self.resources.close()

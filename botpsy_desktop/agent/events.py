@@ -134,6 +134,11 @@ class ApprovalRequest:
         self.edited_arguments: dict[str, Any] | None = None
         self.scoped = False
         self._on_decided: list[Callable[[], None]] = []
+        self.recorder: Callable[[bool, str, dict[str, Any] | None], bool] | None = None
+        """Where the decision is kept beyond this process (the stored approval queue,
+        agent/approvals.py): called before :meth:`approve` or :meth:`deny` decides, with
+        (approved, by, edited arguments); False means it was decided elsewhere first, and this
+        decision is refused (RuntimeError, as for a request already decided)."""
 
     def approve(
         self, by: str = "user", arguments: dict[str, Any] | None = None, *, scope: bool = False
@@ -149,6 +154,7 @@ class ApprovalRequest:
         if scope and arguments is not None:
             raise ValueError("approve edited arguments once, without allowing the conversation")
         edited = None if arguments is None else copy.deepcopy(dict(arguments))
+        self._record(True, by, edited)
         with self._lock:
             if self._decided.is_set():
                 raise RuntimeError("this approval request was already decided")
@@ -163,6 +169,26 @@ class ApprovalRequest:
         self._decided_now()
 
     def deny(self, by: str = "user") -> None:
+        self._record(False, by, None)
+        self.settle(False, by)
+
+    def _record(self, approved: bool, by: str, edited: dict[str, Any] | None) -> None:
+        if self._decided.is_set():
+            raise RuntimeError("this approval request was already decided")
+        recorder = self.recorder
+        if recorder is not None and not recorder(approved, by, edited):
+            raise RuntimeError("this approval request was already decided elsewhere")
+
+    def settle(self, approved: bool, by: str, arguments: dict[str, Any] | None = None) -> None:
+        """Decide without asking :attr:`recorder` (the decision is already kept there: made in
+        another process, or taken from the stored queue when a parked run goes on)."""
+        if approved:
+            recorder, self.recorder = self.recorder, None
+            try:
+                self.approve(by, arguments)
+            finally:
+                self.recorder = recorder
+            return
         with self._lock:
             if self._decided.is_set():
                 raise RuntimeError("this approval request was already decided")

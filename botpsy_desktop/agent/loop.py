@@ -123,6 +123,9 @@ class AgentSession:
         self.selector = ToolSelector(registry) if settings.select_tools else None
         self._sources: list[str] = []
         """The untrusted content in the current request's context, named (agent/gate.py)."""
+        self._changed = False  # a change was carried out in this request (else claims noted)
+        self._decided: dict[str, Decided] = {}
+        """Decisions made while a stored run was parked, by call id (see :meth:`resume`)."""
         if conversation_id is None:
             conversation_id = store.create()
         elif not store.exists(conversation_id):
@@ -199,6 +202,59 @@ class AgentSession:
         finally:
             self._reply.abandon()
 
+    def resume(
+        self,
+        call_id: str,
+        decided: Decided,
+        *,
+        cancel: threading.Event | None = None,
+        think: bool = False,
+    ) -> Iterator[Event]:
+        """Go on with a background run that was parked at ``call_id`` in an earlier process (its
+        approval stored, agent/approvals.py) and decided since: the call runs only if
+        ``decided`` approves exactly it (its digest), then the turn's other calls and the next
+        model turns follow as if the run had never stopped. Everything it needs is in the
+        stored conversation: the request, the model's turn with its calls, what ran before.
+        """
+        self._reply = PendingReply(self.store, self.conversation_id)
+        cancel = cancel or threading.Event()
+        try:
+            found = _parked_turn(self.store.messages(self.conversation_id), call_id)
+            if found is None:
+                yield Error(
+                    "internal",
+                    "The waiting call is no longer in its conversation (deleted?), so nothing ran.",
+                )
+                return
+            text, step, calls, earlier = found
+            row = self.store.reopen_tool_row(self.conversation_id, call_id)
+            if row is None:
+                yield Error("internal", "The waiting call was already answered; nothing ran.")
+                return
+            self._reply.adopt(row, {"role": "tool", "tool_call_id": call_id, "content": ""})
+            self._decided[call_id] = decided
+            history = self.store.messages(self.conversation_id)
+            self._sources = list(self._context_sources(0))
+            offer = RequestTools(self.registry, self.selector, text, history)
+            offer.called(earlier)
+            stubs = [
+                {"role": "tool", "tool_call_id": i, "name": c.name or "", "content": ""}
+                for i, c in calls[1:]
+            ]
+
+            def events() -> Iterator[Event]:
+                if (yield from self._calls(calls, stubs, step, cancel)):
+                    return
+                if cancel.is_set():
+                    yield Error("cancelled", "Stopped.")
+                    return
+                yield from self._steps(offer, step + 1, cancel, think)
+
+            yield from logged_events(events(), self.conversation_id, text)
+        finally:
+            self._decided.pop(call_id, None)
+            self._reply.abandon()
+
     def _next_row(
         self, stubs: list[dict[str, Any]], step: int, cancel: threading.Event
     ) -> dict[str, Any] | None:
@@ -230,9 +286,16 @@ class AgentSession:
         offer = RequestTools(
             self.registry, self.selector, text, self.store.messages(self.conversation_id)
         )
+        yield from self._steps(offer, 1, cancel, think)
+
+    def _steps(
+        self, offer: RequestTools, first: int, cancel: threading.Event, think: bool
+    ) -> Iterator[Event]:
+        """Model turns from step ``first`` on, each followed by its tool calls, to an answer."""
         trimmed: Fitted | None = None  # what was last reported as left out of the prompt
-        changed = False  # a change was carried out in this request (else claims are noted)
-        for step in range(1, self.settings.max_steps + 1):
+        if first == 1:
+            self._changed = False  # a change was carried out in this request (else claims noted)
+        for step in range(first, self.settings.max_steps + 1):
             tools = offer.schemas()
             splitter: StreamSplitter | None = None
             completion: Completion | None = None
@@ -278,7 +341,7 @@ class AgentSession:
                 yield Error("cancelled", "Stopped.")
                 return
             if not parsed.calls:
-                note = "" if changed or not claims_action(parsed.content) else NOTE
+                note = "" if self._changed or not claims_action(parsed.content) else NOTE
                 final: dict[str, Any] = {
                     "role": "assistant",
                     "content": parsed.content,
@@ -316,61 +379,9 @@ class AgentSession:
                 for i, c in zip(call_ids, parsed.calls, strict=True)
             ]
             self._reply.finish(assistant, then=stubs.pop(0))
-
-            for call_id, call in zip(call_ids, parsed.calls, strict=True):
-                if cancel.is_set():
-                    outcome = _Outcome(
-                        False, "The user stopped the request before this ran.", "not-run"
-                    )
-                    name, args = (call.name, call.arguments if isinstance(call, ToolCall) else {})
-                else:
-                    if isinstance(call, ToolCall):
-                        name, args = call.name, dict(call.arguments)
-                        yield ToolStarted(call_id, name, args)
-                    else:
-                        name, args = call.name, {}
-                    outcome = yield from self._execute(call_id, call, cancel)
-                output = (
-                    clean_output(outcome.output, self.settings.max_observation_chars, self._secrets)
-                    if outcome.ran
-                    else _clip(outcome.output, self.settings.max_observation_chars)
-                )
-                if outcome.arguments is not None:
-                    args = outcome.arguments
-                message: dict[str, Any] = {
-                    "role": "tool",
-                    "tool_call_id": call_id,
-                    "name": name or "",
-                    "content": output,
-                }
-                if outcome.ran:
-                    message["data"] = True
-                    label = _call_label(name, args)
-                    self._sources.append(f"what {label} returned")
-                self._reply.finish(message, then=self._next_row(stubs, step, cancel))
-                self.store.record_tool_call(
-                    self.conversation_id,
-                    call_id=call_id,
-                    name=name,
-                    arguments=args,
-                    decision=outcome.decision,
-                    ok=outcome.ok,
-                    result=output,
-                )
-                changed = changed or (outcome.ok and outcome.action_id is not None)
-                yield ToolResult(
-                    call_id,
-                    name,
-                    args,
-                    outcome.ok,
-                    output,
-                    outcome.decision,
-                    outcome.duration,
-                    outcome.decided_by,
-                    outcome.summary,
-                    outcome.action_id,
-                    outcome.undo,
-                )
+            calls = list(zip(call_ids, parsed.calls, strict=True))
+            if (yield from self._calls(calls, stubs, step, cancel)):
+                return
             if cancel.is_set():
                 yield Error("cancelled", "Stopped.")
                 return
@@ -379,6 +390,83 @@ class AgentSession:
             f"Stopped after {self.settings.max_steps} model turns without a final answer. "
             "Ask again more specifically, or raise agent.max_steps in the settings.",
         )
+
+    def _calls(
+        self,
+        calls: Sequence[tuple[str, ToolCall | ToolCallError]],
+        stubs: list[dict[str, Any]],
+        step: int,
+        cancel: threading.Event,
+    ) -> Generator[Event, None, bool]:
+        """Check, run and record one turn's calls (the first one's row is open); True when the
+        run ended here: an approval nobody gave in time ends a background run without another
+        model turn, so never with an action (the calls after it are not run; a sentence says so).
+        """
+        gave_up: list[str] = []
+        for call_id, call in calls:
+            name, args = (call.name, dict(call.arguments) if isinstance(call, ToolCall) else {})
+            if gave_up:
+                outcome = _Outcome(False, NOT_RUN_AFTER_GIVING_UP, "not-run")
+            elif cancel.is_set():
+                outcome = _Outcome(
+                    False, "The user stopped the request before this ran.", "not-run"
+                )
+            else:
+                if isinstance(call, ToolCall):
+                    yield ToolStarted(call_id, call.name, dict(call.arguments))
+                outcome = yield from self._execute(call_id, call, cancel)
+                if outcome.decided_by == NOBODY_IN_TIME and self.background:
+                    gave_up.append(name or "a tool call")
+            output = (
+                clean_output(outcome.output, self.settings.max_observation_chars, self._secrets)
+                if outcome.ran
+                else _clip(outcome.output, self.settings.max_observation_chars)
+            )
+            if outcome.arguments is not None:
+                args = outcome.arguments
+            message: dict[str, Any] = {
+                "role": "tool",
+                "tool_call_id": call_id,
+                "name": name or "",
+                "content": output,
+            }
+            if outcome.ran:
+                message["data"] = True
+                label = _call_label(name, args)
+                self._sources.append(f"what {label} returned")
+            then = self._next_row(stubs, step, cancel)
+            if gave_up and then is None:
+                then = self._reply.next_turn()  # the sentence that ends the run goes there
+            self._reply.finish(message, then=then)
+            self.store.record_tool_call(
+                self.conversation_id,
+                call_id=call_id,
+                name=name,
+                arguments=args,
+                decision=outcome.decision,
+                ok=outcome.ok,
+                result=output,
+            )
+            self._changed = self._changed or (outcome.ok and outcome.action_id is not None)
+            yield ToolResult(
+                call_id,
+                name,
+                args,
+                outcome.ok,
+                output,
+                outcome.decision,
+                outcome.duration,
+                outcome.decided_by,
+                outcome.summary,
+                outcome.action_id,
+                outcome.undo,
+            )
+        if gave_up:
+            text = gave_up_sentence(gave_up, self.settings.background_approval_timeout_s)
+            self._reply.finish({"role": "assistant", "content": text})
+            yield Answer(text, "", step)
+            return True
+        return False
 
     def _execute(
         self, call_id: str, call: ToolCall | ToolCallError, cancel: threading.Event
@@ -393,6 +481,12 @@ class AgentSession:
         except ToolArgumentsError as exc:
             return _Outcome(False, str(exc), "not-run")
         arguments = dict(call.arguments)
+        preset = self._decided.get(call_id)
+        if preset is not None and not preset.approved:  # denied while parked: never runs
+            del self._decided[call_id]
+            declined = _Outcome(False, self._declined(tool.name, preset.by), "denied")
+            declined.decided_by = preset.by
+            return declined
         provenance = Provenance.from_messages(self.store.messages(self.conversation_id))
         context = Context(tuple(dict.fromkeys(self._sources)))
         verdict = self.gate.check(tool, arguments, provenance, context=context)
@@ -428,17 +522,26 @@ class AgentSession:
                 conversation_id=self.conversation_id,
                 background=self.background,
             )
-            if self.background:  # the pending-approvals queue shows it while the run waits
-                self.gate.inbox.post(request, origin=self.conversation_id)
-            try:
-                yield ApprovalNeeded(request)
-                if self.background and not request.decided:
-                    self._wait_in_inbox(request, cancel)
-            finally:
-                if self.background:
-                    self.gate.inbox.discard(request)
+            decided = self._decided.pop(call_id, None)
+            if decided is not None:  # a stored run resumed: decided while it was parked
+                if decided.approved and decided.digest == request.digest:
+                    request.settle(True, decided.by, decided.edited_arguments)
+                else:
+                    request.settle(False, decided.by if not decided.approved else "not this call")
+            else:
+                if self.background:  # the pending-approvals queue shows it while the run waits
+                    self.gate.inbox.post(request, origin=self.conversation_id)
+                try:
+                    yield ApprovalNeeded(request)
+                    if self.background and not request.decided:
+                        self._wait_in_inbox(request, cancel)
+                finally:
+                    if self.background:
+                        self.gate.inbox.discard(request)
             if not request.approved:
-                return _Outcome(False, self._declined(tool.name, request), "denied")
+                declined = _Outcome(False, self._declined(tool.name, request.decided_by), "denied")
+                declined.decided_by = request.decided_by
+                return declined
             if request.edited_arguments is not None:
                 edited = request.edited_arguments
                 try:
@@ -507,16 +610,16 @@ class AgentSession:
                 break
             request.wait(0.05)
 
-    def _declined(self, tool: str, request: ApprovalRequest) -> str:
-        """What the model reads when ``request`` was not approved."""
-        if request.decided_by == NOBODY_IN_TIME:
+    def _declined(self, tool: str, by: str) -> str:
+        """What the model reads when a call was not approved (``by``: who decided)."""
+        if by == NOBODY_IN_TIME:
             return (
                 f"{tool} was not run: it waited for the user's approval for "
                 f"{waited(self.settings.background_approval_timeout_s)} and nobody answered "
                 "(agent.background_approval_timeout_s). Say so in your answer; do not try it "
                 "again in this run."
             )
-        if request.decided_by == "stopped":
+        if by == "stopped":
             return f"{tool} was not run: the request was stopped while it waited for approval."
         return (
             f"The user declined {tool}; it was not run. Do not try it again unless the user asks."
@@ -566,6 +669,70 @@ class AgentSession:
 
 NOBODY_IN_TIME = "nobody in time"
 """Who denied a background run's approval request when its wait ran out."""
+
+NOT_RUN_AFTER_GIVING_UP = (
+    "Not run: the run ended because an earlier action waited too long for approval."
+)
+
+
+@dataclass(frozen=True)
+class Decided:
+    """A decision made while a stored background run was parked (agent/approvals.py): approved
+    or not, by whom, for which exact call (:func:`call_digest`), with edited arguments if any."""
+
+    approved: bool
+    by: str
+    digest: str
+    edited_arguments: dict[str, Any] | None = None
+
+
+def gave_up_sentence(tools: Sequence[str], timeout_s: float | None) -> str:
+    """The sentence that ends a background run whose approval nobody gave in time."""
+    names = ", ".join(dict.fromkeys(tools))
+    return (
+        f"I did not do it: {names} waited {waited(timeout_s)} for your approval and nobody "
+        "answered, so nothing was run. Ask again when you are back."
+    )
+
+
+def _parked_turn(
+    messages: list[dict[str, Any]], call_id: str
+) -> tuple[str, int, list[tuple[str, ToolCall | ToolCallError]], list[str]] | None:
+    """Where a stored run stopped at ``call_id``: the request's text, the step of the model turn
+    that made the call, that call and the ones after it in the turn, and the tools called in the
+    request before it. None when the call is not in the conversation."""
+    for index in range(len(messages) - 1, -1, -1):
+        message = messages[index]
+        calls = message.get("tool_calls") or []
+        ids = [str(c.get("id")) for c in calls]
+        if message.get("role") != "assistant" or call_id not in ids:
+            continue
+        start = next((i for i in range(index, -1, -1) if messages[i].get("role") == "user"), None)
+        if start is None:
+            return None
+        turns = messages[start + 1 : index + 1]
+        step = sum(1 for m in turns if m.get("role") == "assistant")
+        earlier = [
+            str(c.get("function", {}).get("name") or "")
+            for m in turns
+            for c in m.get("tool_calls") or []
+        ]
+        rest: list[tuple[str, ToolCall | ToolCallError]] = []
+        for c in calls[ids.index(call_id) :]:
+            function = c.get("function") or {}
+            arguments = function.get("arguments")
+            rest.append(
+                (
+                    str(c.get("id")),
+                    ToolCall(
+                        str(function.get("name") or ""),
+                        dict(arguments) if isinstance(arguments, dict) else {},
+                        "",
+                    ),
+                )
+            )
+        return str(messages[start].get("content") or ""), max(step, 1), rest, earlier
+    return None
 
 
 def waited(seconds: float | None) -> str:

@@ -51,6 +51,12 @@ class PendingReply:
         self.row = self.store.start_turn(self.conversation_id, user)
         self._reset(None)
 
+    def adopt(self, row: int, stub: dict[str, Any]) -> None:
+        """Go on with a pending row opened earlier (a parked run's tool call, see
+        ConversationStore.reopen_tool_row); ``stub`` is what the row holds."""
+        self.row = row
+        self._reset(stub)
+
     def _reset(self, stub: dict[str, Any] | None) -> None:
         self._text, self._thinking, self._dirty = [], [], False
         self._stub = stub or {"role": "assistant", "content": ""}

@@ -10,6 +10,7 @@ from typing import Any
 
 from PySide6.QtCore import QObject, QThread, QTimer, Signal
 
+from botpsy_desktop.agent.approvals import RoutineInfo, StoredApproval
 from botpsy_desktop.agent.events import (
     Answer,
     ApprovalNeeded,
@@ -102,11 +103,15 @@ class EngineWorker(QObject):
         background: bool = False,
         title: str | None = None,
         origin: str | None = None,
+        routine: RoutineInfo | None = None,
+        resume: StoredApproval | None = None,
     ) -> str:
         """Queue a request (from any thread); returns its id at once.
 
         ``background`` (a routine, nobody watching): its approval requests wait in the gate's
-        inbox (the pending-approvals queue), never in a dialog. ``title`` names the conversation
+        inbox (the pending-approvals queue), never in a dialog, and are kept in the stored queue
+        (agent/approvals.py) with ``routine``, who asked. ``resume``: go on with a run parked
+        by an earlier process instead of asking ``text``. ``title`` names the conversation
         again once the request is over (a first request otherwise names it after its text).
         """
         rid = request_id or uuid.uuid4().hex
@@ -121,7 +126,16 @@ class EngineWorker(QObject):
             self.requestStarted.emit(rid, session.conversation_id)
             return session
 
-        job = session_job(make_session, text, think=think, no_model=NO_MODEL, origin=origin)
+        job = session_job(
+            make_session,
+            text,
+            think=think,
+            no_model=NO_MODEL,
+            origin=origin,
+            queue=self.app.approvals() if background else None,
+            routine=routine,
+            resume=resume,
+        )
         if title:
             job = keep_title(job, self.app.store, lambda: conv["id"], title)
         request = self.scheduler.submit(
@@ -150,6 +164,8 @@ class EngineWorker(QObject):
             ]
         for request in stale:
             request.cancel()
+        # one taken over from an ended process and not running (agent/approvals.py) ends too
+        self.app.approvals().stop_held(conversation_id)
 
     def cancel(self, request_id: str) -> None:
         with self._lock:
@@ -158,12 +174,15 @@ class EngineWorker(QObject):
             request.cancel()
 
     def cancel_all(self) -> None:
-        """Stop every request and any warm-up for good (the window is closing)."""
+        """Stop every request and any warm-up for good (the window is closing). A routine run
+        parked with its approval stored is left as it is: closing the scheduler suspends it,
+        and it goes on after the next start (agent/approvals.py)."""
         with self._lock:
             self._closing = True
             requests = list(self._requests.values())
         for request in requests:
-            request.cancel()
+            if not request.stored_while_parked:
+                request.cancel()
 
     def load(self, model: str, replay: str) -> None:
         """Load a GGUF (``model``) or a replay file (``replay``); empty strings mean 'none'.
@@ -226,10 +245,13 @@ class EngineWorker(QObject):
         if progress.total >= WARM_SAY_TOKENS:
             self.warmProgress.emit(progress, what)
 
-    def _finished(self, rid: str, conversation_id: str, started: bool, think: bool) -> None:
+    def _forget(self, rid: str) -> None:
         with self._lock:
             self._requests.pop(rid, None)
             self._conversations.pop(rid, None)
+
+    def _finished(self, rid: str, conversation_id: str, started: bool, think: bool) -> None:
+        self._forget(rid)
         self.requestFinished.emit(rid, conversation_id)
         if started and conversation_id:
             self._warm(conversation_id, think)  # the follow-up then evaluates only its message
@@ -317,6 +339,9 @@ class _Relay:
         elif isinstance(item, ContextTrimmed):
             w.contextTrimmed.emit(rid, item.message)
         elif isinstance(item, Finished):
+            if item.state == "suspended":  # the window closes; the run waits for the next start
+                w._forget(rid)
+                return
             if not item.started:
                 w.failed.emit(rid, "cancelled", "Stopped before it started.")
             w._finished(rid, self.conv["id"], item.started, self.think)
@@ -358,6 +383,8 @@ class EngineThread(QObject):
         background: bool = False,
         title: str | None = None,
         origin: str | None = None,
+        routine: RoutineInfo | None = None,
+        resume: StoredApproval | None = None,
     ) -> str:
         return self.worker.submit(
             conversation_id,
@@ -367,6 +394,8 @@ class EngineThread(QObject):
             background=background,
             title=title,
             origin=origin,
+            routine=routine,
+            resume=resume,
         )
 
     def load(self, model: str, replay: str) -> None:

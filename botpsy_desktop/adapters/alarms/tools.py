@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from datetime import timedelta
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -66,6 +66,11 @@ class SetRoutineArgs(BaseModel):
         max_length=500,
     )
     repeat: str = Field("never", max_length=100, description=_REPEAT_FIELD)
+    if_missed: Literal["skip", "catch up"] = Field(
+        "skip",
+        description='When it was due while BotPsy was not running: "skip" that run, or '
+        '"catch up" (run it once at the next start).',
+    )
 
 
 class ListAlarmsArgs(BaseModel):
@@ -117,19 +122,20 @@ def alarms_tools(service: AlarmService) -> list[Tool]:
         return _set(service, AlarmKind.REMINDER, args.time, text, args.repeat)
 
     def set_routine(args: SetRoutineArgs) -> dict[str, Any]:
-        # stored, it runs later as a request: defused like any text from outside
-        request = " ".join(neutralize(args.request).split())
-        if not request:
-            raise ToolError(
-                "The routine's request is empty.", 'Say what to ask then, e.g. "the weather".'
-            )
         origin = current_call_context()
         note = (
             "a routine set while the assistant was reading " + "; ".join(origin.sources)
             if origin.tainted
             else None
         )
-        return _set(service, AlarmKind.ROUTINE, args.time, request, args.repeat, origin=note)
+        return add_routine(
+            service,
+            args.time,
+            args.request,
+            args.repeat,
+            origin=note,
+            catch_up=args.if_missed == "catch up",
+        )
 
     def list_alarms(args: ListAlarmsArgs) -> dict[str, Any]:
         now = service.now()
@@ -254,9 +260,14 @@ def _s_reminder(a: Mapping[str, Any]) -> str:
 
 
 def _s_routine(a: Mapping[str, Any]) -> str:
+    missed = (
+        "if it is missed while BotPsy is not running, it runs once at the next start"
+        if a.get("if_missed") == "catch up"
+        else "a run missed while BotPsy is not running is skipped"
+    )
     return (
         f"Have the assistant run “{a.get('request')}” by itself at {a.get('time')}{_repeat(a)}, "
-        "without you watching"
+        f"without you watching; {missed}"
     )
 
 
@@ -283,6 +294,35 @@ def _s_dismiss(a: Mapping[str, Any]) -> str:
     return f"Stop {_which(a, 'the ringing alarm')}"
 
 
+def add_routine(
+    service: AlarmService,
+    when: str,
+    request: str,
+    repeat: str = "never",
+    *,
+    origin: str | None = None,
+    catch_up: bool = False,
+) -> dict[str, Any]:
+    """Store a routine (``set_routine``, ``botpsy routines add``): ``request`` runs at ``when``
+    (words or ISO), repeating as ``repeat`` says; ``catch_up``: a run missed while nothing ran
+    runs once at the next start, else it is skipped. Returns the confirmation."""
+    # stored, it runs later as a request: defused like any text from outside
+    text = " ".join(neutralize(request).split())
+    if not text:
+        raise ToolError(
+            "The routine's request is empty.", 'Say what to ask then, e.g. "the weather".'
+        )
+    return _set(service, AlarmKind.ROUTINE, when, text, repeat, origin=origin, catch_up=catch_up)
+
+
+def describe_alarm(alarm: Alarm, service: AlarmService) -> dict[str, Any]:
+    """One alarm as ``list_alarms`` shows it (a routine also says what happens if missed)."""
+    item = _describe(alarm, service)
+    if alarm.kind is AlarmKind.ROUTINE:
+        item["if_missed"] = "catch up" if alarm.catch_up else "skip"
+    return item
+
+
 def _set(
     service: AlarmService,
     kind: AlarmKind,
@@ -291,13 +331,14 @@ def _set(
     repeat: str,
     *,
     origin: str | None = None,
+    catch_up: bool = False,
 ) -> dict[str, Any]:
     days = parse_repeat(repeat)
     now = service.now()
     resolved = parse_when(when, now, service.tz)
     if not days and resolved.days:
         days = resolved.days
-    alarm = service.add(kind, resolved.at, label=label, days=days, origin=origin)
+    alarm = service.add(kind, resolved.at, label=label, days=days, origin=origin, catch_up=catch_up)
     noun = {AlarmKind.REMINDER: "Reminder", AlarmKind.ROUTINE: "Routine"}.get(kind, "Alarm")
     result = _confirmation(service, alarm, f"{noun} set")
     if resolved.note and not days:
@@ -320,6 +361,7 @@ def _confirmation(service: AlarmService, alarm: Alarm, what: str) -> dict[str, A
             "It runs with nobody watching: anything it wants to change waits for the user's "
             "approval."
         )
+        result["if_missed"] = "catch up" if alarm.catch_up else "skip"
     if not service.running:
         result["running_note"] = (
             f"It {verb} while BotPsy runs (the window or `botpsy daemon`); if neither runs "
