@@ -453,7 +453,10 @@ def test_three_callers_share_one_real_model_with_separate_answers(harness: Harne
     from botpsy_desktop.llm.engine import LlamaBackend
     from tests.helpers.models import smollm2_gguf
 
-    settings = ModelSettings(n_ctx=1024, temperature=0.0, max_tokens=12, seed=1)
+    # one thread: llama.cpp threads waiting on each other crawl on a shared, loaded CPU
+    settings = ModelSettings(
+        n_ctx=1024, temperature=0.0, max_tokens=12, seed=1, n_threads=1, n_threads_batch=1
+    )
     prompts = {
         Priority.SCHEDULED: "Count from one to five.",
         Priority.QUICK: "Say hello in Spanish.",
