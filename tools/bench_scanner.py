@@ -20,10 +20,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from pydantic import BaseModel  # noqa: E402
+
 from botpsy_desktop.agent.policy import Policy  # noqa: E402
 from botpsy_desktop.agent.provenance import Provenance  # noqa: E402
 from botpsy_desktop.core.tools import Effect, make_tool  # noqa: E402
-from pydantic import BaseModel  # noqa: E402
 
 OLD_EMAIL = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
 

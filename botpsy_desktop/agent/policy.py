@@ -96,7 +96,8 @@ def _shown(text: str) -> str:
     text = " ".join(text.split()) if "\n" not in text else text
     if len(text) <= MAX_LINE_CHARS:
         return text
-    return f"{text[:MAX_LINE_CHARS]}… ({len(text):,} characters in all, see the arguments)"
+    left = len(text) - MAX_LINE_CHARS
+    return f"{text[:MAX_LINE_CHARS]}… (+{left:,} more characters, shown whole below)"
 
 
 @dataclass(frozen=True)
