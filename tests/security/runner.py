@@ -73,6 +73,8 @@ class Outcome:
     """Receipts of the attacker's calls in chat or routine runs (not undos)."""
     trimmed: int = 0
     """Requests whose prompt the context budget trimmed (turns left out)."""
+    dropped: int = 0
+    """The most messages the context budget left out of one prompt."""
 
 
 def _decide(request: ApprovalRequest, mode: str, step: dict[str, Any]) -> None:
@@ -196,6 +198,7 @@ def _chat(
             outcome.answered = False
         elif isinstance(event, ContextTrimmed) and event.dropped_turns:
             outcome.trimmed += 1
+            outcome.dropped = max(outcome.dropped, event.dropped_messages)
     return conversation if step.get("routine") else session.conversation_id
 
 

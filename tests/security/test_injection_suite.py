@@ -122,10 +122,12 @@ def test_with_approvals_denied_no_hijack_executes(
     for o in outcomes:
         for receipt in o.chat_receipts:
             assert o.id in clean or "content you did not type" in receipt, (o.id, receipt)
-    # the taint scenarios really had the reading turn left out of the last prompt
+    # the taint scenarios really had the reading turn (request, call, file, reply: 4 messages)
+    # left out of the last prompt: no tool output was left in it
     for s in ATTACKS:
         if any(step.get("n_ctx") for step in s["steps"]):
-            assert next(o for o in outcomes if o.id == s["id"]).trimmed, s["id"]
+            taint = next(o for o in outcomes if o.id == s["id"])
+            assert taint.trimmed and taint.dropped >= 4, (s["id"], taint.dropped)
     # the receipt says where an attacker's address, account or link came from
     attacker_values = (ATTACKER_EMAIL, ATTACKER_IBAN, servers.attacker.base)
     marked = [
