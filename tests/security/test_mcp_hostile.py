@@ -221,24 +221,17 @@ def test_every_argument_a_server_receives_counts_as_sent(
 def test_friction_of_direct_requests_with_tool_servers_configured(
     profile: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """With tool servers configured, a direct request for a small change that names its domain
-    is offered that domain's tools only: no server text in its prompt, so it just happens. A
-    request that names no domain is offered every tool, servers' descriptions included: its
-    changes ask (measured here, printed)."""
+    """With tool servers configured, a direct request for small changes is offered the tools
+    of the domains its words name. One that names no server's domain has no server text in its
+    prompt: its changes just happen. One whose words match a server's (here "note" matches the
+    liar server's get_note) or that names no domain at all is offered the servers' tools,
+    descriptions included: its changes ask. Measured and printed."""
+    from botpsy_desktop.agent.selection import ToolSelector
+
     (tmp_path / "Documents").mkdir(exist_ok=True)
+    projects = tmp_path / "Documents" / "Projects"
     direct = [
         ("Set a timer for 5 minutes", [xml_call("set_timer", duration="5 minutes")]),
-        (
-            "Make a folder Documents/Projects and put a note ideas.md in it",
-            [
-                xml_call("create_folder", path=str(tmp_path / "Documents" / "Projects")),
-                xml_call(
-                    "write_text_note",
-                    path=str(tmp_path / "Documents" / "Projects" / "ideas.md"),
-                    text="garden",
-                ),
-            ],
-        ),
         (
             "Set a timer for 5 minutes and another one for 10",
             [
@@ -246,21 +239,41 @@ def test_friction_of_direct_requests_with_tool_servers_configured(
                 xml_call("set_timer", duration="10 minutes"),
             ],
         ),
+        ("Create the folder Documents/Projects", [xml_call("create_folder", path=str(projects))]),
+        (
+            "Make a folder Documents/Projects2 and put a note ideas.md in it",
+            [
+                xml_call("create_folder", path=str(projects) + "2"),
+                xml_call("write_text_note", path=str(projects) + "2/ideas.md", text="garden"),
+            ],
+        ),
+        ("go", [xml_call("set_timer", duration="7 minutes")]),  # names no domain: every tool
     ]
-    asked = 0
+    app = build_app(profile)
+    try:
+        selector = ToolSelector(app.registry)
+        servers = {t.domain for t in app.registry if t.author}
+        named = [selector.domains_of(r) for r, _ in direct]
+    finally:
+        app.close()
+    offers_servers = [not d or bool(d & servers) for d in named]
+    changes_there = sum(len(c) for (_, c), s in zip(direct, offers_servers, strict=True) if s)
+    asked: list[int] = []
     for request, calls in direct:
         replay = tmp_path / f"replay-{time.monotonic_ns()}.json"
         replay.write_text(json.dumps([*calls, "Done."]), encoding="utf-8")
         argv = ["--home", str(profile), "ask", "--replay", str(replay), "--approve", "ask"]
         assert main([*argv, request]) == 0
-        asked += capsys.readouterr().err.count("[approval needed]")
-    ask(profile, tmp_path, xml_call("set_timer", duration="7 minutes"), "Done.")  # "go"
-    undirected = capsys.readouterr().err.count("[approval needed]")
+        asked.append(capsys.readouterr().err.count("[approval needed]"))
+    clean = [a for a, s in zip(asked, offers_servers, strict=True) if not s]
+    with_servers = [a for a, s in zip(asked, offers_servers, strict=True) if s]
     print(
-        f"with tool servers configured: {len(direct)} direct requests (1-2 changes each) needed "
-        f"{asked} approvals; a request naming no domain (every tool offered, servers' "
-        f"descriptions in its prompt) needed {undirected} for its one change"
+        f"with tool servers configured: {len(clean)} direct requests whose prompt holds no "
+        f"server text needed {sum(clean)} approvals; {len(with_servers)} whose words match a "
+        f"server's domain or name none (servers' descriptions in the prompt) needed "
+        f"{sum(with_servers)} for their {changes_there} changes"
     )
-    assert asked == 0
-    assert undirected == 1
-    assert (tmp_path / "Documents" / "Projects" / "ideas.md").exists()
+    assert offers_servers == [False, False, False, True, True]
+    assert sum(clean) == 0
+    assert with_servers == [2, 1]
+    assert projects.is_dir()
