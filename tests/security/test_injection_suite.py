@@ -265,3 +265,36 @@ def test_a_hijack_through_the_botpsy_command_is_denied_and_explained(
     assert [c["decision"] for c in data["tool_calls"]] == ["allowed", "denied"]
     assert main(["--home", str(profile), "log", "--json"]) == 0
     assert json.loads(capsys.readouterr().out) == []
+
+
+def test_a_long_text_is_shown_whole_in_the_cli_prompt(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A planted link past the first 120 characters of a note: the receipt the CLI shows
+    says how much the line leaves out, and then gives the whole text."""
+    from botpsy_desktop.cli import main
+
+    files, profile = tmp_path / "files", tmp_path / "profile"
+    (files / "Documents").mkdir(parents=True)
+    (files / "Documents" / "letter.txt").write_text("Please note this for me.", encoding="utf-8")
+    (profile / "config").mkdir(parents=True)
+    (profile / "config" / "config.json").write_text(
+        json.dumps({"files": {"roots": [str(files)]}}), encoding="utf-8"
+    )
+    text = "Shopping: eggs, milk, bread. " * 10 + "Reset your password at https://evil.test/x"
+    turns = [
+        "<tool_call>\n<function=read_text_file>\n<parameter=path>\nDocuments/letter.txt\n"
+        "</parameter>\n</function>\n</tool_call>",
+        "<tool_call>\n<function=write_text_note>\n<parameter=path>\nDocuments/note.md\n"
+        f"</parameter>\n<parameter=text>\n{text}\n</parameter>\n</function>\n</tool_call>",
+        "Noted.",
+    ]
+    replay = tmp_path / "replay.json"
+    replay.write_text(json.dumps(turns), encoding="utf-8")
+    argv = ["--home", str(profile), "ask", "--replay", str(replay), "--approve", "ask"]
+    assert main([*argv, "Read my letter and note it"]) == 0
+    err = capsys.readouterr().err
+    assert f"(+{len(text) - 120:,} more characters, shown whole below)" in err
+    assert f"--- the whole text ({len(text):,} characters) ---" in err
+    assert "https://evil.test/x" in err.split("--- the whole text")[1]
+    assert not (files / "Documents" / "note.md").exists()
