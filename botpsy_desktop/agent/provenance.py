@@ -41,7 +41,8 @@ class Finding:
     copied: bool = False
 
     def sentence(self) -> str:
-        shown = self.value if len(self.value) <= 80 else self.value[:80] + "…"
+        left = len(self.value) - 80
+        shown = self.value if left <= 0 else f"{self.value[:80]}… (+{left:,} more characters)"
         if self.copied:
             return (
                 f"Text in {self.argument} was copied from what {self.source} returned "
@@ -80,7 +81,7 @@ class Provenance:
                     calls[str(call.get("id"))] = f"{fn.get('name', '?')}({shown})"
                 taint = message_taint(m, calls)
                 if taint:  # written while reading untrusted content: untrusted too
-                    label = "the assistant, while reading " + "; ".join(taint)
+                    label = "the assistant (while reading " + "; ".join(taint) + ")"
                     untrusted.append(Source(label, str(m.get("content") or "")))
             elif role == "tool":
                 if m.get("data") and not message_taint(m, calls):
