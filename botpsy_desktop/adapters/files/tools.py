@@ -273,17 +273,20 @@ def _move_tier(changes: FileChanges) -> Callable[[Mapping[str, Any]], Tier]:
 
 
 def _move_summary(changes: FileChanges) -> Callable[[Mapping[str, Any]], str]:
+    """The move in the call's words, with where the entry really ends up when that is not
+    what the words say (into a folder), out of sight, or refused."""
+
     def summary(a: Mapping[str, Any]) -> str:
-        words = f"Move {a.get('source')} to {a.get('destination')}"
+        source_text, dest_text = str(a.get("source") or ""), str(a.get("destination") or "")
+        words = f"Move {source_text} to {dest_text}"
         try:
-            source, target = changes.where_moved(
-                str(a.get("source") or ""), str(a.get("destination") or "")
-            )
+            source, target = changes.where_moved(source_text, dest_text)
         except ToolError as exc:
             return f"{words} (it would be refused: {exc.message})"
-        shown = changes.jail.display(target)
+        if target.name != Path(dest_text.rstrip("/")).name:
+            words += f" (it becomes {changes.jail.display(target)})"
         hidden = _out_of_sight(changes, source, target)
-        return f"Move {changes.jail.display(source)} to {shown}" + (f", {hidden}" if hidden else "")
+        return f"{words}, {hidden}" if hidden else words
 
     return summary
 
