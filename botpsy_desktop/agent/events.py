@@ -106,8 +106,12 @@ class ApprovalRequest:
         details: str = "",
         tier: str = "ask",
         sources: Sequence[str] = (),
+        texts: Sequence[tuple[str, str]] = (),
     ) -> None:
         self.call_id = call_id
+        self.texts = [(str(k), str(t)) for k, t in texts]
+        """Long text arguments whole, as (argument, text): shown in full where the person
+        decides (the plain lines clip them with a count)."""
         self.summary = summary or receipt.split("\n", 1)[0]
         """What the call does, in one plain sentence ("Set a timer for 5 minutes.")."""
         self.details = details

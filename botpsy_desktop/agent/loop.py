@@ -28,10 +28,10 @@ from botpsy_desktop.agent.events import (
     ToolStarted,
     TurnFinished,
 )
-from botpsy_desktop.agent.gate import Context, Decision, Gate, Verdict
+from botpsy_desktop.agent.gate import Context, Decision, Gate, Verdict, described_by
 from botpsy_desktop.agent.hardening import clean_output, defuse, frame, known_secrets
 from botpsy_desktop.agent.logs import logged_events
-from botpsy_desktop.agent.provenance import Provenance, untrusted_sources
+from botpsy_desktop.agent.provenance import TAINT, Provenance, untrusted_sources
 from botpsy_desktop.agent.reply import PendingReply
 from botpsy_desktop.agent.selection import RequestTools, ToolSelector
 from botpsy_desktop.agent.store import ConversationStore, prompt_history
@@ -85,6 +85,7 @@ class _Outcome:
         self.summary = ""  # a change that ran, in plain words
         self.action_id: int | None = None  # its audit entry
         self.undo = ""  # what undoing it would do
+        self.untrusted = True  # its output may hold content from outside (Tool.untrusted_output)
 
 
 class AgentSession:
@@ -126,6 +127,8 @@ class AgentSession:
         self._changed = False  # a change was carried out in this request (else claims noted)
         self._decided: dict[str, Decided] = {}
         """Decisions made while a stored run was parked, by call id (see :meth:`resume`)."""
+        self._changes = 0
+        """The changes the current request has made (agent/gate.py MAX_CHANGES_AT_ONCE)."""
         if conversation_id is None:
             conversation_id = store.create()
         elif not store.exists(conversation_id):
@@ -141,6 +144,7 @@ class AgentSession:
         out: list[dict[str, Any]] = [system]
         # an interrupted reply is marked as cut off or left out: agent/store.py prompt_view
         for m in prompt_history(self.store.messages(self.conversation_id)):
+            m = {k: v for k, v in m.items() if k != TAINT}  # the gate's, not the model's
             if m.get("role") == "tool" and m.get("data"):
                 m = {k: v for k, v in m.items() if k != "data"}
                 m["content"] = frame(str(m.get("name") or "the tool"), str(m.get("content", "")))
@@ -234,9 +238,10 @@ class AgentSession:
             self._reply.adopt(row, {"role": "tool", "tool_call_id": call_id, "content": ""})
             self._decided[call_id] = decided
             history = self.store.messages(self.conversation_id)
-            self._sources = list(self._context_sources(0))
             offer = RequestTools(self.registry, self.selector, text, history)
             offer.called(earlier)
+            self._sources = list(self._context_sources(offer.schemas()))
+            self._reply.taint = tuple(self._sources)  # what the model writes from it
             stubs = [
                 {"role": "tool", "tool_call_id": i, "name": c.name or "", "content": ""}
                 for i, c in calls[1:]
@@ -281,6 +286,7 @@ class AgentSession:
             user = {"role": "user", "content": defuse(text), "origin": origin}
         self._reply.start(user)
         self._sources = []
+        self._changes = 0
         # this request's tools (agent/selection.py): the same every step, so the prompt's start
         # stays cached, unless the model calls a registered tool outside them (then it grows)
         offer = RequestTools(
@@ -301,7 +307,8 @@ class AgentSession:
             completion: Completion | None = None
             try:
                 prompt, fitted = self._fit(tools, think)
-                self._sources = list(self._context_sources(fitted.dropped_messages))
+                self._sources = list(self._context_sources(tools))
+                self._reply.taint = tuple(self._sources)  # what the model writes from it
                 if fitted.trimmed and (trimmed is None or _trim_key(trimmed) != _trim_key(fitted)):
                     trimmed = fitted
                     yield _trimmed_event(fitted, self.backend.n_ctx or 0)
@@ -432,8 +439,14 @@ class AgentSession:
             }
             if outcome.ran:
                 message["data"] = True
-                label = _call_label(name, args)
-                self._sources.append(f"what {label} returned")
+                label = f"what {_call_label(name, args)} returned"
+                # a confirmation of the app's own is not content from outside
+                message[TAINT] = [label] if outcome.untrusted or not outcome.ok else []
+                if message[TAINT]:
+                    self._sources.append(label)
+                    self._reply.taint = tuple(dict.fromkeys(self._sources))
+            if outcome.ok and outcome.action_id is not None:
+                self._changes += 1
             then = self._next_row(stubs, step, cancel)
             if gave_up and then is None:
                 then = self._reply.next_turn()  # the sentence that ends the run goes there
@@ -488,11 +501,29 @@ class AgentSession:
             declined.decided_by = preset.by
             return declined
         provenance = Provenance.from_messages(self.store.messages(self.conversation_id))
-        context = Context(tuple(dict.fromkeys(self._sources)))
+        context = Context(tuple(dict.fromkeys(self._sources)), self._changes)
         verdict = self.gate.check(tool, arguments, provenance, context=context)
         call_context = CallContext(verdict.sources)
         if verdict.decision is Decision.DENY:
             return _Outcome(False, verdict.message or f"{tool.name} is not allowed.", "denied")
+        outcome = yield from self._carry_out(
+            call_id, tool, args_model, arguments, verdict, context, call_context, cancel
+        )
+        outcome.untrusted = tool.untrusted_output
+        return outcome
+
+    def _carry_out(
+        self,
+        call_id: str,
+        tool: Tool,
+        args_model: Any,
+        arguments: dict[str, Any],
+        verdict: Verdict,
+        context: Context,
+        call_context: CallContext,
+        cancel: threading.Event,
+    ) -> Generator[Event, None, _Outcome]:
+        """Run an allowed call, or ask (or use an allowance) and run it once approved."""
         if verdict.decision is Decision.ALLOW:
             outcome = _run_with_timeout(
                 lambda: run_in_context(call_context, lambda: tool.call(args_model)),
@@ -579,12 +610,19 @@ class AgentSession:
             outcome.output = f"(The user changed the arguments to {shown}.)\n{outcome.output}"
         return outcome
 
-    def _context_sources(self, dropped_messages: int) -> tuple[str, ...]:
-        """The untrusted content in the prompt just sent: tool output of this request and of the
-        earlier turns still in the prompt (turns the context budget left out no longer count,
-        whole, with the replies that read them), and stored requests of untrusted origin."""
-        history = prompt_history(self.store.messages(self.conversation_id))
-        return untrusted_sources(history[dropped_messages:])
+    def _context_sources(self, tools: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
+        """The untrusted content of this request's context: what the conversation's messages
+        carry (agent/provenance.py TAINT: tool output from outside, replies written while
+        reading it, stored requests of untrusted origin; turns the context budget leaves out of
+        the prompt still count), and the descriptions of tool servers' tools offered in the
+        prompt (their authors' words)."""
+        sources = list(untrusted_sources(self.store.messages(self.conversation_id)))
+        for schema in tools:
+            name = str((schema.get("function") or {}).get("name") or "")
+            tool = self.registry.get(name)
+            if tool is not None and tool.author:
+                sources.append(described_by(tool.author))
+        return tuple(dict.fromkeys(sources))
 
     def _timeout(self, tool: Tool) -> tuple[float, str]:
         """Seconds ``tool`` may run and the setting that says so: the tool's own entry in
