@@ -13,7 +13,7 @@ no tool". A request is offered:
 - when it is unsure (no domain reaches the "sure" score) and there is no conversation to go by:
   its three likeliest domains, and the domains of every tool server;
 - the domains of tool servers (an MCP server's ``Tool.domain``, unknown to the model) whose
-  name, tool names or tool descriptions' first sentence it mentions;
+  name or tool names it mentions (not their descriptions: a server's own free text);
 - tools without a domain, always.
 
 A request that reaches no domain, has no conversation to go by and reads as chit-chat ("thanks!",
@@ -80,13 +80,12 @@ def fold(text: str) -> str:
 
 
 def _server_words(domain: str, tools: Iterable[Tool], extra: Iterable[str] = ()) -> set[str]:
-    """Words that name a tool server's domain: its name, its tools' names and the words of their
-    descriptions' first sentence (four letters or more, common words left out)."""
-    words = {w for w in _WORD.findall(fold(domain).replace("_", " ").replace("-", " "))}
+    """Words that name a tool server's domain: its name (the user's) and its tools' names (four
+    letters or more, common words left out), and ``extra``. Not the descriptions: they are the
+    server's own free text, and one stuffed with common words would put it in every prompt."""
+    words = set(_WORD.findall(fold(domain).replace("_", " ").replace("-", " ")))
     for tool in tools:
         words.update(_WORD.findall(fold(tool.name).replace("_", " ")))
-        first = re.split(r"(?<=[.!?])\s", tool.description.strip(), maxsplit=1)[0]
-        words.update(_WORD.findall(fold(first)))
     words.update(fold(w) for w in extra)
     return {w for w in words if len(w) >= 4 and w not in _STOP and not w.isdigit()}
 

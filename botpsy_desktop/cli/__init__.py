@@ -11,6 +11,7 @@ from botpsy_desktop import __version__
 from botpsy_desktop.app import App, build_app
 from botpsy_desktop.cli import (
     account,
+    approvals,
     ask,
     bench,
     chat,
@@ -21,6 +22,7 @@ from botpsy_desktop.cli import (
     log,
     mcp,
     model,
+    routines,
     tools,
 )
 from botpsy_desktop.cli.common import EXIT_CANCELLED, EXIT_ERROR, EXIT_OK, EXIT_USAGE
@@ -39,6 +41,8 @@ COMMANDS: dict[str, Command] = {
     "doctor": doctor.cmd_doctor,
     "model": model.cmd_model,
     "daemon": daemon.cmd_daemon,
+    "approvals": approvals.cmd_approvals,
+    "routines": routines.cmd_routines,
     "log": log.cmd_log,
     "undo": log.cmd_undo,
     "history": history.cmd_history,
@@ -70,6 +74,8 @@ def _parser() -> argparse.ArgumentParser:
     mcp.add_command(sub)
     account.add_command(sub)
     daemon.add_command(sub)
+    approvals.add_command(sub)
+    routines.add_command(sub)
     log.add_commands(sub)
     history.add_command(sub)
     db.add_command(sub)

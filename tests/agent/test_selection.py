@@ -29,7 +29,7 @@ from botpsy_desktop.agent.tools import Effect, Tool, ToolRegistry, make_tool
 from botpsy_desktop.app import build_app
 from botpsy_desktop.eval.sandbox import sandbox_tools
 from botpsy_desktop.llm.replay import ReplayBackend
-from botpsy_desktop.llm.types import Completion, TextPiece
+from botpsy_desktop.llm.types import Completion, PromptProgress, TextPiece
 
 
 @cache
@@ -277,7 +277,7 @@ class ToolsSeen(ReplayBackend):
         *,
         enable_thinking: bool,
         cancel: Any = None,
-    ) -> Iterator[TextPiece | Completion]:
+    ) -> Iterator[TextPiece | PromptProgress | Completion]:
         self.offered.append([t["function"]["name"] for t in tools])
         yield from super().complete(messages, tools, enable_thinking=enable_thinking, cancel=cancel)
 
