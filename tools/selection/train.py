@@ -268,7 +268,7 @@ def cross_validate(
     return out
 
 
-UNSURE_DOMAINS = 3  # as agent/selection.py
+UNSURE_DOMAINS = 3  # the rule the thresholds are picked for (the app offers every tool then)
 RECALL = 0.985
 """The held-back phrases' recall the thresholds must keep (0.99 is out of reach on them: a
 phrase whose words no other phrase has is often missed; the held-out set says how real
