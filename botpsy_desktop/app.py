@@ -36,10 +36,12 @@ from botpsy_desktop.core.errors import ConfigError, ModelError
 from botpsy_desktop.core.paths import Paths
 from botpsy_desktop.core.secrets import SecretStore
 from botpsy_desktop.llm.backend import Backend
+from botpsy_desktop.llm.types import PromptProgress
 
 if TYPE_CHECKING:
     import httpx
 
+    from botpsy_desktop.agent.approvals import ApprovalQueue
     from botpsy_desktop.agent.audit import Undone
     from botpsy_desktop.agent.undo import UndoPlan
     from botpsy_desktop.llm.models import ModelService
@@ -157,6 +159,17 @@ class App:
     """Account passwords (OS keyring, or this session only when the user chooses that)."""
     tool_servers: ServerHub | None = None
     """The tool servers (MCP) of the profile, their connections and tools."""
+    _approvals: ApprovalQueue | None = field(default=None, init=False, repr=False)
+
+    def approvals(self) -> ApprovalQueue:
+        """The stored queue of approvals that parked background runs wait for (shared by the
+        window, ``botpsy daemon`` and ``botpsy approvals``), opened on first use; approvals of
+        other processes show in the gate's inbox (the window's queue) while it is watched."""
+        if self._approvals is None:
+            from botpsy_desktop.agent.approvals import ApprovalQueue
+
+            self._approvals = ApprovalQueue(self.store, inbox=self.gate.inbox)
+        return self._approvals
 
     def backend(
         self, *, model: str | None = None, replay: str | None = None, engine: str | None = None
@@ -253,17 +266,30 @@ class App:
         *,
         think: bool | None = None,
         cancel: threading.Event | None = None,
+        progress: Callable[[PromptProgress, str], None] | None = None,
     ) -> None:
         """Let the model evaluate ahead what the next request will start with (llama.cpp only).
 
         No conversation: the system prompt with each tool set a request may be offered (one per
         domain, then all tools), once per model and tool set (call after loading a model). A
         conversation: its history as the next request renders it. Run it on the thread that
-        owns the backend, when idle; ``cancel`` stops it early.
+        owns the backend, when idle; ``cancel`` stops it early. ``progress`` hears how far each
+        evaluation has come, with what is being prepared in words.
         """
         warm = getattr(backend, "warm", None)
         if warm is None:
             return
+
+        import inspect
+
+        # a backend whose warm takes no ``progress`` (a wrapper, another process) warms silently
+        hears = "progress" in inspect.signature(warm).parameters
+
+        def told(what: str) -> dict[str, Callable[[PromptProgress], None]]:
+            if progress is None or not hears:
+                return {}
+            return {"progress": lambda p: progress(p, what)}
+
         think = self.config.model.think if think is None else think
         settings = self.loop_settings()
         selector = ToolSelector(self.registry) if settings.select_tools else None
@@ -274,16 +300,26 @@ class App:
             session = self.session(backend, conversation_id)
             history = self.store.messages(conversation_id)
             tools = RequestTools(self.registry, selector, "", history).schemas()
-            warm(session.warm_messages(tools, think), tools, enable_thinking=think, cancel=cancel)
+            warm(
+                session.warm_messages(tools, think),
+                tools,
+                enable_thinking=think,
+                cancel=cancel,
+                **told("Preparing this conversation"),
+            )
             return
         # the tool sets requests are offered (agent/selection.py): one per domain, then all of
         # them, the fallback, left in the context last (saved prefix states keep the others)
         system = [{"role": "system", "content": settings.system_prompt}]
         sets = [] if selector is None else [selector.schemas(c) for c in selector.warm_sets()]
-        for tools in [*sets[:-1], self.registry.schemas()]:
+        every = [*sets[:-1], self.registry.schemas()]
+        for i, tools in enumerate(every, 1):
             if cancel is not None and cancel.is_set():
                 return
-            warm(system, tools, enable_thinking=think, cancel=cancel)
+            what = "Preparing the model" + (
+                f" (part {i} of {len(every)})" if len(every) > 1 else ""
+            )
+            warm(system, tools, enable_thinking=think, cancel=cancel, **told(what))
 
     def plan_undo(self, action_id: int | None = None) -> UndoPlan:
         """Undo, judged by the gate: the plan to undo audit entry ``action_id`` (None: the
@@ -302,6 +338,8 @@ class App:
         return carry_out(AuditLog(self.store), plan, by)
 
     def close(self) -> None:
+        if self._approvals is not None:
+            self._approvals.close()
         if self.alarms is not None:
             self.alarms.shutdown()
         self.resources.close()

@@ -18,6 +18,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from botpsy_desktop.agent.gate import MAX_CHANGES_AT_ONCE  # noqa: E402
 from botpsy_desktop.app import build_app  # noqa: E402
 from botpsy_desktop.core.accounts import AccountBook, CalDAVAccount, MailAccount  # noqa: E402
 from botpsy_desktop.core.paths import Paths  # noqa: E402
@@ -50,12 +51,12 @@ def profile(work: Path) -> Path:
     return home
 
 
-def all_probe(tool: Tool) -> Tier | None:
-    """The tier of the call with "all" in every target field, where a rule makes it differ."""
-    if isinstance(tool.tier, Tier) or tool.tier is None or not tool.targets:
+def rule_words(tool: Tool) -> str | None:
+    """What decides the tier where it is a rule of what the call would do (its docstring)."""
+    if isinstance(tool.tier, Tier) or tool.tier is None:
         return None
-    probed = tool.tier_for({k: "all" for k in tool.targets})
-    return probed if probed is not tool.tier_for({}) else None
+    doc = " ".join((tool.tier.__doc__ or "").split())
+    return doc or None
 
 
 def main() -> int:
@@ -71,14 +72,15 @@ def main() -> int:
             tier = app.gate.tier(tool, {}, assessment)
             if tier is Tier.READ:
                 if tool.sends:
-                    rows["sends"].append(f"`{name}` ({', '.join(tool.sends)})")
+                    sent = "every argument" if "*" in tool.sends else ", ".join(tool.sends)
+                    rows["sends"].append(f"`{name}` ({sent})")
                 else:
                     rows["read"].append(f"`{name}`")
             elif tier is Tier.REVERSIBLE:
                 rows["reversible"].append(f"`{name}`")
-                probed = all_probe(tool)
-                if probed is Tier.ASK:
-                    notes.append(f"`{name}` with “all” always asks")
+                words = rule_words(tool)
+                if words:
+                    notes.append(f"`{name}` {words}")
             else:
                 rows["ask"].append(f"`{name}`")
         print(
@@ -93,8 +95,9 @@ def main() -> int:
         )
         print(
             "| **Runs at once, with Undo** (a small local change with a declared inverse) | "
-            f"{', '.join(rows['reversible'])} | runs; its card offers Undo (asks with "
-            "“Ask before every change”) | asks |"
+            f"{', '.join(rows['reversible'])} | runs, up to {MAX_CHANGES_AT_ONCE} changes per "
+            "request (more ask); its card offers Undo (asks with “Ask before every change”) | "
+            "asks |"
         )
         print(
             "| **Never runs without you** (sends, money, personal data, deletes, cancels, bulk, "
@@ -102,7 +105,7 @@ def main() -> int:
         )
         if notes:
             print()
-            print("Where the arguments decide: " + "; ".join(notes) + ".")
+            print("Where what the call would really do decides: " + "; ".join(notes) + ".")
     finally:
         app.close()
     return 0

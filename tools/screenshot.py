@@ -77,6 +77,12 @@ def main() -> int:
     replay.write_text(
         json.dumps(
             [
+                # the first request of a model: the tool prefix is evaluated (recorded progress
+                # of a 2-core machine, replayed at its pace; stopped after the screenshot)
+                {
+                    "text": "Hello! How can I help?",
+                    "prompt_progress": [[0, 5598, 0.0], [1920, 5598, 20.0], [5598, 5598, 60.0]],
+                },
                 {
                     "text": thought + call("find_files", pattern="*.pdf", folder="Documents"),
                     "thinking_open": True,
@@ -93,6 +99,8 @@ def main() -> int:
                 "Documents has 4 files: two PDFs, notes.md and holiday-plan.txt.",
                 call("set_timer", duration="10 minutes", label="Tea"),
                 "Your tea timer is set: it rings in 10 minutes.",
+                # a small model claims what it did not do: no tool ran
+                "Done! Your alarm is set for 7:00 tomorrow morning.",
             ]
         ),
         encoding="utf-8",
@@ -108,6 +116,22 @@ def main() -> int:
     window.resize(1100, 720)
     window.show()
     wait(qt, lambda: window.model_label.text() != "Loading model…")
+    # the first request's progress, where the reply will appear (then stopped and forgotten)
+    window.input.setPlainText("Hello")
+    window.send()
+    wait(
+        qt,
+        lambda: window.chat.progress is not None and "1,920" in window.chat.progress.text.text(),
+        40,
+    )
+    wait(qt, lambda: False, 0.3)
+    saved = [args.out / "first-request-progress.png"]
+    window.grab().save(str(saved[-1]))
+    window.stop()
+    wait(qt, lambda: not window.busy)
+    app.store.delete(window.conversation_id)
+    window.new_conversation()
+    window.refresh_conversations()
     window.think.setChecked(True)
     window.input.setPlainText("Which PDFs do I have in Documents?")
     window.send()
@@ -115,8 +139,9 @@ def main() -> int:
     for card in window.chat.cards.values():
         card.toggle.setChecked(True)
     wait(qt, lambda: False, 0.5)
-    saved = [args.out / "main-window.png"]
+    saved.append(args.out / "main-window.png")
     window.grab().save(str(saved[-1]))
+    first_conversation = window.conversation_id
 
     window.think.setChecked(False)
     window.input.setPlainText("Write a to-do note: file the taxes, renew the lease.")
@@ -151,6 +176,25 @@ def main() -> int:
     wait(qt, lambda: not window.busy)
     wait(qt, lambda: False, 0.3)
     saved.append(args.out / "undo-card.png")
+    window.grab().save(str(saved[-1]))
+
+    # an answer that claims an action no tool carried out says so plainly
+    window.new_conversation()
+    window.input.setPlainText("Wake me at 7 tomorrow")
+    window.send()
+    wait(qt, lambda: not window.busy)
+    wait(qt, lambda: False, 0.3)
+    saved.append(args.out / "claimed-action.png")
+    window.grab().save(str(saved[-1]))
+
+    # the first conversation reopened: the note it was refused stays "not approved"
+    window.open_conversation(first_conversation)
+    for card in window.chat.cards.values():
+        card.toggle.setChecked(card.status == "denied")
+    wait(qt, lambda: False, 0.5)
+    window.chat.verticalScrollBar().setValue(window.chat.verticalScrollBar().maximum())
+    wait(qt, lambda: False, 0.3)
+    saved.append(args.out / "reloaded-refused.png")
     window.grab().save(str(saved[-1]))
 
     # a scheduled (background) run asks for approval: it waits in the queue, the status bar

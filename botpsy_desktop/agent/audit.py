@@ -76,9 +76,9 @@ class AuditLog:
         )
         if ok and tool == FILES_UNDO and undoes is None:
             # the model undid a file change itself: that change is no longer there to undo
-            newest = self._newest_in_group("files")
-            if newest is not None:
-                self.store.mark_undone(int(newest["id"]), entry_id)
+            undone = self._file_change(value)
+            if undone is not None:
+                self.store.mark_undone(int(undone["id"]), entry_id)
         if undoes is not None:
             self.store.mark_undone(undoes, entry_id)
         return entry_id
@@ -97,6 +97,18 @@ class AuditLog:
                 and inv.get("group") == group
             ):
                 return entry
+        return None
+
+    def _file_change(self, value: Any) -> dict[str, Any] | None:
+        """The logged action a file undo reversed: the one whose inverse names the change the
+        undo reports (``undone_change``); an entry logged without change ids: the newest."""
+        change = value.get("undone_change") if isinstance(value, Mapping) else None
+        for entry in self.store.actions():
+            inv = entry["inverse"]
+            if entry["undone_by"] is None and isinstance(inv, dict) and inv.get("group") == "files":
+                named = (inv.get("arguments") or {}).get("change")
+                if named is None or named == change:
+                    return entry
         return None
 
     def last_reversible(self) -> dict[str, Any] | None:

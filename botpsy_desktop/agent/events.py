@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from botpsy_desktop.llm.types import GenerationStats
+from botpsy_desktop.llm.types import GenerationStats, PromptProgress
 
 
 @dataclass(frozen=True)
@@ -106,8 +106,12 @@ class ApprovalRequest:
         details: str = "",
         tier: str = "ask",
         sources: Sequence[str] = (),
+        texts: Sequence[tuple[str, str]] = (),
     ) -> None:
         self.call_id = call_id
+        self.texts = [(str(k), str(t)) for k, t in texts]
+        """Long text arguments whole, as (argument, text): shown in full where the person
+        decides (the plain lines clip them with a count)."""
         self.summary = summary or receipt.split("\n", 1)[0]
         """What the call does, in one plain sentence ("Set a timer for 5 minutes.")."""
         self.details = details
@@ -134,6 +138,11 @@ class ApprovalRequest:
         self.edited_arguments: dict[str, Any] | None = None
         self.scoped = False
         self._on_decided: list[Callable[[], None]] = []
+        self.recorder: Callable[[bool, str, dict[str, Any] | None], bool] | None = None
+        """Where the decision is kept beyond this process (the stored approval queue,
+        agent/approvals.py): called before :meth:`approve` or :meth:`deny` decides, with
+        (approved, by, edited arguments); False means it was decided elsewhere first, and this
+        decision is refused (RuntimeError, as for a request already decided)."""
 
     def approve(
         self, by: str = "user", arguments: dict[str, Any] | None = None, *, scope: bool = False
@@ -149,6 +158,7 @@ class ApprovalRequest:
         if scope and arguments is not None:
             raise ValueError("approve edited arguments once, without allowing the conversation")
         edited = None if arguments is None else copy.deepcopy(dict(arguments))
+        self._record(True, by, edited)
         with self._lock:
             if self._decided.is_set():
                 raise RuntimeError("this approval request was already decided")
@@ -163,6 +173,26 @@ class ApprovalRequest:
         self._decided_now()
 
     def deny(self, by: str = "user") -> None:
+        self._record(False, by, None)
+        self.settle(False, by)
+
+    def _record(self, approved: bool, by: str, edited: dict[str, Any] | None) -> None:
+        if self._decided.is_set():
+            raise RuntimeError("this approval request was already decided")
+        recorder = self.recorder
+        if recorder is not None and not recorder(approved, by, edited):
+            raise RuntimeError("this approval request was already decided elsewhere")
+
+    def settle(self, approved: bool, by: str, arguments: dict[str, Any] | None = None) -> None:
+        """Decide without asking :attr:`recorder` (the decision is already kept there: made in
+        another process, or taken from the stored queue when a parked run goes on)."""
+        if approved:
+            recorder, self.recorder = self.recorder, None
+            try:
+                self.approve(by, arguments)
+            finally:
+                self.recorder = recorder
+            return
         with self._lock:
             if self._decided.is_set():
                 raise RuntimeError("this approval request was already decided")
@@ -256,11 +286,16 @@ class TurnFinished:
 
 @dataclass(frozen=True)
 class Answer:
-    """The final answer of the request."""
+    """The final answer of the request.
+
+    ``note`` is set when the answer describes an action although no change was carried out in
+    this request (agent/claims.py): every face shows it with the answer.
+    """
 
     text: str
     thinking: str = ""
     steps: int = 0
+    note: str = ""
 
 
 @dataclass(frozen=True)
@@ -289,7 +324,8 @@ class ContextTrimmed:
 
 
 Event = (
-    Thinking
+    PromptProgress
+    | Thinking
     | Token
     | ToolStarted
     | ApprovalNeeded
@@ -299,6 +335,38 @@ Event = (
     | Error
     | ContextTrimmed
 )
+
+
+def progress_text(progress: PromptProgress, what: str = "Reading the request") -> str:
+    """ "Reading the request: 1,536 of 5,598 tokens · about 40 s left" (for every face)."""
+    text = f"{what}: {progress.done:,} of {progress.total:,} tokens"
+    eta = progress.eta_s
+    if eta is not None and progress.done < progress.total:
+        left = f"about {eta:.0f} s left" if eta < 90 else f"about {eta / 60:.0f} min left"
+        text += f" · {left}"
+    return text
+
+
+def _call_words(name: str | None, arguments: Mapping[str, Any]) -> str:
+    shown = ", ".join(
+        f"{k}={json.dumps(v, ensure_ascii=False, default=str)[:60]}" for k, v in arguments.items()
+    )
+    return f"{name or 'an unreadable call'}({shown})"
+
+
+def outcome_line(result: ToolResult) -> str:
+    """What came of one tool call, in one line that never passes a refusal off as done."""
+    what = result.summary.strip().rstrip(".") or _call_words(result.name, result.arguments)
+    if result.ok:
+        asked = " (approved by you)" if result.decision == "approved" else ""
+        return f"✓ Done{asked}: {what}." if result.summary else f"✓ Ran{asked}: {what}"
+    first = result.output.strip().splitlines()[0] if result.output.strip() else ""
+    why = f" ({first[:160]})" if first else ""
+    if result.decision == "denied":  # the model's instructions in the output are not for people
+        return f"✗ Not approved, not carried out: {what}"
+    if result.decision == "not-run":
+        return f"✗ Not run: {what}{why}"
+    return f"✗ Failed: {what}{why}"
 
 
 @dataclass
@@ -311,6 +379,8 @@ class Transcript:
     turns: list[dict[str, Any]] = field(default_factory=list)
     answer: str | None = None
     thinking: str = ""
+    note: str = ""
+    """Said with the answer: it describes an action that was not carried out (Answer.note)."""
     error: dict[str, str] | None = None
     context: list[dict[str, Any]] = field(default_factory=list)
     """What was left out of the prompt to fit the context (ContextTrimmed events)."""
@@ -338,6 +408,7 @@ class Transcript:
         elif isinstance(event, Answer):
             self.answer = event.text
             self.thinking = event.thinking
+            self.note = event.note
         elif isinstance(event, Error):
             self.error = {"kind": event.kind, "message": event.message}
         elif isinstance(event, ContextTrimmed):
@@ -391,6 +462,7 @@ class Transcript:
                 for r in self.approvals
             ],
             "answer": self.answer,
+            "note": self.note,
             "thinking": self.thinking,
             "error": self.error,
             "context": self.context,

@@ -52,6 +52,8 @@ class Verdict:
     summary: str = ""
     details: str = ""
     sources: tuple[str, ...] = ()
+    texts: tuple[tuple[str, str], ...] = ()
+    """Long text arguments whole (agent/receipts.py ``Receipt.texts``)."""
 
     @property
     def scopable(self) -> bool:
@@ -64,12 +66,34 @@ class Verdict:
         )
 
 
+_DESCRIPTIONS = "the descriptions of "
+
+
+def described_by(author: str) -> str:
+    """The name of a tool server's descriptions as untrusted content in a request."""
+    return f"{_DESCRIPTIONS}{author}'s tools"
+
+
+def content_read(sources: tuple[str, ...]) -> tuple[str, ...]:
+    """The sources that are content read (tool output, a routine's origin), without tool
+    servers' descriptions: those carry instructions, but none of the user's data."""
+    return tuple(s for s in sources if not s.startswith(_DESCRIPTIONS))
+
+
+MAX_CHANGES_AT_ONCE = 3
+"""Changes one request makes without asking: the next change asks (real bulk stays protected:
+"set a timer and another one", "make a folder and put a note in it" just happen)."""
+
+
 @dataclass(frozen=True)
 class Context:
     """What is in a request's context, for the gate: ``sources`` names each piece of content the
-    user did not type (tool output, a stored request of untrusted origin). Empty: clean."""
+    user did not type (tool output from outside, replies written while reading it, a tool
+    server's descriptions, a stored request of untrusted origin). Empty: clean. ``changes``:
+    the changes this request has made so far."""
 
     sources: tuple[str, ...] = ()
+    changes: int = 0
 
     @property
     def tainted(self) -> bool:
@@ -326,11 +350,13 @@ class Gate:
         *,
         context: Context | None = None,
         tier: Tier | None = None,
+        why: tuple[str, ...] = (),
     ) -> Verdict:
         """The decision for one call with its receipt, reasons and provenance findings.
 
         ``tier``: the call's declared tier where its caller declares it instead of the tool
-        (an undo: the inverse's own declaration, see core/tools.py Inverse).
+        (an undo: the inverse's own declaration, see core/tools.py Inverse). ``why``: reasons
+        the caller knows that the receipt must give (an undo of something changed since).
 
         * read: runs, unless the context is tainted and the call sends model-chosen text off
           the computer (a declared ``sends`` field with a value): then it asks;
@@ -348,14 +374,16 @@ class Gate:
             dict.fromkeys(f"what {f.source} returned" for f in findings)
         )
         tier = self.tier(tool, arguments, assessment, tier)
-        reasons = [] if tier is Tier.REVERSIBLE else list(assessment.reasons)
+        reasons = [] if tier is Tier.REVERSIBLE else [*why, *assessment.reasons]
         if tier is Tier.ASK and tool.tier is not None and Effect.LOCAL_WRITE in assessment.effects:
             # a declared always-ask tool asks for what its summary says, not for a local write
             local = EFFECT_REASONS[Effect.LOCAL_WRITE]
             reasons = [r for r in reasons if not r.lower().startswith(local)]
         if tier is Tier.READ:
-            sent = [k for k in tool.sends if arguments.get(k) not in (None, "", [])]
-            if not (sources and sent):
+            # a read that sends text asks once content was read that the text could carry
+            # (a tool server's descriptions bring instructions but none of the user's data)
+            sent = tool.sent(arguments)
+            if not (content_read(sources) and sent):
                 return Verdict(
                     Decision.ALLOW,
                     assessment,
@@ -369,7 +397,8 @@ class Gate:
                 "has read content you did not type"
             )
         elif tier is Tier.REVERSIBLE:
-            if not sources and not self.ask_every_change:
+            bulk = context.changes >= MAX_CHANGES_AT_ONCE
+            if not sources and not self.ask_every_change and not bulk:
                 return Verdict(
                     Decision.ALLOW,
                     assessment,
@@ -380,6 +409,11 @@ class Gate:
             if sources:
                 reasons.append(
                     "this request has read content you did not type, so changes ask first"
+                )
+            elif bulk:
+                reasons.append(
+                    f"this request has made {context.changes} changes already; more than "
+                    f"{MAX_CHANGES_AT_ONCE} in one request ask first"
                 )
             else:
                 reasons.append('you chose "Ask before every change"')
@@ -403,6 +437,7 @@ class Gate:
             summary=built.summary,
             details=built.details,
             sources=sources,
+            texts=built.texts,
         )
 
     def receipt(self, tool: Tool, arguments: dict[str, Any]) -> str:
@@ -480,4 +515,5 @@ class Gate:
             details=verdict.details,
             tier=verdict.tier.value,
             sources=verdict.sources,
+            texts=verdict.texts,
         )

@@ -29,8 +29,9 @@ from botpsy_desktop.core.paths import Paths
 
 LOG_NAME = "botpsy.log"
 FORMAT = "%(asctime)s %(levelname)s %(name)s [%(threadName)s] %(message)s"
-QUIET_LOGGERS = ("httpx", "httpcore", "urllib3", "caldav", "keyring")
-"""Libraries that log whole URLs or protocol traffic at INFO/DEBUG: only their warnings."""
+QUIET_LOGGERS = ("httpx", "httpcore", "urllib3", "caldav", "keyring", "apscheduler")
+"""Libraries that log whole URLs or protocol traffic at INFO/DEBUG, or a line at each run of a
+periodic job (APScheduler: the alarm poller every few seconds): only their warnings."""
 
 log = logging.getLogger("botpsy_desktop")
 
@@ -238,6 +239,8 @@ def logged_events(events: Iterator[Event], conversation_id: str, text: str) -> I
             )
         elif isinstance(event, Answer):
             log.info("answer after %d turns: %s", event.steps, Body(event.text))
+            if event.note:
+                log.info("the answer describes an action no tool carried out")
         elif isinstance(event, Error):
             level = logging.INFO if event.kind == "cancelled" else logging.WARNING
             log.log(level, "request ended (%s): %s", event.kind, event.message)

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import threading
 import time
 import uuid
-from collections.abc import Generator, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from botpsy_desktop.agent.audit import AuditLog
 from botpsy_desktop.agent.budget import ContextBudget, ContextFull, Fitted
+from botpsy_desktop.agent.claims import NOTE, claims_action
 from botpsy_desktop.agent.events import (
     Answer,
     ApprovalNeeded,
@@ -27,10 +29,10 @@ from botpsy_desktop.agent.events import (
     ToolStarted,
     TurnFinished,
 )
-from botpsy_desktop.agent.gate import Context, Decision, Gate, Verdict
+from botpsy_desktop.agent.gate import Context, Decision, Gate, Verdict, described_by
 from botpsy_desktop.agent.hardening import clean_output, defuse, frame, known_secrets
 from botpsy_desktop.agent.logs import logged_events
-from botpsy_desktop.agent.provenance import Provenance, untrusted_sources
+from botpsy_desktop.agent.provenance import TAINT, Provenance, untrusted_sources
 from botpsy_desktop.agent.reply import PendingReply
 from botpsy_desktop.agent.selection import RequestTools, ToolSelector
 from botpsy_desktop.agent.store import ConversationStore, prompt_history
@@ -46,7 +48,7 @@ from botpsy_desktop.agent.tools import (
 from botpsy_desktop.core.errors import BotpsyError
 from botpsy_desktop.llm.backend import Backend
 from botpsy_desktop.llm.parser import StreamSplitter, parse_turn
-from botpsy_desktop.llm.types import Completion, ToolCall, ToolCallError
+from botpsy_desktop.llm.types import Completion, PromptProgress, ToolCall, ToolCallError
 
 
 @dataclass(frozen=True)
@@ -84,6 +86,7 @@ class _Outcome:
         self.summary = ""  # a change that ran, in plain words
         self.action_id: int | None = None  # its audit entry
         self.undo = ""  # what undoing it would do
+        self.untrusted = True  # its output may hold content from outside (Tool.untrusted_output)
 
 
 class AgentSession:
@@ -122,6 +125,11 @@ class AgentSession:
         self.selector = ToolSelector(registry) if settings.select_tools else None
         self._sources: list[str] = []
         """The untrusted content in the current request's context, named (agent/gate.py)."""
+        self._changed = False  # a change was carried out in this request (else claims noted)
+        self._decided: dict[str, Decided] = {}
+        """Decisions made while a stored run was parked, by call id (see :meth:`resume`)."""
+        self._changes = 0
+        """The changes the current request has made (agent/gate.py MAX_CHANGES_AT_ONCE)."""
         if conversation_id is None:
             conversation_id = store.create()
         elif not store.exists(conversation_id):
@@ -137,11 +145,14 @@ class AgentSession:
         out: list[dict[str, Any]] = [system]
         # an interrupted reply is marked as cut off or left out: agent/store.py prompt_view
         for m in prompt_history(self.store.messages(self.conversation_id)):
+            m = {k: v for k, v in m.items() if k != TAINT}  # the gate's, not the model's
             if m.get("role") == "tool" and m.get("data"):
                 m = {k: v for k, v in m.items() if k != "data"}
                 m["content"] = frame(str(m.get("name") or "the tool"), str(m.get("content", "")))
             elif m.get("role") == "user" and m.get("origin"):
                 m = {k: v for k, v in m.items() if k != "origin"}
+            elif m.get("role") == "assistant" and "note" in m:  # for people, not the model
+                m = {k: v for k, v in m.items() if k != "note"}
             out.append(m)
         return out
 
@@ -196,6 +207,60 @@ class AgentSession:
         finally:
             self._reply.abandon()
 
+    def resume(
+        self,
+        call_id: str,
+        decided: Decided,
+        *,
+        cancel: threading.Event | None = None,
+        think: bool = False,
+    ) -> Iterator[Event]:
+        """Go on with a background run that was parked at ``call_id`` in an earlier process (its
+        approval stored, agent/approvals.py) and decided since: the call runs only if
+        ``decided`` approves exactly it (its digest), then the turn's other calls and the next
+        model turns follow as if the run had never stopped. Everything it needs is in the
+        stored conversation: the request, the model's turn with its calls, what ran before.
+        """
+        self._reply = PendingReply(self.store, self.conversation_id)
+        cancel = cancel or threading.Event()
+        try:
+            found = _parked_turn(self.store.messages(self.conversation_id), call_id)
+            if found is None:
+                yield Error(
+                    "internal",
+                    "The waiting call is no longer in its conversation (deleted?), so nothing ran.",
+                )
+                return
+            text, step, calls, earlier = found
+            row = self.store.reopen_tool_row(self.conversation_id, call_id)
+            if row is None:
+                yield Error("internal", "The waiting call was already answered; nothing ran.")
+                return
+            self._reply.adopt(row, {"role": "tool", "tool_call_id": call_id, "content": ""})
+            self._decided[call_id] = decided
+            history = self.store.messages(self.conversation_id)
+            offer = RequestTools(self.registry, self.selector, text, history)
+            offer.called(earlier)
+            self._sources = list(self._context_sources(offer.schemas()))
+            self._reply.taint = tuple(self._sources)  # what the model writes from it
+            stubs = [
+                {"role": "tool", "tool_call_id": i, "name": c.name or "", "content": ""}
+                for i, c in calls[1:]
+            ]
+
+            def events() -> Iterator[Event]:
+                if (yield from self._calls(calls, stubs, step, cancel)):
+                    return
+                if cancel.is_set():
+                    yield Error("cancelled", "Stopped.")
+                    return
+                yield from self._steps(offer, step + 1, cancel, think)
+
+            yield from logged_events(events(), self.conversation_id, text)
+        finally:
+            self._decided.pop(call_id, None)
+            self._reply.abandon()
+
     def _next_row(
         self, stubs: list[dict[str, Any]], step: int, cancel: threading.Event
     ) -> dict[str, Any] | None:
@@ -215,26 +280,41 @@ class AgentSession:
         origin: str | None = None,
     ) -> Iterator[Event]:
         cancel = cancel or threading.Event()
-        if not self.store.messages(self.conversation_id):
+        history = self.store.messages(self.conversation_id)  # before this request's rows
+        if not history:
             self.store.rename(self.conversation_id, text[:60])
         user: dict[str, Any] = {"role": "user", "content": text}
         if origin:
             user = {"role": "user", "content": defuse(text), "origin": origin}
         self._reply.start(user)
         self._sources = []
-        # this request's tools (agent/selection.py): the same every step, so the prompt's start
-        # stays cached, unless the model calls a registered tool outside them (then it grows)
-        offer = RequestTools(
-            self.registry, self.selector, text, self.store.messages(self.conversation_id)
-        )
+        self._changes = 0
+        # this request's tools (agent/selection.py), chosen from its text and the conversation
+        # before it: the same every step, so the prompt's start stays cached, unless the model
+        # calls a tool outside them (a registered one, or a name that points to a domain): then
+        # that domain is offered from the next step on, a second chance within this request
+        offer = RequestTools(self.registry, self.selector, text, history)
+        yield from self._steps(offer, 1, cancel, think)
+
+    def _steps(
+        self, offer: RequestTools, first: int, cancel: threading.Event, think: bool
+    ) -> Iterator[Event]:
+        """Model turns from step ``first`` on, each followed by its tool calls, to an answer."""
         trimmed: Fitted | None = None  # what was last reported as left out of the prompt
-        for step in range(1, self.settings.max_steps + 1):
+        if first == 1:
+            self._changed = False  # a change was carried out in this request (else claims noted)
+        for step in range(first, self.settings.max_steps + 1):
             tools = offer.schemas()
             splitter: StreamSplitter | None = None
             completion: Completion | None = None
+            # before any call, the answer's first sentence is held back until it is clear that
+            # it does not say a tool is missing ("I can't read your email"): then the domain it
+            # names is offered and the step asked again, nothing of it shown
+            held = _HeldStart(offer.lacking) if offer.may_lack() else None
             try:
                 prompt, fitted = self._fit(tools, think)
-                self._sources = list(self._context_sources(fitted.dropped_messages))
+                self._sources = list(self._context_sources(tools))
+                self._reply.taint = tuple(self._sources)  # what the model writes from it
                 if fitted.trimmed and (trimmed is None or _trim_key(trimmed) != _trim_key(fitted)):
                     trimmed = fitted
                     yield _trimmed_event(fitted, self.backend.n_ctx or 0)
@@ -244,9 +324,13 @@ class AgentSession:
                     if isinstance(item, Completion):
                         completion = item
                         break
+                    if isinstance(item, PromptProgress):
+                        yield item
+                        continue
                     if splitter is None:
                         splitter = StreamSplitter(started_in_thinking=item.started_in_thinking)
-                    yield from self._reply.stream(_stream_events(splitter.feed(item.text)))
+                    events = _stream_events(splitter.feed(item.text))
+                    yield from self._reply.stream(held.feed(events) if held else events)
             except ContextFull as exc:
                 yield Error("context", _context_full_message(exc))
                 return
@@ -254,7 +338,8 @@ class AgentSession:
                 yield Error("model", str(exc))
                 return
             if splitter is not None:
-                yield from self._reply.stream(_stream_events(splitter.finish()))
+                events = _stream_events(splitter.finish())
+                yield from self._reply.stream(held.feed(events, final=True) if held else events)
             if completion is None:
                 yield Error("internal", "The model backend ended without a completion.")
                 return
@@ -263,6 +348,8 @@ class AgentSession:
                 completion.text, tools, started_in_thinking=completion.started_in_thinking
             )
             offer.called(c.name for c in parsed.calls if c.name)
+            if held is not None and held.lacking and not parsed.calls and not cancel.is_set():
+                continue  # asked again with the domain it lacked (the row stays open, empty)
             if completion.finish_reason == "cancelled":
                 self._reply.finish(
                     {"role": "assistant", "content": parsed.content} if parsed.content else None,
@@ -271,14 +358,16 @@ class AgentSession:
                 yield Error("cancelled", "Stopped.")
                 return
             if not parsed.calls:
-                self._reply.finish(
-                    {
-                        "role": "assistant",
-                        "content": parsed.content,
-                        "reasoning_content": parsed.thinking,
-                    },
-                )
-                yield Answer(parsed.content, parsed.thinking, step)
+                note = "" if self._changed or not claims_action(parsed.content) else NOTE
+                final: dict[str, Any] = {
+                    "role": "assistant",
+                    "content": parsed.content,
+                    "reasoning_content": parsed.thinking,
+                }
+                if note:
+                    final["note"] = note
+                self._reply.finish(final)
+                yield Answer(parsed.content, parsed.thinking, step, note)
                 return
 
             call_ids = [f"call_{uuid.uuid4().hex[:12]}" for _ in parsed.calls]
@@ -307,60 +396,9 @@ class AgentSession:
                 for i, c in zip(call_ids, parsed.calls, strict=True)
             ]
             self._reply.finish(assistant, then=stubs.pop(0))
-
-            for call_id, call in zip(call_ids, parsed.calls, strict=True):
-                if cancel.is_set():
-                    outcome = _Outcome(
-                        False, "The user stopped the request before this ran.", "not-run"
-                    )
-                    name, args = (call.name, call.arguments if isinstance(call, ToolCall) else {})
-                else:
-                    if isinstance(call, ToolCall):
-                        name, args = call.name, dict(call.arguments)
-                        yield ToolStarted(call_id, name, args)
-                    else:
-                        name, args = call.name, {}
-                    outcome = yield from self._execute(call_id, call, cancel)
-                output = (
-                    clean_output(outcome.output, self.settings.max_observation_chars, self._secrets)
-                    if outcome.ran
-                    else _clip(outcome.output, self.settings.max_observation_chars)
-                )
-                if outcome.arguments is not None:
-                    args = outcome.arguments
-                message: dict[str, Any] = {
-                    "role": "tool",
-                    "tool_call_id": call_id,
-                    "name": name or "",
-                    "content": output,
-                }
-                if outcome.ran:
-                    message["data"] = True
-                    label = _call_label(name, args)
-                    self._sources.append(f"what {label} returned")
-                self._reply.finish(message, then=self._next_row(stubs, step, cancel))
-                self.store.record_tool_call(
-                    self.conversation_id,
-                    call_id=call_id,
-                    name=name,
-                    arguments=args,
-                    decision=outcome.decision,
-                    ok=outcome.ok,
-                    result=output,
-                )
-                yield ToolResult(
-                    call_id,
-                    name,
-                    args,
-                    outcome.ok,
-                    output,
-                    outcome.decision,
-                    outcome.duration,
-                    outcome.decided_by,
-                    outcome.summary,
-                    outcome.action_id,
-                    outcome.undo,
-                )
+            calls = list(zip(call_ids, parsed.calls, strict=True))
+            if (yield from self._calls(calls, stubs, step, cancel)):
+                return
             if cancel.is_set():
                 yield Error("cancelled", "Stopped.")
                 return
@@ -369,6 +407,89 @@ class AgentSession:
             f"Stopped after {self.settings.max_steps} model turns without a final answer. "
             "Ask again more specifically, or raise agent.max_steps in the settings.",
         )
+
+    def _calls(
+        self,
+        calls: Sequence[tuple[str, ToolCall | ToolCallError]],
+        stubs: list[dict[str, Any]],
+        step: int,
+        cancel: threading.Event,
+    ) -> Generator[Event, None, bool]:
+        """Check, run and record one turn's calls (the first one's row is open); True when the
+        run ended here: an approval nobody gave in time ends a background run without another
+        model turn, so never with an action (the calls after it are not run; a sentence says so).
+        """
+        gave_up: list[str] = []
+        for call_id, call in calls:
+            name, args = (call.name, dict(call.arguments) if isinstance(call, ToolCall) else {})
+            if gave_up:
+                outcome = _Outcome(False, NOT_RUN_AFTER_GIVING_UP, "not-run")
+            elif cancel.is_set():
+                outcome = _Outcome(
+                    False, "The user stopped the request before this ran.", "not-run"
+                )
+            else:
+                if isinstance(call, ToolCall):
+                    yield ToolStarted(call_id, call.name, dict(call.arguments))
+                outcome = yield from self._execute(call_id, call, cancel)
+                if outcome.decided_by == NOBODY_IN_TIME and self.background:
+                    gave_up.append(name or "a tool call")
+            output = (
+                clean_output(outcome.output, self.settings.max_observation_chars, self._secrets)
+                if outcome.ran
+                else _clip(outcome.output, self.settings.max_observation_chars)
+            )
+            if outcome.arguments is not None:
+                args = outcome.arguments
+            message: dict[str, Any] = {
+                "role": "tool",
+                "tool_call_id": call_id,
+                "name": name or "",
+                "content": output,
+            }
+            if outcome.ran:
+                message["data"] = True
+                label = f"what {_call_label(name, args)} returned"
+                # a confirmation of the app's own is not content from outside
+                message[TAINT] = [label] if outcome.untrusted or not outcome.ok else []
+                if message[TAINT]:
+                    self._sources.append(label)
+                    self._reply.taint = tuple(dict.fromkeys(self._sources))
+            if outcome.ok and outcome.action_id is not None:
+                self._changes += 1
+            then = self._next_row(stubs, step, cancel)
+            if gave_up and then is None:
+                then = self._reply.next_turn()  # the sentence that ends the run goes there
+            self._reply.finish(message, then=then)
+            self.store.record_tool_call(
+                self.conversation_id,
+                call_id=call_id,
+                name=name,
+                arguments=args,
+                decision=outcome.decision,
+                ok=outcome.ok,
+                result=output,
+            )
+            self._changed = self._changed or (outcome.ok and outcome.action_id is not None)
+            yield ToolResult(
+                call_id,
+                name,
+                args,
+                outcome.ok,
+                output,
+                outcome.decision,
+                outcome.duration,
+                outcome.decided_by,
+                outcome.summary,
+                outcome.action_id,
+                outcome.undo,
+            )
+        if gave_up:
+            text = gave_up_sentence(gave_up, self.settings.background_approval_timeout_s)
+            self._reply.finish({"role": "assistant", "content": text})
+            yield Answer(text, "", step)
+            return True
+        return False
 
     def _execute(
         self, call_id: str, call: ToolCall | ToolCallError, cancel: threading.Event
@@ -383,12 +504,36 @@ class AgentSession:
         except ToolArgumentsError as exc:
             return _Outcome(False, str(exc), "not-run")
         arguments = dict(call.arguments)
+        preset = self._decided.get(call_id)
+        if preset is not None and not preset.approved:  # denied while parked: never runs
+            del self._decided[call_id]
+            declined = _Outcome(False, self._declined(tool.name, preset.by), "denied")
+            declined.decided_by = preset.by
+            return declined
         provenance = Provenance.from_messages(self.store.messages(self.conversation_id))
-        context = Context(tuple(dict.fromkeys(self._sources)))
+        context = Context(tuple(dict.fromkeys(self._sources)), self._changes)
         verdict = self.gate.check(tool, arguments, provenance, context=context)
         call_context = CallContext(verdict.sources)
         if verdict.decision is Decision.DENY:
             return _Outcome(False, verdict.message or f"{tool.name} is not allowed.", "denied")
+        outcome = yield from self._carry_out(
+            call_id, tool, args_model, arguments, verdict, context, call_context, cancel
+        )
+        outcome.untrusted = tool.untrusted_output
+        return outcome
+
+    def _carry_out(
+        self,
+        call_id: str,
+        tool: Tool,
+        args_model: Any,
+        arguments: dict[str, Any],
+        verdict: Verdict,
+        context: Context,
+        call_context: CallContext,
+        cancel: threading.Event,
+    ) -> Generator[Event, None, _Outcome]:
+        """Run an allowed call, or ask (or use an allowance) and run it once approved."""
         if verdict.decision is Decision.ALLOW:
             outcome = _run_with_timeout(
                 lambda: run_in_context(call_context, lambda: tool.call(args_model)),
@@ -418,17 +563,26 @@ class AgentSession:
                 conversation_id=self.conversation_id,
                 background=self.background,
             )
-            if self.background:  # the pending-approvals queue shows it while the run waits
-                self.gate.inbox.post(request, origin=self.conversation_id)
-            try:
-                yield ApprovalNeeded(request)
-                if self.background and not request.decided:
-                    self._wait_in_inbox(request, cancel)
-            finally:
-                if self.background:
-                    self.gate.inbox.discard(request)
+            decided = self._decided.pop(call_id, None)
+            if decided is not None:  # a stored run resumed: decided while it was parked
+                if decided.approved and decided.digest == request.digest:
+                    request.settle(True, decided.by, decided.edited_arguments)
+                else:
+                    request.settle(False, decided.by if not decided.approved else "not this call")
+            else:
+                if self.background:  # the pending-approvals queue shows it while the run waits
+                    self.gate.inbox.post(request, origin=self.conversation_id)
+                try:
+                    yield ApprovalNeeded(request)
+                    if self.background and not request.decided:
+                        self._wait_in_inbox(request, cancel)
+                finally:
+                    if self.background:
+                        self.gate.inbox.discard(request)
             if not request.approved:
-                return _Outcome(False, self._declined(tool.name, request), "denied")
+                declined = _Outcome(False, self._declined(tool.name, request.decided_by), "denied")
+                declined.decided_by = request.decided_by
+                return declined
             if request.edited_arguments is not None:
                 edited = request.edited_arguments
                 try:
@@ -466,12 +620,19 @@ class AgentSession:
             outcome.output = f"(The user changed the arguments to {shown}.)\n{outcome.output}"
         return outcome
 
-    def _context_sources(self, dropped_messages: int) -> tuple[str, ...]:
-        """The untrusted content in the prompt just sent: tool output of this request and of the
-        earlier turns still in the prompt (turns the context budget left out no longer count,
-        whole, with the replies that read them), and stored requests of untrusted origin."""
-        history = prompt_history(self.store.messages(self.conversation_id))
-        return untrusted_sources(history[dropped_messages:])
+    def _context_sources(self, tools: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
+        """The untrusted content of this request's context: what the conversation's messages
+        carry (agent/provenance.py TAINT: tool output from outside, replies written while
+        reading it, stored requests of untrusted origin; turns the context budget leaves out of
+        the prompt still count), and the descriptions of tool servers' tools offered in the
+        prompt (their authors' words)."""
+        sources = list(untrusted_sources(self.store.messages(self.conversation_id)))
+        for schema in tools:
+            name = str((schema.get("function") or {}).get("name") or "")
+            tool = self.registry.get(name)
+            if tool is not None and tool.author:
+                sources.append(described_by(tool.author))
+        return tuple(dict.fromkeys(sources))
 
     def _timeout(self, tool: Tool) -> tuple[float, str]:
         """Seconds ``tool`` may run and the setting that says so: the tool's own entry in
@@ -497,16 +658,16 @@ class AgentSession:
                 break
             request.wait(0.05)
 
-    def _declined(self, tool: str, request: ApprovalRequest) -> str:
-        """What the model reads when ``request`` was not approved."""
-        if request.decided_by == NOBODY_IN_TIME:
+    def _declined(self, tool: str, by: str) -> str:
+        """What the model reads when a call was not approved (``by``: who decided)."""
+        if by == NOBODY_IN_TIME:
             return (
                 f"{tool} was not run: it waited for the user's approval for "
                 f"{waited(self.settings.background_approval_timeout_s)} and nobody answered "
                 "(agent.background_approval_timeout_s). Say so in your answer; do not try it "
                 "again in this run."
             )
-        if request.decided_by == "stopped":
+        if by == "stopped":
             return f"{tool} was not run: the request was stopped while it waited for approval."
         return (
             f"The user declined {tool}; it was not run. Do not try it again unless the user asks."
@@ -556,6 +717,70 @@ class AgentSession:
 
 NOBODY_IN_TIME = "nobody in time"
 """Who denied a background run's approval request when its wait ran out."""
+
+NOT_RUN_AFTER_GIVING_UP = (
+    "Not run: the run ended because an earlier action waited too long for approval."
+)
+
+
+@dataclass(frozen=True)
+class Decided:
+    """A decision made while a stored background run was parked (agent/approvals.py): approved
+    or not, by whom, for which exact call (:func:`call_digest`), with edited arguments if any."""
+
+    approved: bool
+    by: str
+    digest: str
+    edited_arguments: dict[str, Any] | None = None
+
+
+def gave_up_sentence(tools: Sequence[str], timeout_s: float | None) -> str:
+    """The sentence that ends a background run whose approval nobody gave in time."""
+    names = ", ".join(dict.fromkeys(tools))
+    return (
+        f"I did not do it: {names} waited {waited(timeout_s)} for your approval and nobody "
+        "answered, so nothing was run. Ask again when you are back."
+    )
+
+
+def _parked_turn(
+    messages: list[dict[str, Any]], call_id: str
+) -> tuple[str, int, list[tuple[str, ToolCall | ToolCallError]], list[str]] | None:
+    """Where a stored run stopped at ``call_id``: the request's text, the step of the model turn
+    that made the call, that call and the ones after it in the turn, and the tools called in the
+    request before it. None when the call is not in the conversation."""
+    for index in range(len(messages) - 1, -1, -1):
+        message = messages[index]
+        calls = message.get("tool_calls") or []
+        ids = [str(c.get("id")) for c in calls]
+        if message.get("role") != "assistant" or call_id not in ids:
+            continue
+        start = next((i for i in range(index, -1, -1) if messages[i].get("role") == "user"), None)
+        if start is None:
+            return None
+        turns = messages[start + 1 : index + 1]
+        step = sum(1 for m in turns if m.get("role") == "assistant")
+        earlier = [
+            str(c.get("function", {}).get("name") or "")
+            for m in turns
+            for c in m.get("tool_calls") or []
+        ]
+        rest: list[tuple[str, ToolCall | ToolCallError]] = []
+        for c in calls[ids.index(call_id) :]:
+            function = c.get("function") or {}
+            arguments = function.get("arguments")
+            rest.append(
+                (
+                    str(c.get("id")),
+                    ToolCall(
+                        str(function.get("name") or ""),
+                        dict(arguments) if isinstance(arguments, dict) else {},
+                        "",
+                    ),
+                )
+            )
+        return str(messages[start].get("content") or ""), max(step, 1), rest, earlier
+    return None
 
 
 def waited(seconds: float | None) -> str:
@@ -696,6 +921,42 @@ def _context_full_message(exc: ContextFull) -> str:
         f"left after keeping {exc.reply_tokens} for the reply. Write a shorter request, or "
         "raise model.n_ctx in the settings."
     )
+
+
+class _HeldStart:
+    """Streamed events held back until the visible text's first sentence is complete, then
+    judged by ``lacking`` (agent/selection.py RequestTools.lacking): passed on when it does not
+    say a tool is missing, dropped (with all that follows) when it does."""
+
+    LIMIT = 160
+
+    def __init__(self, lacking: Callable[[str], list[str]]) -> None:
+        self._judge = lacking
+        self._held: list[Event] = []
+        self._text = ""
+        self.decided = False
+        self.lacking: list[str] = []
+
+    def feed(self, events: Iterable[Event], final: bool = False) -> list[Event]:
+        if self.decided:
+            return [] if self.lacking else list(events)
+        out: list[Event] = []
+        for event in events:
+            if not isinstance(event, Token) and not self._held:
+                out.append(event)  # thinking before the answer is not held
+                continue
+            self._held.append(event)
+            if isinstance(event, Token):
+                self._text += event.text
+        if not final and not _SENTENCE.search(self._text) and len(self._text) < self.LIMIT:
+            return out
+        self.decided = True
+        self.lacking = self._judge(self._text) if self._text.strip() else []
+        held, self._held = self._held, []
+        return out if self.lacking else out + held
+
+
+_SENTENCE = re.compile("[.!?\n\u3002\uff01\uff1f\u0964]")  # also CJK and Devanagari ends
 
 
 def _stream_events(parts: Sequence[tuple[str, str]]) -> Iterator[Event]:

@@ -41,7 +41,8 @@ class Finding:
     copied: bool = False
 
     def sentence(self) -> str:
-        shown = self.value if len(self.value) <= 80 else self.value[:80] + "…"
+        left = len(self.value) - 80
+        shown = self.value if left <= 0 else f"{self.value[:80]}… (+{left:,} more characters)"
         if self.copied:
             return (
                 f"Text in {self.argument} was copied from what {self.source} returned "
@@ -78,7 +79,13 @@ class Provenance:
                     args = fn.get("arguments") or {}
                     shown = ", ".join(f"{k}={v!s:.60}" for k, v in dict(args).items())
                     calls[str(call.get("id"))] = f"{fn.get('name', '?')}({shown})"
+                taint = message_taint(m, calls)
+                if taint:  # written while reading untrusted content: untrusted too
+                    label = "the assistant (while reading " + "; ".join(taint) + ")"
+                    untrusted.append(Source(label, str(m.get("content") or "")))
             elif role == "tool":
+                if m.get("data") and not message_taint(m, calls):
+                    continue  # the app's own confirmation of a change
                 call_id = str(m.get("tool_call_id"))
                 label = calls.get(call_id) or str(m.get("name") or "a tool")
                 untrusted.append(Source(label, str(m.get("content") or "")))
@@ -131,6 +138,33 @@ class Provenance:
         return found
 
 
+TAINT = "taint"
+"""The key of a stored message's label: the untrusted content it holds or was written from.
+
+A tool's result carries the call that brought its content in (empty: a confirmation of the
+app's own, see core/tools.py ``untrusted_output``); a reply the model wrote while its context
+held untrusted content carries that content's names; a stored request of untrusted origin
+carries its origin. The labels are stored with the messages (agent/store.py keeps each message
+whole), so every reader of a conversation sees them, and the prompt never does."""
+
+
+def message_taint(message: Mapping[str, Any], labels: Mapping[str, str]) -> tuple[str, ...]:
+    """The untrusted content ``message`` holds or was written from, named (empty: none).
+
+    A tool result stored before labels existed counts as untrusted (``data`` without a label).
+    """
+    label = message.get(TAINT)
+    if isinstance(label, list | tuple):
+        return tuple(str(x) for x in label)
+    role = message.get("role")
+    if role == "tool" and message.get("data"):
+        call = labels.get(str(message.get("tool_call_id"))) or str(message.get("name") or "a tool")
+        return (f"what {call} returned",)
+    if role == "user" and message.get("origin"):
+        return (str(message["origin"]),)
+    return ()
+
+
 def call_labels(messages: Sequence[Mapping[str, Any]]) -> dict[str, str]:
     """Each tool call's id -> the call in a few words (``read_text_file(path=~/a.txt)``)."""
     calls: dict[str, str] = {}
@@ -144,17 +178,15 @@ def call_labels(messages: Sequence[Mapping[str, Any]]) -> dict[str, str]:
 
 
 def untrusted_sources(messages: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
-    """The content in ``messages`` (a prompt's history) that the user did not type, named: each
-    tool output (a tool that ran) and each stored request of untrusted origin (a routine made
-    from such content). Empty: the context is clean."""
+    """The content in ``messages`` (a conversation) that the user did not type, named: what
+    tools brought in from outside, replies written while reading it, and stored requests of
+    untrusted origin (see :data:`TAINT`). Empty: the conversation is clean.
+
+    Pass the whole conversation, not the prompt the context budget fitted: a reply restating a
+    planted instruction stays untrusted when the turn that read it is left out, and leaving
+    turns out never makes a conversation cleaner."""
     labels = call_labels(messages)
     out: list[str] = []
     for m in messages:
-        if m.get("role") == "tool" and m.get("data"):
-            call_id = str(m.get("tool_call_id"))
-            out.append(
-                "what " + (labels.get(call_id) or str(m.get("name") or "a tool")) + " returned"
-            )
-        elif m.get("role") == "user" and m.get("origin"):
-            out.append(str(m["origin"]))
+        out.extend(message_taint(m, labels))
     return tuple(dict.fromkeys(out))

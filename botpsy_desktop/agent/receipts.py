@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from botpsy_desktop.agent.policy import Assessment
+from botpsy_desktop.agent.policy import Assessment, leaves
 from botpsy_desktop.agent.provenance import Finding
 from botpsy_desktop.core.tools import Tier, Tool
 
@@ -26,14 +26,42 @@ class Receipt:
     lines: tuple[str, ...]
     reasons: tuple[str, ...]
     details: str
+    texts: tuple[tuple[str, str], ...] = ()
+    """Each long text argument (over :data:`FULL_TEXT_OVER` characters) whole, as (argument,
+    text): the lines show such text clipped with a count, the decision is made on all of it."""
 
     @property
     def text(self) -> str:
-        """Everything a person reads, in order (what the CLI prints; the dialog's plain part)."""
+        """Everything a person reads, in order (what the CLI prints; the dialog's plain part,
+        whose whole texts are in a box of their own)."""
         parts = [self.summary, *self.lines]
         if self.reasons:
             parts.append("Why it asks: " + "; ".join(self.reasons) + ".")
+        parts += [whole_text(key, text) for key, text in self.texts]
         return "\n".join(p for p in parts if p)
+
+
+FULL_TEXT_OVER = 120
+"""Text arguments longer than this are clipped in the plain lines (with a count) and shown whole
+in a section of their own."""
+
+
+def clipped(text: str, limit: int = FULL_TEXT_OVER) -> str:
+    """``text`` on one line, cut to ``limit`` characters with how much is left out."""
+    text = " ".join(text.split())
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}… (+{len(text) - limit:,} more characters, shown whole below)"
+
+
+def whole_text(key: str, text: str) -> str:
+    """One long argument whole, headed with its name and length."""
+    return f"--- the whole {key} ({len(text):,} characters) ---\n{text}\n--- end of {key} ---"
+
+
+def long_texts(arguments: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
+    """The text arguments too long for a line, whole (see :attr:`Receipt.texts`)."""
+    return tuple((k, t) for k, t in leaves(dict(arguments)) if len(t) > FULL_TEXT_OVER)
 
 
 def sentence(text: str) -> str:
@@ -44,10 +72,9 @@ def sentence(text: str) -> str:
     return text if text[-1] in ".!?…" else text + "."
 
 
-def _short(value: Any, limit: int = 200) -> str:
+def _short(value: Any, limit: int = FULL_TEXT_OVER) -> str:
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return clipped(text, limit)
 
 
 def details(tool: Tool, arguments: Mapping[str, Any], assessment: Assessment | None) -> str:
@@ -93,4 +120,10 @@ def build_receipt(
     why += [f.sentence() for f in findings]
     if tier is Tier.ASK and not why:
         why.append("this kind of action always asks")
-    return Receipt(summary, tuple(lines), tuple(why), details(tool, arguments, assessment))
+    return Receipt(
+        summary,
+        tuple(lines),
+        tuple(why),
+        details(tool, arguments, assessment),
+        long_texts(arguments),
+    )

@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from botpsy_desktop.agent.events import Event, Thinking, Token
+from botpsy_desktop.agent.provenance import TAINT
 from botpsy_desktop.agent.store import ConversationStore
 
 SAVE_EVERY_S = 0.25
@@ -46,10 +47,24 @@ class PendingReply:
         self._saved_at = 0.0
         self._dirty = False
         self._stub: dict[str, Any] = {"role": "assistant", "content": ""}
+        self.taint: tuple[str, ...] = ()
+        """The untrusted content in the context the model writes from now (agent/gate.py):
+        every reply row saved carries it (agent/provenance.py TAINT), partial ones too."""
+
+    def _labelled(self, message: dict[str, Any]) -> dict[str, Any]:
+        if self.taint and message.get("role") == "assistant":
+            return {**message, TAINT: list(self.taint)}
+        return message
 
     def start(self, user: dict[str, Any]) -> None:
         self.row = self.store.start_turn(self.conversation_id, user)
         self._reset(None)
+
+    def adopt(self, row: int, stub: dict[str, Any]) -> None:
+        """Go on with a pending row opened earlier (a parked run's tool call, see
+        ConversationStore.reopen_tool_row); ``stub`` is what the row holds."""
+        self.row = row
+        self._reset(stub)
 
     def _reset(self, stub: dict[str, Any] | None) -> None:
         self._text, self._thinking, self._dirty = [], [], False
@@ -82,7 +97,7 @@ class PendingReply:
         message: dict[str, Any] = {"role": "assistant", "content": self.text}
         if self._thinking:
             message["reasoning_content"] = self.thinking
-        self.store.update(self.row, message)
+        self.store.update(self.row, self._labelled(message))
         self.saves += 1
         self._dirty = False
         self._saved_at = self._clock()
@@ -97,6 +112,8 @@ class PendingReply:
         """End the pending row with ``message`` (None: remove it) and open ``then`` after it."""
         if self.row is None:
             return
+        if message is not None:
+            message = self._labelled(message)
         self.row = self.store.finish(self.row, message, interrupted=interrupted, then=then)
         self._reset(then)
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import Literal
 
+from botpsy_desktop.agent.approvals import ApprovalQueue, RoutineInfo, StoredApproval
 from botpsy_desktop.agent.events import ApprovalNeeded, ApprovalRequest, Error, Event
 from botpsy_desktop.agent.loop import NOBODY_IN_TIME, AgentSession
 from botpsy_desktop.core.errors import BotpsyError
@@ -73,15 +74,19 @@ class Park:
 
     approval: ApprovalRequest
     timeout_s: float | None
+    keep: bool = False
+    """The run is stored (agent/approvals.py): closing the scheduler leaves it waiting for the
+    next start (it ends ``suspended``) instead of denying its approval."""
 
 
-FinishState = Literal["done", "cancelled", "preempted", "failed"]
+FinishState = Literal["done", "cancelled", "preempted", "failed", "suspended"]
 
 
 @dataclass(frozen=True)
 class Finished:
     """The request is over: ``done``, ``cancelled`` (Stop), ``preempted`` (a warm-up gave way to
-    a user request) or ``failed`` (the job raised; ``error`` says what). Always the last item.
+    a user request), ``failed`` (the job raised; ``error`` says what) or ``suspended`` (parked
+    and stored when the scheduler closed: it goes on after a restart). Always the last item.
     """
 
     request_id: str
@@ -158,10 +163,17 @@ class Request:
         self._order = 0  # its place among requests of its priority, kept when it is parked
         self._items_left: Iterator[Event | Park] | None = None  # a started job's iterator
         self._parked_until: float | None = None  # monotonic deadline while parked
+        self._keep = False  # parked with a stored approval: suspended, not denied, at close
 
     def cancel(self) -> None:
         """Stop it: a queued request is dropped at once, a running one stops within a token."""
         self._scheduler._cancel(self)
+
+    @property
+    def stored_while_parked(self) -> bool:
+        """Parked with its approval stored: closing the scheduler suspends it (it goes on
+        after a restart), so a closing face leaves it alone instead of stopping it."""
+        return self.state == "parked" and self._keep
 
     @property
     def finished(self) -> bool:
@@ -278,7 +290,8 @@ class RequestScheduler:
                 else:
                     self._finish_queued(request, "cancelled")
             for request in self._parked:  # ended on the engine thread once it stops
-                request.cancel_event.set()
+                if not request._keep:
+                    request.cancel_event.set()
             if self._running is not None:
                 self._running.cancel_event.set()
             self._wake.notify()
@@ -336,6 +349,7 @@ class RequestScheduler:
             request._parked_until = (
                 None if park.timeout_s is None else time.monotonic() + park.timeout_s
             )
+            request._keep = park.keep
             self._parked.append(request)
         request._put(Parked(request.id, park.approval.call_id, park.timeout_s))
         # decided from any thread (or already): queue it again
@@ -390,12 +404,30 @@ class RequestScheduler:
         with self._lock:
             parked, self._parked = self._parked, []
         for request in parked:  # stopped by close(): each winds up (its approval denied)
+            if request._keep:  # stored: it waits for the next start
+                self._suspend(request)
+                continue
             request.cancel_event.set()
             self._run(request)
         backend, self._backend = self._backend, None
         if backend is not None:
             with contextlib.suppress(Exception):  # closing must not fail the shutdown
                 backend.close()
+
+    def _suspend(self, request: Request) -> None:
+        """End a parked request whose approval is stored, leaving it undecided: its job is
+        closed where it stands (its approval stays in the stored queue for the next start)."""
+        items, request._items_left = request._items_left, None
+        if items is not None:
+            close = getattr(items, "close", None)
+            with contextlib.suppress(Exception):
+                if close is not None:
+                    close()
+        with self._lock:
+            request.state = "suspended"
+            request.finished_at = time.monotonic()
+        request._put(Finished(request.id, "suspended"))
+        request._finished.set()
 
     def _run(self, request: Request) -> None:
         """Run (or resume) ``request``'s job until it ends or parks."""
@@ -433,6 +465,9 @@ def session_job(
     think: bool = False,
     no_model: str = "No model is loaded yet. Load one, then ask again.",
     origin: str | None = None,
+    queue: ApprovalQueue | None = None,
+    routine: RoutineInfo | None = None,
+    resume: StoredApproval | None = None,
 ) -> Job:
     """A job that handles ``text`` in the session ``make_session`` builds on the shared model.
 
@@ -444,6 +479,12 @@ def session_job(
     waits in the gate's inbox) parks the run instead: the engine serves others until it is
     decided; if the run is stopped, or nobody decides within the session's
     background_approval_timeout_s, it is denied. An undecided approval never lets the call run.
+
+    With ``queue`` (agent/approvals.py) a background run's approval is stored with ``routine``
+    (who asked): it can be decided from any process, and a run parked when the scheduler
+    closes stays waiting for the next start. ``resume``: instead of ``text``, go on with a
+    stored run that an earlier process parked, with the decision the row holds (taken first,
+    so that an approved call runs once).
     """
 
     def job(ctx: EngineContext) -> Iterator[Event | Park]:
@@ -452,15 +493,46 @@ def session_job(
             yield Error("model", no_model)
             return
         session = make_session(backend)
-        for event in session.run(text, cancel=ctx.cancel, think=think, origin=origin):
+        if resume is not None:
+            assert queue is not None
+            taken = queue.take(resume.id)
+            if taken is None:
+                yield Error("internal", "This approval was taken by another run; nothing ran.")
+                return
+            events = session.resume(taken.call_id, taken.decided(), cancel=ctx.cancel, think=think)
+        else:
+            events = session.run(text, cancel=ctx.cancel, think=think, origin=origin)
+        for event in events:
             yield event
             if isinstance(event, ApprovalNeeded) and event.request.background:
                 approval = event.request
+                timeout = session.settings.background_approval_timeout_s
+                held: tuple[ApprovalQueue, int] | None = None  # its row, when stored
+                if queue is not None and not approval.decided:
+                    row = queue.park(
+                        approval,
+                        conversation_id=session.conversation_id,
+                        routine=routine,
+                        timeout_s=timeout,
+                        think=think,
+                    )
+                    held = (queue, row.id)
                 if not approval.decided and not ctx.cancel.is_set():
-                    yield Park(approval, session.settings.background_approval_timeout_s)
+                    yield Park(approval, timeout, keep=held is not None)
+                if held is not None and not ctx.cancel.is_set():
+                    stored_in, row_id = held
+                    if stored_in.settle_live(row_id, approval) is None:
+                        # not taken here (another process has it): this run must not act on it
+                        with contextlib.suppress(RuntimeError):
+                            approval.settle(False, "taken elsewhere")
+                        approval.consume(
+                            approval.tool, approval.edited_arguments or approval.arguments
+                        )
                 if not approval.decided:  # the run was stopped, or the time is up
                     with contextlib.suppress(RuntimeError):  # decided meanwhile
                         approval.deny(by="stopped" if ctx.cancel.is_set() else NOBODY_IN_TIME)
+                if held is not None and ctx.cancel.is_set():
+                    held[0].take(held[1])
             elif isinstance(event, ApprovalNeeded):
                 while not event.request.decided:
                     if ctx.cancel.is_set():

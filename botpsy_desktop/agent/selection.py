@@ -1,145 +1,74 @@
-"""Which tools a request is offered: the domains its words name, plus what the conversation used.
+"""Which tools a request is offered: the domains its meaning points to, and the conversation's.
 
 A small model chooses better among few tools, and a prompt with one domain's schemas is a
-fraction of one with all of them. The choice is lexical and deterministic: per domain, stems
-and phrases in English, French, German, Spanish, Japanese and Chinese (CJK matched as
-substrings), and a few patterns (file names, paths, email addresses). It errs on the side of
-offering: a request that names no domain gets every tool, the domains of the tools the
-conversation already used stay offered, tools without a domain are always offered, and the loop
-adds a domain when the model calls one of its tools anyway (agent/loop.py). Hand-written rather
-than learned: it needs no model, no data files and no time (microseconds per request), and its
-recall is measured on the evaluation cases (`botpsy eval --selection`, docs/EVALUATION.md).
+fraction of one with all of them. The app's domains are scored by the selection model
+(agent/selection_model.py: character n-grams and a linear classifier trained offline on
+requests in eleven languages, typos included), one probability per domain and one for "needs
+no tool". A request is offered:
 
-Tool servers added later name their own domain (``Tool.domain``); their words are the domain's
-name and the parts of their tools' names, unless ``extra_words`` gives better ones.
+- every domain that reaches the offer threshold;
+- the domains of the conversation's last exchange: the tools it called and what its user and
+  assistant turns were about, so that "move it to 11" or "answer her that Tuesday works" keep
+  the calendar or the mail tools even when the earlier turn only talked;
+- every tool when it is unsure (no domain reaches the "sure" score), names no tool server and
+  there is no conversation to go by: a tool missing from the prompt fails the request, while a
+  longer prompt only costs time (on the held-out set, adding the three likeliest domains instead
+  reached a recall of 0.886; every tool 0.944, a third of the requests offered every tool);
+- the domains of tool servers (an MCP server's ``Tool.domain``, unknown to the model) whose
+  name or tool names it mentions (not their descriptions: a server's own free text);
+- tools without a domain, always.
+
+A request that reaches no domain, has no conversation to go by and reads as chit-chat ("thanks!",
+"tell me a joke") is offered no domain's tools. The three thresholds come with the model file:
+tools/selection/train.py picks them by cross-validation on its training phrases. Every tool is
+also offered when the model file is missing or damaged (logged), or when the domains chosen are
+all there are. During the request the set grows (:class:`RequestTools`, agent/loop.py): a tool
+the model calls outside it brings its domain, so does an unknown tool name that points to one
+("send_mail"), and so does an answer, before any call, whose first sentence points to a domain
+it was not offered ("I can't read your email"): that answer is dropped unseen and the step
+asked again. A second chance within the same request, instead of every tool up front.
+
+Figures (recall, fallbacks, extra domains, prompt sizes) on the shipped cases and on a held-out
+set: ``botpsy eval --selection`` and docs/EVALUATION.md.
 """
 
 from __future__ import annotations
 
+import logging
 import re
 import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from botpsy_desktop.agent.selection_model import ModelError, SelectionModel, shipped_model
 from botpsy_desktop.core.tools import Tool, ToolRegistry
 
-# Words are lower case without accents. A word of four letters or more matches as a stem
-# (the start of a word: "remind" finds "reminders"); shorter ones, and those ending in "$", match
-# whole words only. An entry with a space is a phrase (its words in a row, the last one a stem).
-# CJK entries match anywhere in the text. Days and times name no domain on their own (alarms,
-# calendar and weather all have them): "cancel yoga on thursday" is offered everything.
-# fmt: off
-WORDS: dict[str, tuple[str, ...]] = {
-    "files": (
-        # en
-        "file", "folder", "directory", "document", "download", "desktop", "picture", "photo",
-        "image", "screenshot", "trash", "rename", "note", "undo", "pdf", "txt", "docx", "zip",
-        # fr
-        "fichier", "dossier", "repertoire", "telecharg", "corbeille", "renomme", "renommer",
-        # de
-        "datei", "ordner", "verzeichnis", "dokument", "papierkorb", "umbenenn", "notiz", "bilder",
-        # es
-        "archivo", "fichero", "carpeta", "documento", "descarga", "papelera", "renombra", "imagen",
-        "imagenes", "nota",
-        # ja, zh
-        "ファイル", "フォルダ", "書類", "ドキュメント", "写真", "画像", "ゴミ箱", "メモ", "文件",
-        "目录", "文档", "照片", "图片",
-        "回收站", "笔记",
-    ),
-    "calendar": (
-        # en
-        "calendar", "agenda", "schedule", "event", "meeting", "appointment", "busy", "free", "todo",
-        "to do", "to-do", "task", "tick", "my plate", "a call", "what do i have", "what i have",
-        "what have i got", "what i've got", "what ive got", "block out",
-        # fr
-        "calendrier", "programme", "rendez", "reunion", "evenement", "tache", "libre", "occupe",
-        # de
-        "kalender", "termin", "besprechung", "aufgabe", "frei",
-        # es
-        "calendario", "evento", "reunion", "cita", "tarea", "pendiente", "libre", "ocupado",
-        # ja, zh
-        "予定", "予約", "カレンダー", "会議", "タスク", "日程", "日历", "日程", "会议", "预约",
-        "任务", "待办",
-    ),
-    "alarms": (
-        # en
-        "alarm", "wake", "timer", "remind", "countdown", "snooze", "routine", "every$", "each day",
-        "daily", "weekly", "weekday",
-        # fr
-        "alarme", "reveil", "minuteur", "rappel", "chaque", "tous les", "toutes les",
-        # de
-        "wecker", "weck", "erinner", "jeden", "jede", "taglich", "wochentag",
-        # es
-        "alarma", "despiert", "temporizador", "recordatorio", "recuerda", "cada", "todos los",
-        # ja, zh
-        "アラーム", "目覚まし", "タイマー", "リマインダ", "起こして", "毎", "闹钟", "计时", "定时",
-        "提醒", "叫醒", "每",
-    ),
-    "email": (
-        # en
-        "email", "e-mail", "mail", "inbox", "archive", "unread", "draft", "reply", "newsletter",
-        "write to me", "wrote to me",
-        # fr
-        "courriel", "brouillon", "repond", "boite de reception",
-        # de
-        "posteingang", "entwurf", "antwort",
-        # es
-        "correo", "borrador", "bandeja", "responde",
-        # ja, zh
-        "メール", "邮件", "邮箱",
-    ),
-    "weather": (
-        # en
-        "weather", "forecast", "rain", "snow", "temperature", "umbrella", "sunny", "windy", "cold",
-        "hot", "warm",
-        # fr
-        "meteo", "quel temps", "pluie", "pleu", "neige", "chaud", "froid",
-        # de
-        "wetter", "regen", "regn", "schnee", "schneit", "kalt", "temperatur",
-        # es
-        "tiempo hace", "que tiempo", "clima", "lluvia", "llueve", "llover", "nieve", "calor",
-        "frio",
-        # ja, zh
-        "天気", "雨", "気温", "予報", "天气", "下雨", "气温", "预报",
-    ),
-    "music": (
-        # en
-        "music", "play", "song", "track", "album", "playlist", "volume", "put on", "shuffle",
-        "skip", "pause", "listen", "loud", "library",
-        # fr
-        "musique", "joue", "mets", "chanson", "morceau",
-        # de
-        "musik", "spiel", "lied", "lautstarke",
-        # es
-        "musica", "pon", "reproduce", "cancion", "volumen",
-        # ja, zh
-        "音楽", "曲", "再生", "音量", "音乐", "播放", "歌",
-    ),
-}
-# fmt: on
-PATTERNS: dict[str, tuple[re.Pattern[str], ...]] = {
-    "files": (
-        re.compile(
-            r"[\w-]\.(txt|md|pdf|docx?|odt|xlsx?|ods|csv|pptx?|zip|tar|gz|iso|exe|dmg|deb|"
-            r"jpe?g|png|gif|heic|svg|mp4|mov|json|html?|log)\b"
-        ),
-        re.compile(r"(^|\s)~(/|\s|$)|\b[a-z][\w-]*/[\w-]"),
-    ),
-    "email": (re.compile(r"[\w.+-]+@[\w-]+(\.[\w-]+)+"),),
-    # a request that starts with a time is one to carry out then (a routine or a reminder)
-    "alarms": (
-        re.compile(r"^\W*((on|this|next) \w+,? )?at \d"),
-        re.compile(r"^\W*((le|ce) \w+,? )?a \d{1,2} ?h"),
-        re.compile(r"^\W*((am|diesen) \w+,? )?um \d"),
-        re.compile(r"^\W*((el|este) \w+,? )?a las \d"),
-    ),
-}
-_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uf900-\ufaff]")
-_WORD = re.compile(r"[^\W_]+(?:['\u2019-][^\W_]+)*")
-_NAME_NOISE = frozenset(
-    {"get", "set", "list", "find", "search", "create", "update", "delete", "add", "remove",
-     "read", "write", "show", "make", "new", "all", "the", "for", "and", "info", "data"}
+log = logging.getLogger(__name__)
+
+OFFER = 0.5
+"""The score a domain must reach to be offered, unless the model file names its own."""
+SURE = 0.8
+"""Below this top score a request with no conversation to go by is unsure: every tool."""
+CHAT = 0.3
+"""The "no tool" score above which a request that reaches no domain is taken for chit-chat."""
+ASSISTANT = 0.5
+"""The score an assistant turn's text must reach for its domain to count as the conversation's."""
+LACKING = 0.5
+"""The score the model's answer must reach for a domain it was not offered to be offered."""
+
+_WORD = re.compile(r"[^\W_]+")
+_STOP = frozenset(
+    {
+        "get", "set", "list", "find", "search", "create", "update", "delete", "add", "remove",
+        "read", "write", "show", "make", "new", "all", "the", "for", "and", "info", "data", "with",
+        "from", "that", "this", "into", "your", "their", "tool", "tools", "server", "returns",
+        "return", "given", "using", "used", "uses", "about", "when", "what", "which", "will",
+        "only", "more", "than", "each", "other", "also", "them", "then", "there", "these", "those",
+        "have",
+        "has", "been", "being", "does", "done", "were", "what's", "name", "names", "value",
+        "values", "text", "string", "optional", "default", "example", "current",
+    }
 )  # fmt: skip
 
 
@@ -149,53 +78,15 @@ def fold(text: str) -> str:
     return "".join(c for c in text if not unicodedata.combining(c)).replace("\u2019", "'")
 
 
-class _Lexicon:
-    """One tier's words, compiled: stems, whole words, phrases and CJK substrings per domain."""
-
-    def __init__(self, words: Mapping[str, Iterable[str]]) -> None:
-        self.stems: dict[str, list[str]] = {}
-        self.exact: dict[str, set[str]] = {}
-        self.phrases: dict[str, list[str]] = {}
-        self.cjk: dict[str, list[str]] = {}
-        for domain, entries in words.items():
-            for raw in entries:
-                entry = fold(raw)
-                if entry.endswith("$"):
-                    self.exact.setdefault(domain, set()).add(entry[:-1])
-                elif _CJK.search(entry):
-                    self.cjk.setdefault(domain, []).append(entry)
-                elif " " in entry or not entry.isalnum():
-                    self.phrases.setdefault(domain, []).append(f" {entry}")
-                elif len(entry) >= 4:
-                    self.stems.setdefault(domain, []).append(entry)
-                else:
-                    self.exact.setdefault(domain, set()).add(entry)
-
-    def domains(self, folded: str, words: Sequence[str], spaced: str) -> set[str]:
-        found: set[str] = set()
-        for domain, stems in self.stems.items():
-            if any(w.startswith(s) for w in words for s in stems):
-                found.add(domain)
-        for domain, exact in self.exact.items():
-            if exact.intersection(words):
-                found.add(domain)
-        for domain, phrases in self.phrases.items():
-            if any(p in spaced for p in phrases):
-                found.add(domain)
-        for domain, parts in self.cjk.items():
-            if any(p in folded for p in parts):
-                found.add(domain)
-        return found
-
-
-def _server_words(domain: str, tools: Iterable[Tool]) -> list[str]:
-    """Words for a domain the lexicon does not know (a tool server): its name, its tools' names."""
-    words = {fold(domain).replace("_", " ").replace("-", " ")}
+def _server_words(domain: str, tools: Iterable[Tool], extra: Iterable[str] = ()) -> set[str]:
+    """Words that name a tool server's domain: its name (the user's) and its tools' names (four
+    letters or more, common words left out), and ``extra``. Not the descriptions: they are the
+    server's own free text, and one stuffed with common words would put it in every prompt."""
+    words = set(_WORD.findall(fold(domain).replace("_", " ").replace("-", " ")))
     for tool in tools:
-        for part in tool.name.split("_"):
-            if len(part) >= 4 and part.lower() not in _NAME_NOISE:
-                words.add(fold(part))
-    return sorted(w for w in words if w)
+        words.update(_WORD.findall(fold(tool.name).replace("_", " ")))
+    words.update(fold(w) for w in extra)
+    return {w for w in words if len(w) >= 4 and w not in _STOP and not w.isdigit()}
 
 
 @dataclass(frozen=True)
@@ -204,7 +95,7 @@ class Choice:
 
     names: tuple[str, ...]
     domains: tuple[str, ...]
-    """The domains offered (sorted); empty when everything is offered."""
+    """The domains offered (sorted); empty when everything, or no domain, is offered."""
     everything: bool
     reason: str
 
@@ -213,58 +104,135 @@ class ToolSelector:
     """Picks the tools of a request from the registry (see the module's notes)."""
 
     def __init__(
-        self, registry: ToolRegistry, extra_words: Mapping[str, Iterable[str]] | None = None
+        self,
+        registry: ToolRegistry,
+        extra_words: Mapping[str, Iterable[str]] | None = None,
+        model: SelectionModel | None = None,
     ) -> None:
         self.registry = registry
         by_domain: dict[str, list[Tool]] = {}
         for tool in registry:
             by_domain.setdefault(tool.domain, []).append(tool)
         self.by_domain = by_domain
-        strong: dict[str, list[str]] = {d: list(w) for d, w in WORDS.items()}
-        for domain, tools in by_domain.items():
-            if domain and domain not in strong:
-                strong[domain] = _server_words(domain, tools)
-        for domain, words in (extra_words or {}).items():
-            strong.setdefault(domain, []).extend(words)
-        self._lexicon = _Lexicon(strong)
+        self.model: SelectionModel | None = model
+        self.problem = ""
+        if model is None:
+            try:
+                self.model = shipped_model()
+            except ModelError as exc:
+                self.problem = str(exc)
+                log.warning("tool selection offers every tool: %s", exc)
+        known = set(self.model.classes) if self.model is not None else set()
+        self.modelled = {d for d in by_domain if d and d in known}
+        """The registry's domains the model scores."""
+        extra = extra_words or {}
+        self.server_words = {
+            d: _server_words(d, tools, extra.get(d, ()))
+            for d, tools in by_domain.items()
+            if d and d not in self.modelled
+        }
+        """The other domains (tool servers, a user's own), found by their words."""
+        thresholds = self.model.thresholds if self.model is not None else {}
+        self.offer_at = thresholds.get("offer", OFFER)
+        self.sure_at = thresholds.get("sure", SURE)
+        self.chat_at = thresholds.get("chat", CHAT)
 
-    def domains_of(self, text: str) -> set[str]:
-        """The domains ``text`` names, by its words and patterns."""
-        folded = fold(text)
-        words = _WORD.findall(folded)
-        spaced = " " + " ".join(words) + " "
-        found = self._lexicon.domains(folded, words, spaced)
-        for domain, patterns in PATTERNS.items():
-            if any(p.search(folded) for p in patterns):
+    def scores(self, text: str) -> dict[str, float]:
+        """The model's probability per domain of the registry, and for "none" (no tool)."""
+        if self.model is None or not text.strip():
+            return {}
+        scores = self.model.scores(text)
+        return {d: p for d, p in scores.items() if d in self.modelled or d == "none"}
+
+    def _servers_named(self, text: str) -> set[str]:
+        words = _WORD.findall(fold(text))
+        found = set()
+        for domain, names in self.server_words.items():
+            if any(w == n or (len(n) >= 5 and w.startswith(n)) for w in words for n in names):
                 found.add(domain)
-        return {d for d in found if d in self.by_domain}
+        return found
 
-    def choose(self, text: str, used: Iterable[str] = ()) -> Choice:
-        """The tools for a request ``text`` in a conversation that already called ``used``."""
-        named = self.domains_of(text)
-        kept = {t.domain for n in used if (t := self.registry.get(n)) is not None and t.domain}
+    def domains_of(self, text: str, at: float | None = None) -> set[str]:
+        """The domains ``text`` points to: model scores at ``at`` (default: the offer
+        threshold) or above, and tool servers whose words it uses."""
+        at = self.offer_at if at is None else at
+        scores = self.scores(text)
+        named = {d for d, p in scores.items() if d != "none" and p >= at}
+        return named | self._servers_named(text)
+
+    def conversation_domains(self, history: Sequence[Mapping[str, Any]]) -> set[str]:
+        """The domains of the conversation's last exchange: the tools called since its last
+        user turn (and the one before), what that user turn asked, what the assistant said."""
+        users = [i for i, m in enumerate(history) if m.get("role") == "user"]
+        if not users:
+            return set()
+        found: set[str] = set()
+        for name in used_tools(history[users[-2] if len(users) > 1 else users[-1] :]):
+            tool = self.registry.get(name)
+            if tool is not None and tool.domain:
+                found.add(tool.domain)
+        last = history[users[-1] :]
+        found |= self.domains_of(str(last[0].get("content") or ""))
+        for m in last[1:]:
+            if m.get("role") == "assistant" and m.get("content"):
+                found |= self.domains_of(str(m["content"]), max(ASSISTANT, self.offer_at))
+        return found
+
+    def choose(
+        self, text: str, history: Sequence[Mapping[str, Any]] | Iterable[str] = ()
+    ) -> Choice:
+        """The tools for a request ``text`` after the conversation ``history`` (its stored
+        messages; a list of tool names is taken as the tools it called)."""
+        if self.model is None:
+            return self._everything(f"no selection model ({self.problem})")
+        items = list(history)
+        if items and all(isinstance(h, str) for h in items):
+            items = [{"role": "assistant", "tool_calls": [_call(str(n)) for n in items]}]
+            items.insert(0, {"role": "user", "content": ""})
+        messages: list[Mapping[str, Any]] = [h for h in items if isinstance(h, Mapping)]
+        scores = self.scores(text)
+        named = {d for d, p in scores.items() if d != "none" and p >= self.offer_at}
+        named |= self._servers_named(text)
+        kept = self.conversation_domains(messages) - named
+        parts = [f"named {', '.join(sorted(named))}"] if named else []
+        parts += [f"conversation {', '.join(sorted(kept))}"] if kept else []
+        modelled = {d: p for d, p in scores.items() if d != "none"}
+        if not named and not kept and scores.get("none", 0.0) >= self.chat_at:
+            return self.offer(set(), f"no tool needed (chit-chat {scores['none']:.2f})")
+        servers = named & set(self.server_words)  # a tool server named by its words
+        if not kept and not servers and max(modelled.values(), default=0.0) < self.sure_at:
+            # unsure, and no conversation to go by: a missing tool fails the request, a longer
+            # prompt only costs time
+            top = max(modelled.values(), default=0.0)
+            return self._everything(f"unsure (top domain score {top:.2f} < {self.sure_at:g})")
         if not named and not kept:
             return self._everything("no domain recognised in the request")
-        parts = [f"named {', '.join(sorted(named))}"] if named else []
-        parts += [f"used before {', '.join(sorted(kept))}"] if kept else []
         return self.offer(named | kept, "; ".join(parts))
 
     def offer(self, domains: Iterable[str], reason: str = "") -> Choice:
         """The tools of ``domains`` and the tools without one, in the registry's order."""
         wanted = set(domains) & {d for d in self.by_domain if d}
-        if wanted >= {d for d in self.by_domain if d}:
+        if wanted and wanted >= {d for d in self.by_domain if d}:
             return self._everything(reason or "every domain")
         names = tuple(t.name for t in self.registry if not t.domain or t.domain in wanted)
         return Choice(names, tuple(sorted(wanted)), False, reason)
 
     def grow(self, choice: Choice, called: Iterable[str]) -> Choice:
-        """``choice`` plus the domains of registered tools the model called outside it."""
-        extra = {
-            t.domain
-            for n in called
-            if n not in choice.names and (t := self.registry.get(n)) is not None
-        }
-        if not extra or choice.everything:
+        """``choice`` plus the domains of the tools the model called outside it: a registered
+        tool's own, or the domain an unknown tool name points to ("send_mail": email)."""
+        if choice.everything:
+            return choice
+        extra: set[str] = set()
+        for name in called:
+            if name in choice.names:
+                continue
+            tool = self.registry.get(name)
+            if tool is not None:
+                extra |= {tool.domain} if tool.domain else set()
+            elif name:
+                extra |= self.domains_of(name.replace("_", " ").replace("-", " "), 0.5)
+        extra -= set(choice.domains)
+        if not extra:
             return choice
         return self.offer(set(choice.domains) | extra, f"{choice.reason}; grown: {sorted(extra)}")
 
@@ -274,12 +242,17 @@ class ToolSelector:
         return [s for s in self.registry.schemas() if s["function"]["name"] in wanted]
 
     def warm_sets(self) -> list[Choice]:
-        """The tool sets worth evaluating ahead: one per domain, then everything (the fallback)."""
+        """The tool sets worth evaluating ahead: one per domain, then everything (the fallback).
+        Chit-chat's set (the system prompt alone, about 60 tokens) is not worth a saved state."""
         sets = [self.offer({d}, d) for d in self.by_domain if d]
         return [*(c for c in sets if not c.everything), self._everything("everything")]
 
     def _everything(self, reason: str) -> Choice:
         return Choice(tuple(self.registry.names()), (), True, reason)
+
+
+def _call(name: str) -> dict[str, Any]:
+    return {"type": "function", "function": {"name": name, "arguments": {}}}
 
 
 def used_tools(messages: Iterable[Mapping[str, Any]]) -> list[str]:
@@ -298,9 +271,9 @@ class RequestTools:
     """The tools of one request, chosen once from its text and the conversation so far.
 
     The set stays the same for every step of the request (the prompt's start, and the model's
-    saved state of it, stay valid) and grows only when the model calls a registered tool it
-    was not offered: that tool's domain is offered from the next step on. Without a selector
-    every tool is offered.
+    saved state of it, stay valid) and grows only when the model calls a tool it was not offered
+    (a registered one, or an unknown name that points to a domain): that domain is offered from
+    the next step on. Without a selector every tool is offered.
     """
 
     def __init__(
@@ -308,16 +281,44 @@ class RequestTools:
         registry: ToolRegistry,
         selector: ToolSelector | None,
         text: str,
-        history: Iterable[Mapping[str, Any]] = (),
+        history: Sequence[Mapping[str, Any]] = (),
     ) -> None:
         self.registry = registry
         self.selector = selector
         self.choice = (
-            selector.choose(text, used_tools(history))
+            selector.choose(text, history)
             if selector is not None
             else Choice(tuple(registry.names()), (), True, "selection off")
         )
         self._schemas: list[dict[str, Any]] | None = None
+        self._calls = 0
+        self._asked_again = False
+
+    def may_lack(self) -> bool:
+        """Whether the model's answer could still say it lacks a tool worth a second try: the
+        set is narrowed, nothing was called yet, and no second try was made."""
+        return (
+            self.selector is not None
+            and not self.choice.everything
+            and not self._calls
+            and not self._asked_again
+        )
+
+    def lacking(self, answer: str) -> list[str]:
+        """The domains, not offered, that the model's ``answer`` points to ("I can't check your
+        mail": email), now offered for a second try (once per request); empty: none."""
+        if self.selector is None or not self.may_lack():
+            return []
+        found = self.selector.domains_of(answer, LACKING) - set(self.choice.domains)
+        if not found:
+            return []
+        self._asked_again = True
+        before = set(self.choice.domains)
+        self.choice = self.selector.offer(
+            before | found, f"{self.choice.reason}; the model lacked {', '.join(sorted(found))}"
+        )
+        self._schemas = None
+        return sorted(found)
 
     def schemas(self) -> list[dict[str, Any]]:
         """The declarations to render for this step (the same list until the set grows)."""
@@ -328,10 +329,16 @@ class RequestTools:
                 self._schemas = self.selector.schemas(self.choice)
         return self._schemas
 
-    def called(self, names: Iterable[str]) -> None:
-        """Note the tools the model called; offer the domain of any it was not offered."""
+    def called(self, names: Iterable[str]) -> list[str]:
+        """Note the tools the model called; offer the domain of any it was not offered. The
+        domains added (none: the set is unchanged)."""
         if self.selector is None:
-            return
+            return []
+        names = list(names)
+        self._calls += len(names)
         grown = self.selector.grow(self.choice, names)
-        if grown != self.choice:
-            self.choice, self._schemas = grown, None
+        if grown == self.choice:
+            return []
+        added = sorted(set(grown.domains) - set(self.choice.domains)) or ["every domain"]
+        self.choice, self._schemas = grown, None
+        return added

@@ -611,3 +611,45 @@ class ConversationStore:
             "ON CONFLICT(conversation_id, key) DO UPDATE SET value = excluded.value",
             (conversation_id, key, json.dumps(value)),
         )
+
+    # --- parked background runs (agent/approvals.py keeps their queue) -----------------------
+
+    @property
+    def owner_token(self) -> str:
+        """The token naming this open store (its process) as the owner of what it writes."""
+        return self._owner.token
+
+    def owner_gone(self, token: str) -> bool:
+        """Whether the store (process) that ``token`` names is closed or dead."""
+        if token == self._owner.token:
+            return False
+        with self._owner.if_dead(token) as dead:
+            return dead
+
+    def reopen_tool_row(self, conversation_id: str, call_id: str) -> int | None:
+        """Make the empty result row of tool call ``call_id`` pending again, owned here, for a
+        parked run that goes on after its process ended (the row was left pending or marked
+        interrupted); returns its id, or None if the call has a result already."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT id, payload, state FROM messages WHERE conversation_id = ? "
+                "AND role = 'tool' ORDER BY id DESC",
+                (conversation_id,),
+            ).fetchall()
+        for row_id, payload, state in rows:
+            message = json.loads(payload)
+            if message.get("tool_call_id") != call_id:
+                continue
+            if state == "done" or message.get("content"):
+                return None
+            self._commit(
+                [
+                    (
+                        "UPDATE messages SET state = 'pending', owner = ? WHERE id = ? "
+                        "AND state = ?",
+                        (self._owner.token, row_id, state),
+                    )
+                ]
+            )
+            return int(row_id) if self.state(int(row_id)) == "pending" else None
+        return None

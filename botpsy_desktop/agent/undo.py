@@ -10,7 +10,7 @@ from typing import Any
 from botpsy_desktop.agent.audit import AuditLog, Undone, describe
 from botpsy_desktop.agent.events import ApprovalRequest
 from botpsy_desktop.agent.gate import Context, Decision, Gate, Verdict
-from botpsy_desktop.agent.tools import Inverse, Tool, ToolArgumentsError, ToolRegistry
+from botpsy_desktop.agent.tools import Inverse, Tier, Tool, ToolArgumentsError, ToolRegistry
 from botpsy_desktop.core.errors import BotpsyError
 
 
@@ -30,6 +30,11 @@ class UndoPlan:
     verdict: Verdict
     request: ApprovalRequest | None
     """The approval request to show when the inverse asks; None when it may run at once."""
+    undoes: str = ""
+    """The action undone, in plain words ("Set a timer for 10 minutes"): what "Undone:" names
+    (the inverse's own summary describes the inverse, e.g. cancelling an alarm for good)."""
+    state: Mapping[str, Any] | None = None
+    """What the inverse acts on, as it was when planned (checked again just before it runs)."""
 
     @property
     def needs_approval(self) -> bool:
@@ -70,14 +75,70 @@ def plan_undo(
         tool.validate(inverse.arguments)
     except ToolArgumentsError as exc:
         raise BotpsyError(f"The recorded inverse of {describe(entry)} is invalid: {exc}") from exc
-    verdict = gate.check(tool, dict(inverse.arguments), context=Context(), tier=inverse.tier)
+    state, changed = _changed_since(entry, inverse, tool)
+    tier = inverse.tier if not changed else Tier.ASK  # the world moved on: the person decides
+    verdict = gate.check(
+        tool, dict(inverse.arguments), context=Context(), tier=tier, why=tuple(changed)
+    )
     if verdict.decision is Decision.DENY:
         raise BotpsyError(f"Undoing {describe(entry)} is not allowed: {verdict.message}")
     request = None
     if verdict.decision is Decision.ASK:
         request = gate.request(f"undo_{entry['id']}", tool, dict(inverse.arguments), verdict)
         request.scope = None  # an undo is decided once, never for a conversation
-    return UndoPlan(entry, inverse, tool, verdict, request)
+    original = registry.get(str(entry.get("tool")))
+    try:
+        undoes = (
+            original.summarize(dict(entry.get("arguments") or {}))
+            if original is not None
+            else describe(entry)
+        )
+    except Exception:  # a summary is words only: never a reason not to undo
+        undoes = describe(entry)
+    return UndoPlan(entry, inverse, tool, verdict, request, undoes.strip().rstrip("."), state)
+
+
+_STATE_WORDS = {
+    "sequence": "its revision number (SEQUENCE)",
+    "last_modified": "its last-modified time",
+    "digest": "what it says (time, title, place, description or repeats)",
+    "attendees": "its attendees",
+}
+
+
+def _changed_since(
+    entry: Mapping[str, Any], inverse: Inverse, tool: Tool
+) -> tuple[Mapping[str, Any] | None, list[str]]:
+    """The current state of what the inverse acts on, and why the undo must ask because it is
+    no longer what the action left (an edit made elsewhere since, attendees added): each a
+    sentence. Raises BotpsyError when it is not there any more."""
+    if inverse.expect is None or tool.state is None:
+        return None, []
+    try:
+        now = tool.state(inverse.arguments)
+    except BotpsyError as exc:
+        raise BotpsyError(f"Cannot check {describe(entry)} before undoing it: {exc}") from exc
+    if now is None:
+        raise BotpsyError(
+            f"Nothing was undone: what {describe(entry)} made is not there any more (or no "
+            "longer found by its id).",
+            "See what is there now, and change it yourself if needed.",
+        )
+    changed = [
+        _STATE_WORDS.get(key, key) for key, value in inverse.expect.items() if now.get(key) != value
+    ]
+    why: list[str] = []
+    if changed:
+        why.append(
+            "it was changed since (by someone or something else): "
+            + ", ".join(changed)
+            + " differ from what the action left, so undoing it would undo their change too"
+        )
+    people = now.get("attendees")
+    if people:
+        shown = ", ".join(str(p) for p in list(people)[:5])
+        why.append(f"it now has attendees ({shown}), who may be told of the change")
+    return now, why
 
 
 def carry_out(audit: AuditLog, plan: UndoPlan, by: str = "user (undo)") -> Undone:
@@ -94,6 +155,13 @@ def carry_out(audit: AuditLog, plan: UndoPlan, by: str = "user (undo)") -> Undon
             raise BotpsyError("Nothing was undone: the approval does not match this undo.")
         approved_by = plan.request.decided_by or by
     entry = plan.entry
+    if plan.state is not None and plan.tool.state is not None:  # changed since it was planned?
+        now = plan.tool.state(args_data)
+        if now is None or dict(now) != dict(plan.state):
+            raise BotpsyError(
+                f"Nothing was undone: {describe(entry)} changed while the undo waited.",
+                "Undo it again to see what it would do now.",
+            )
     try:
         value = plan.tool.call(plan.tool.validate(args_data))
     except ToolArgumentsError as exc:

@@ -11,6 +11,7 @@ from botpsy_desktop import __version__
 from botpsy_desktop.app import App, build_app
 from botpsy_desktop.cli import (
     account,
+    approvals,
     ask,
     bench,
     chat,
@@ -22,6 +23,7 @@ from botpsy_desktop.cli import (
     log,
     mcp,
     model,
+    routines,
     tools,
 )
 from botpsy_desktop.cli.common import EXIT_CANCELLED, EXIT_ERROR, EXIT_OK, EXIT_USAGE
@@ -41,6 +43,8 @@ COMMANDS: dict[str, Command] = {
     "model": model.cmd_model,
     "engine": engine.cmd_engine,
     "daemon": daemon.cmd_daemon,
+    "approvals": approvals.cmd_approvals,
+    "routines": routines.cmd_routines,
     "log": log.cmd_log,
     "undo": log.cmd_undo,
     "history": history.cmd_history,
@@ -73,6 +77,8 @@ def _parser() -> argparse.ArgumentParser:
     mcp.add_command(sub)
     account.add_command(sub)
     daemon.add_command(sub)
+    approvals.add_command(sub)
+    routines.add_command(sub)
     log.add_commands(sub)
     history.add_command(sub)
     db.add_command(sub)

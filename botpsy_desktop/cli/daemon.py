@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
+import subprocess
+import sys
 import threading
 from typing import Any, TextIO
 
@@ -52,10 +55,17 @@ def cmd_daemon(app: App, args: argparse.Namespace, out: TextIO, err: TextIO) -> 
     routines = _daemon_routines(app, args, emit, err)
     try:
         now = alarms.now()
-        for missed in alarms.start():
-            emit(
-                json.dumps(missed.as_dict(), ensure_ascii=False) if args.json else missed.line(now)
-            )
+        missed = alarms.start()
+        for miss in missed:
+            emit(json.dumps(miss.as_dict(), ensure_ascii=False) if args.json else miss.line(now))
+        if routines is not None:
+            from botpsy_desktop.agent.routines import catch_up
+
+            for fired in catch_up(alarms, missed):  # each missed routine that catches up, once
+                on_ring(fired)
+                routines.on_fired(fired)
+            assert routines.queue is not None
+            routines.queue.watch(adopt=True)  # parked runs of ended processes go on here
         upcoming = [a for a in alarms.alarms() if a.next_ring is not None]
         print(
             f"botpsy daemon: {len(upcoming)} set to ring, time zone {alarms.time_zone_name}, "
@@ -69,7 +79,7 @@ def cmd_daemon(app: App, args: argparse.Namespace, out: TextIO, err: TextIO) -> 
         alarms.remove_listener(on_ring)
         alarms.shutdown()
         if routines is not None:
-            routines.close()
+            routines.close()  # runs parked for an approval stay stored, for the next start
         for signum, handler in previous.items():
             signal.signal(signum, handler)
     print("botpsy daemon: stopped.", file=err, flush=True)
@@ -83,8 +93,10 @@ def _daemon_routines(
     from dataclasses import replace
 
     from botpsy_desktop.adapters.alarms import AlarmFired, AlarmKind
+    from botpsy_desktop.agent.approval_notes import ApprovalNotifications
     from botpsy_desktop.agent.loop import AgentSession
-    from botpsy_desktop.agent.routines import DAEMON_APPROVAL_TIMEOUT_S, DaemonRoutines
+    from botpsy_desktop.agent.routines import DaemonRoutines
+    from botpsy_desktop.core.desktop_notify import DesktopNotifications
     from botpsy_desktop.llm.backend import Backend
 
     alarms = app.alarms
@@ -107,12 +119,11 @@ def _daemon_routines(
     def load() -> Backend:  # when the first routine fires, on the routines' engine thread
         return app.backend(model=args.model, replay=args.replay)
 
-    # nobody can approve in the daemon: its routines give up after a short wait unless the
-    # user set agent.background_approval_timeout_s (a parked run holds nothing up meanwhile)
-    agent = app.config.agent
-    chosen = "background_approval_timeout_s" in agent.model_fields_set
-    timeout = (agent.background_approval_timeout_s if chosen else None) or DAEMON_APPROVAL_TIMEOUT_S
-    settings = replace(app.loop_settings(), background_approval_timeout_s=timeout)
+    # approvals are answered from a notification, the window or `botpsy approvals`; a run
+    # waits (parked: it holds nothing up) until agent.background_approval_timeout_s
+    settings = app.loop_settings()
+    timeout = settings.background_approval_timeout_s
+    settings = replace(settings, background_approval_timeout_s=timeout)
 
     def make_session(backend: Backend, conversation_id: str) -> AgentSession:
         return AgentSession(
@@ -125,6 +136,12 @@ def _daemon_routines(
             background=True,
         )
 
+    queue = app.approvals()
+    desktop = DesktopNotifications().start()  # the session bus's notification server, if any
+
+    def notify(title: str, text: str) -> None:
+        desktop.notify(f"note:{title}", title, text, [("default", "Open BotPsy")])
+
     routines = DaemonRoutines(
         None,
         app.store,
@@ -135,13 +152,30 @@ def _daemon_routines(
         think=app.config.model.think,
         approval_timeout_s=timeout,
         load=load,
+        queue=queue,
+        notify=notify,
     )
+    notes = ApprovalNotifications(
+        queue, desktop, open_app=lambda _s: open_window(args.home), tz=alarms.tz
+    )
+    routines.on_close += [queue.close, notes.close, desktop.shutdown]
     alarms.add_listener(routines.on_fired)
+    waits = "until decided" if timeout is None else f"up to {timeout:g} s"
     print(
         f"botpsy daemon: routines run on {model} (loaded when the first one is due); their "
-        "approval requests are denied "
-        f"after {timeout:g} s (agent.background_approval_timeout_s), nobody can approve here.",
+        f"approval requests wait {waits} (agent.background_approval_timeout_s) for an answer "
+        "from a notification, the window or `botpsy approvals`.",
         file=err,
         flush=True,
     )
     return routines
+
+
+def open_window(home: str | None) -> None:
+    """What a notification's Open does in the daemon: the window, with its approvals queue."""
+    exe = shutil.which("botpsy-desktop")
+    command = [exe] if exe else [sys.executable, "-m", "botpsy_desktop.ui.main"]
+    command.append("--approvals")
+    if home:
+        command += ["--home", home]
+    subprocess.Popen(command, stdin=subprocess.DEVNULL, start_new_session=True)

@@ -17,8 +17,16 @@ def add_command(sub: Any) -> None:
     history.add_argument("--json", action="store_true", help="print them as JSON")
 
 
-def format_history(messages: list[dict[str, Any]]) -> list[str]:
-    """A stored conversation as terminal lines; an interrupted reply or tool call says so."""
+OUTCOME = {"denied": "not approved, not carried out", "not-run": "not run"}
+
+
+def format_history(
+    messages: list[dict[str, Any]], calls: list[dict[str, Any]] | None = None
+) -> list[str]:
+    """A stored conversation as terminal lines; an interrupted reply or tool call says so, each
+    tool result says how its call ended (from ``calls``, the store's record of them), and an
+    answer that described an action no tool carried out keeps its note."""
+    outcomes = {c.get("call_id"): c for c in calls or []}
     lines: list[str] = []
     for m in messages:
         role, text = m.get("role"), str(m.get("content") or "").strip()
@@ -30,6 +38,8 @@ def format_history(messages: list[dict[str, Any]]) -> list[str]:
                 lines.append(f"botpsy (still being written)> {text}")
             elif text or cut:
                 lines.append(f"botpsy{cut}> {text or '(stopped before the reply started)'}")
+            if m.get("note"):
+                lines.append(f"[note] {m['note']}")
             for call in m.get("tool_calls") or []:
                 fn = call.get("function", {})
                 args = json.dumps(fn.get("arguments") or {}, ensure_ascii=False)
@@ -39,7 +49,12 @@ def format_history(messages: list[dict[str, Any]]) -> list[str]:
             if cut:
                 lines.append(f"[tool {name} interrupted: the app stopped while it ran]")
             else:
-                lines.append(f"[tool {name}] {text[:300]}")
+                outcome = outcomes.get(m.get("tool_call_id"))
+                how = ""
+                if outcome is not None:
+                    ok, decision = bool(outcome.get("ok")), str(outcome.get("decision"))
+                    how = ": done" if ok else f": {OUTCOME.get(decision, 'failed')}"
+                lines.append(f"[tool {name}{how}] {text[:300]}")
     return lines
 
 
@@ -61,5 +76,6 @@ def cmd_history(app: App, args: argparse.Namespace, out: TextIO, err: TextIO) ->
         json.dump(messages, out, ensure_ascii=False, indent=2)
         out.write("\n")
     else:
-        print("\n".join(format_history(messages)), file=out)
+        calls = app.store.tool_calls(args.conversation)
+        print("\n".join(format_history(messages, calls)), file=out)
     return EXIT_OK

@@ -69,7 +69,16 @@ def add_command(sub: Any) -> None:
     state.add_argument("--undeclare", action="store_true", help="forget declared effects")
     serve = act.add_parser("serve", help="offer our read-only tools to other apps over MCP")
     serve.add_argument("--http", type=int, metavar="PORT", help="streamable HTTP on 127.0.0.1")
-    serve.add_argument("--token", help="the bearer token HTTP clients must send (default: new)")
+    serve.add_argument(
+        "--token-file",
+        metavar="PATH",
+        help="read the bearer token HTTP clients must send from this file ('-': standard "
+        f"input); else ${TOKEN_ENV}, else a new one is made and printed",
+    )
+    serve.add_argument(
+        "--token",
+        help=argparse.SUPPRESS,  # on the command line other local users can read it: warns
+    )
     serve.add_argument(
         "--allow-approvals",
         action="store_true",
@@ -246,6 +255,50 @@ def _tool(book: ServerBook, args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
+TOKEN_ENV = "BOTPSY_MCP_TOKEN"
+"""The environment variable ``botpsy mcp serve --http`` reads its bearer token from."""
+
+
+def _serve_token(args: argparse.Namespace, err: TextIO) -> str:
+    """The bearer token for ``mcp serve --http``: from --token-file (a file, or '-' for standard
+    input), else the environment, else a new one (printed). Never from the command line, where
+    ``ps`` shows it to every local user: ``--token`` still works but warns."""
+    if args.token_file:
+        where = "standard input" if args.token_file == "-" else args.token_file
+        try:
+            if args.token_file == "-":
+                import sys
+
+                text = sys.stdin.readline()
+            else:
+                text = Path(args.token_file).expanduser().read_text(encoding="utf-8")
+        except OSError as exc:
+            raise BotpsyError(
+                f"Cannot read the token from {where}: {exc.strerror or exc}.",
+                "Give a readable file with --token-file, or '-' to type it on standard input.",
+            ) from exc
+        token = text.strip()
+        if not token:
+            raise BotpsyError(f"{where} holds no token.", "Put the token on its first line.")
+        return token
+    if args.token:
+        print(
+            "Warning: --token puts the token on the command line, where other users of this "
+            f"computer can read it (ps). Use --token-file PATH, --token-file - or ${TOKEN_ENV}.",
+            file=err,
+            flush=True,
+        )
+        return str(args.token)
+    import os
+
+    from_env = os.environ.get(TOKEN_ENV, "").strip()
+    if from_env:
+        return from_env
+    token = pysecrets.token_urlsafe(24)
+    print(f"Bearer token for this run: {token}", file=err)
+    return token
+
+
 def _serve(app: App, args: argparse.Namespace, err: TextIO) -> int:
     from botpsy_desktop.agent.mcp_serve import ServeSettings, ToolServer
 
@@ -260,9 +313,7 @@ def _serve(app: App, args: argparse.Namespace, err: TextIO) -> int:
         print(f"botpsy mcp serve: stdio, offering {names}", file=err, flush=True)
         server.serve_stdio()
         return 0
-    token = args.token or pysecrets.token_urlsafe(24)
-    if not args.token:
-        print(f"Bearer token for this run: {token}", file=err)
+    token = _serve_token(args, err)
     print(
         f"botpsy mcp serve: http://127.0.0.1:{args.http}/mcp, offering {names}",
         file=err,

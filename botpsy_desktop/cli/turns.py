@@ -23,11 +23,14 @@ from botpsy_desktop.agent.events import (
     ToolStarted,
     Transcript,
     TurnFinished,
+    outcome_line,
+    progress_text,
 )
 from botpsy_desktop.agent.loop import AgentSession
 from botpsy_desktop.app import App
 from botpsy_desktop.cli.common import EXIT_CANCELLED, EXIT_ERROR, EXIT_OK
 from botpsy_desktop.llm.backend import Backend
+from botpsy_desktop.llm.types import PromptProgress
 
 
 def add_run_options(sp: argparse.ArgumentParser) -> None:
@@ -119,6 +122,36 @@ def drive(events: Iterator[Event], cancel: threading.Event) -> Iterator[Event]:
         yield event
 
 
+class ProgressLine:
+    """Prompt evaluation progress on stderr: one line rewritten in place on a terminal, else a
+    line at each tenth (so a log of the run shows it without flooding)."""
+
+    def __init__(self, err: TextIO) -> None:
+        self.err = err
+        self.tty = err.isatty()
+        self.shown = -1  # the tenth last printed (not a terminal)
+        self.open = False  # a line is being rewritten
+
+    def show(self, progress: PromptProgress) -> None:
+        text = progress_text(progress)
+        if self.tty:
+            self.err.write(f"\r\033[K[prompt] {text}")
+            self.err.flush()
+            self.open = True
+            return
+        tenth = int(progress.fraction * 10)
+        if tenth != self.shown:
+            self.shown = tenth
+            print(f"[prompt] {text}", file=self.err)
+
+    def end(self) -> None:
+        if self.open:
+            self.err.write("\r\033[K")
+            self.err.flush()
+            self.open = False
+        self.shown = -1
+
+
 def run_request(
     app: App,
     args: argparse.Namespace,
@@ -134,13 +167,20 @@ def run_request(
     transcript = Transcript(text)
     in_thinking = False
     code = EXIT_OK
+    progress = ProgressLine(err)
+    outcomes: list[str] = []
     for event in drive(session.run(text, cancel=cancel, think=think), cancel):
         transcript.add(event)
         if isinstance(event, ApprovalNeeded):
+            progress.end()
             approver.decide(event.request)
             continue
         if as_json:
             continue
+        if isinstance(event, PromptProgress):
+            progress.show(event)
+            continue
+        progress.end()
         if isinstance(event, Thinking):
             if not in_thinking:
                 err.write("[thinking] ")
@@ -160,10 +200,18 @@ def run_request(
             status = "ok" if event.ok else "failed"
             preview = event.output if len(event.output) < 300 else event.output[:300] + " ..."
             print(f"[tool {status}, {event.decision}] {preview}", file=err)
+            outcomes.append(outcome_line(event))
         elif isinstance(event, Answer):
             out.write("\n")
+            # what was carried out, refused or failed, and a claim no tool backs: every time
+            if event.note:
+                print(f"[note] {event.note}", file=err)
+            for line in outcomes:
+                print(f"[outcome] {line}", file=err)
         elif isinstance(event, Error):
             print(f"\n{event.message}", file=err)
+            for line in outcomes:
+                print(f"[outcome] {line}", file=err)
         elif isinstance(event, ContextTrimmed):
             print(f"[context] {event.message}", file=err)
         elif isinstance(event, TurnFinished):

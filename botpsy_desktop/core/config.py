@@ -6,7 +6,7 @@ import ipaddress
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -49,6 +49,12 @@ class ModelSettings(_Section):
         le=32,
         description="Saved model states that spare re-evaluating the system prompt, tools and "
         "earlier turns (hybrid models such as BotPsy; about 20 MB each); 0 turns this off.",
+    )
+    cpu_layout: Literal["auto", "extra", "repack", "plain"] = Field(
+        "auto",
+        description="How llama.cpp lays out the weights on a CPU: auto (repacked weights, "
+        "without the AMX layout that crashes llama.cpp on Intel CPUs with AMX), extra "
+        "(llama.cpp's own choice), repack, or plain (no repacking: safest, slowest).",
     )
     prefix_cache_mb: int = Field(
         1024,
@@ -179,8 +185,9 @@ class AgentSettings(_Section):
     )
     tool_selection: bool = Field(
         True,
-        description="Offer each request only the tools of the domains it names (files, email, "
-        "...) and those the conversation used; false: every tool every time (a longer prompt).",
+        description="Offer each request only the tools of the domains it is about (files, email, "
+        "...; a small classifier decides, agent/selection.py) and those of the conversation's "
+        "last exchange; false: every tool every time (a longer prompt).",
     )
     ask_before_every_change: bool = Field(
         False,

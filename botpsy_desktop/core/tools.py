@@ -67,6 +67,10 @@ class Inverse:
     arguments: dict[str, Any]
     group: str | None = None
     tier: Tier | None = None
+    expect: Mapping[str, Any] | None = None
+    """What the action left, as the inverse tool's ``state`` reports it (an event's SEQUENCE,
+    LAST-MODIFIED, attendees...): before the undo runs, the state now is compared with it, and
+    an undo of something that changed since asks (see agent/undo.py). None: nothing to check."""
 
     def as_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"tool": self.tool, "arguments": self.arguments}
@@ -74,16 +78,20 @@ class Inverse:
             out["group"] = self.group
         if self.tier is not None:
             out["tier"] = self.tier.value
+        if self.expect is not None:
+            out["expect"] = dict(self.expect)
         return out
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Inverse:
         tier = data.get("tier")
+        expect = data.get("expect")
         return cls(
             str(data["tool"]),
             dict(data.get("arguments") or {}),
             data.get("group"),
             Tier(tier) if tier in {t.value for t in Tier} else None,
+            dict(expect) if isinstance(expect, Mapping) else None,
         )
 
 
@@ -95,7 +103,9 @@ def result_inverse(result: Any, tier: Tier | None = None) -> Inverse | None:
         if isinstance(inv.get("tool"), str) and isinstance(inv.get("arguments", {}), Mapping):
             found = Inverse.from_dict(inv)
             return (
-                found if tier is None else Inverse(found.tool, found.arguments, found.group, tier)
+                found
+                if tier is None
+                else Inverse(found.tool, found.arguments, found.group, tier, found.expect)
             )
     return None
 
@@ -119,6 +129,14 @@ InverseRule = Callable[[Mapping[str, Any], Any], "Inverse | str"]
 
 SummaryRule = Callable[[Mapping[str, Any]], str]
 """A call in plain words for the person deciding: "Set a timer for 5 minutes"."""
+
+StateRule = Callable[[Mapping[str, Any]], "Mapping[str, Any] | None"]
+"""From a call's arguments: the current state of what it acts on (None: it is not there any
+more), in the terms an :class:`Inverse`'s ``expect`` uses. Raises nothing but ToolError."""
+
+ALL_ARGUMENTS = "*"
+"""``sends=(ALL_ARGUMENTS,)``: every argument of the call leaves the computer, named in the
+schema or not (a tool server's tool receives all it is given)."""
 
 
 def given(arguments: Mapping[str, Any], key: str, words: str) -> str:
@@ -185,6 +203,15 @@ class Tool:
     * ``summary``: the call in plain words for the receipt ("Set a timer for 5 minutes").
     * ``sends``: the arguments whose text leaves the computer even though the tool only reads
       (a place name geocoded by a web service): in a tainted context such a call asks.
+      ``(ALL_ARGUMENTS,)``: every argument given, also those its schema does not name.
+    * ``untrusted_output``: whether what it returns may hold content from outside (a file, a
+      message, an event, a music tag, a web page, a tool server's answer). Such output makes
+      the request's context untrusted. False only for a tool whose result just confirms what
+      it did with its own arguments (a timer set, a folder made): the app's confirmations are
+      not content someone else wrote. A failed call's output always counts as untrusted.
+    * ``author``: whose words its description and schema are: '' for this app's tools, else
+      who wrote them (a tool server). A prompt that offers it holds that text, untrusted.
+    * ``state``: the current state of what a call acts on, to check an inverse's ``expect``.
     """
 
     name: str
@@ -205,6 +232,9 @@ class Tool:
     inverse: InverseRule | None = None
     summary: SummaryRule | None = None
     sends: tuple[str, ...] = field(default=())
+    untrusted_output: bool = True
+    author: str = ""
+    state: StateRule | None = None
 
     def __post_init__(self) -> None:
         if not self.effects:
@@ -215,7 +245,7 @@ class Tool:
         if self.input_schema is not None:
             fields = set(self.input_schema.get("properties") or {})
         for key in (*self.targets, *self.sends):
-            if key not in fields:
+            if key not in fields and key != ALL_ARGUMENTS:
                 raise ValueError(f"tool {self.name!r} declares {key!r}, which is not a parameter")
         if self.tier is Tier.REVERSIBLE and self.inverse is None:
             raise ValueError(f"tool {self.name!r} is declared reversible but has no inverse")
@@ -225,6 +255,11 @@ class Tool:
     @property
     def read_only(self) -> bool:
         return self.effects == frozenset({Effect.READ})
+
+    def sent(self, arguments: Mapping[str, Any]) -> list[str]:
+        """The arguments of this call whose text leaves the computer (``sends``), given."""
+        keys = list(arguments) if ALL_ARGUMENTS in self.sends else list(self.sends)
+        return [k for k in keys if arguments.get(k) not in (None, "", [], {})]
 
     def tier_for(self, arguments: Mapping[str, Any]) -> Tier:
         """The declared tier of this call (its arguments decide where the tier is a rule)."""
@@ -367,13 +402,16 @@ def make_tool(
     inverse: InverseRule | None = None,
     summary: SummaryRule | None = None,
     sends: Iterable[str] = (),
+    untrusted_output: bool = True,
+    state: StateRule | None = None,
 ) -> Tool:
     """Build a Tool from a handler whose single parameter is annotated with a pydantic model.
 
     The tool's description is the model's docstring unless given; field descriptions become the
     parameter descriptions the model reads. ``domain`` defaults to the adapter the handler
     comes from (``botpsy_desktop.adapters.weather...`` -> ``weather``). ``tier``, ``targets``,
-    ``inverse``, ``summary`` and ``sends`` are the gate's declaration (see :class:`Tool`).
+    ``inverse``, ``summary``, ``sends``, ``untrusted_output`` and ``state`` are the gate's
+    declaration (see :class:`Tool`).
     """
     params = list(inspect.signature(handler).parameters.values())
     if len(params) != 1:
@@ -403,6 +441,8 @@ def make_tool(
         inverse=inverse,
         summary=summary,
         sends=tuple(sends),
+        untrusted_output=untrusted_output,
+        state=state,
     )
 
 

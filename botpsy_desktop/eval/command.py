@@ -52,7 +52,16 @@ def add_eval_command(sub: Any) -> None:
         help="only check tool selection: recall of the expected tools and prompt prefix sizes "
         "(tokens with --model or the config's model, else characters); no model run",
     )
-    ev.add_argument("--cases", metavar="DIR|FILE", help="case folder or file (default: shipped)")
+    ev.add_argument(
+        "--cases",
+        metavar="DIR|FILE",
+        help="case folder or file (default: shipped); with --selection also a selection set",
+    )
+    ev.add_argument(
+        "--held-out",
+        action="store_true",
+        help="with --selection: the shipped held-out set of requests in eleven languages",
+    )
     ev.add_argument(
         "--domain", action="append", default=[], metavar="D", help="only this domain (repeatable)"
     )
@@ -230,16 +239,39 @@ def _fidelity(app: App, args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _selection(app: App, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    """`botpsy eval --selection`: 0 when every case's expected tools were offered."""
+    """`botpsy eval --selection`: 0 when every request's expected tools were offered."""
     from botpsy_desktop.core.config import ModelSettings
     from botpsy_desktop.eval.sandbox import sandbox_tools
-    from botpsy_desktop.eval.selection import render_selection, select_cases, selection_report
+    from botpsy_desktop.eval.selection import (
+        case_requests,
+        heldout_path,
+        is_selection_set,
+        load_selection_set,
+        render_selection,
+        select_requests,
+        selection_report,
+    )
     from botpsy_desktop.eval.spec import load_cases
 
-    cases = load_cases(args.cases, domains=args.domain, ids=args.case, limit=args.limit)
-    if not cases:
-        raise BotpsyError("No case matches.", "Check --domain, --case and --cases.")
+    # the app's tools (the sandbox's mail account), and the profile's own: tool servers and
+    # tools added to it, so that their selection is measured too
     registry = sandbox_tools()
+    for tool in app.registry:
+        if registry.get(tool.name) is None:
+            registry.register(tool)
+    source = heldout_path() if args.held_out else Path(args.cases) if args.cases else None
+    if source is not None and is_selection_set(source):
+        requests = load_selection_set(source)
+        if args.case:
+            requests = [r for r in requests if r.id in set(args.case)]
+        if args.domain:
+            requests = [r for r in requests if set(args.domain) & set(r.domains)]
+        requests = requests[: args.limit] if args.limit else requests
+    else:
+        cases = load_cases(args.cases, domains=args.domain, ids=args.case, limit=args.limit)
+        requests = case_requests(cases, registry)
+    if not requests:
+        raise BotpsyError("No case matches.", "Check --domain, --case and --cases.")
     think = app.config.model.think if args.think is None else args.think
     backend = None
     if args.model or app.config.model.path:
@@ -254,7 +286,7 @@ def _selection(app: App, args: argparse.Namespace, out: TextIO, err: TextIO) -> 
             if backend is None
             else lambda m, t: backend.count_tokens(m, t, enable_thinking=think)
         )
-        selected = select_cases(cases, registry, app.config.agent.system_prompt, count)
+        selected = select_requests(requests, registry, app.config.agent.system_prompt, count)
     finally:
         if backend is not None:
             backend.close()

@@ -32,7 +32,7 @@ from botpsy_desktop.eval.spec import Case, CaseError, Group, Step
 from botpsy_desktop.eval.weather import WeatherStandIn
 from botpsy_desktop.llm.backend import Backend, BackendWrapper, Message
 from botpsy_desktop.llm.parser import parse_turn
-from botpsy_desktop.llm.types import Completion, TextPiece
+from botpsy_desktop.llm.types import Completion, PromptProgress, TextPiece
 
 ToolSet = Literal["app", "domain"]
 APPROVER = "evaluation (record-only: approved after recording)"
@@ -72,7 +72,7 @@ class RecordingBackend(BackendWrapper[Backend]):
         *,
         enable_thinking: bool,
         cancel: threading.Event | None = None,
-    ) -> Iterator[TextPiece | Completion]:
+    ) -> Iterator[TextPiece | PromptProgress | Completion]:
         started = time.perf_counter()
         first: float | None = None
         for item in self.inner.complete(

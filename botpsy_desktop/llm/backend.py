@@ -6,7 +6,7 @@ import threading
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Generic, Protocol, TypeVar
 
-from botpsy_desktop.llm.types import Completion, TextPiece
+from botpsy_desktop.llm.types import Completion, PromptProgress, TextPiece
 
 Message = Mapping[str, Any]
 
@@ -15,6 +15,8 @@ class Backend(Protocol):
     """Produces one assistant turn for a conversation.
 
     ``complete`` yields TextPiece items as text is generated and ends with exactly one Completion.
+    Before the first TextPiece it may yield PromptProgress items while a long prompt is evaluated
+    (tokens done of total, seconds so far); consumers show them and otherwise pass them over.
     Setting ``cancel`` stops generation within one token; the Completion then says "cancelled".
     ``count_tokens`` says how many tokens ``complete`` would evaluate for the same arguments (the
     whole prompt, before the reply); ``n_ctx`` is the context window those tokens and the reply
@@ -42,7 +44,7 @@ class Backend(Protocol):
         *,
         enable_thinking: bool,
         cancel: threading.Event | None = None,
-    ) -> Iterator[TextPiece | Completion]: ...
+    ) -> Iterator[TextPiece | PromptProgress | Completion]: ...
 
     def close(self) -> None: ...
 
@@ -85,7 +87,7 @@ class BackendWrapper(Generic[B]):
         *,
         enable_thinking: bool,
         cancel: threading.Event | None = None,
-    ) -> Iterator[TextPiece | Completion]:
+    ) -> Iterator[TextPiece | PromptProgress | Completion]:
         return self.inner.complete(messages, tools, enable_thinking=enable_thinking, cancel=cancel)
 
     def close(self) -> None:

@@ -28,7 +28,7 @@ from botpsy_desktop.llm.backend import Backend, BackendWrapper, Message
 from botpsy_desktop.llm.engine import LlamaBackend, llama_cpp_version, system_info
 from botpsy_desktop.llm.grammar_check import GrammarMatcher
 from botpsy_desktop.llm.prefix_cache import PARTIAL_ONLY, SEQ
-from botpsy_desktop.llm.types import Completion, GenerationStats, TextPiece
+from botpsy_desktop.llm.types import Completion, GenerationStats, PromptProgress, TextPiece
 
 MiB = 2**20
 
@@ -168,7 +168,7 @@ class ScriptedBackend(BackendWrapper[LlamaBackend]):
         *,
         enable_thinking: bool,
         cancel: threading.Event | None = None,
-    ) -> Iterator[TextPiece | Completion]:
+    ) -> Iterator[TextPiece | PromptProgress | Completion]:
         force = _assistant_turns_since_user(messages) < self.calls
         started = time.perf_counter()
         first = math.nan
@@ -182,6 +182,9 @@ class ScriptedBackend(BackendWrapper[LlamaBackend]):
                 force_tool_call=force,
                 max_tokens=self.call_tokens if force else self.answer_tokens,
             ):
+                if isinstance(item, PromptProgress):  # the prompt is still being evaluated
+                    yield item
+                    continue
                 if math.isnan(first) and (isinstance(item, Completion) or item.text):
                     first = time.perf_counter() - started
                 if isinstance(item, Completion):

@@ -11,7 +11,7 @@ import os
 import re
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,9 +19,11 @@ import llama_cpp
 import numpy as np
 import numpy.typing as npt
 from llama_cpp import _internals as internals
+from llama_cpp._ggml import libggml
 
 from botpsy_desktop.core.config import ModelSettings
 from botpsy_desktop.core.errors import ModelError
+from botpsy_desktop.llm import cpu_layout
 from botpsy_desktop.llm.backend import Message
 from botpsy_desktop.llm.gguf_info import GGUFInfo, check_fits, read_gguf_info
 from botpsy_desktop.llm.grammar import build_tool_call_grammar, grammar_key
@@ -29,7 +31,7 @@ from botpsy_desktop.llm.grammar_check import GrammarMatcher
 from botpsy_desktop.llm.prefix_cache import SEQ, StateCache, common_prefix
 from botpsy_desktop.llm.prefix_store import PrefixStore, file_identity, prefix_key
 from botpsy_desktop.llm.prompt import PromptRenderer
-from botpsy_desktop.llm.types import Completion, GenerationStats, TextPiece
+from botpsy_desktop.llm.types import Completion, GenerationStats, PromptProgress, TextPiece
 
 TOOL_CALL_OPEN = "<tool_call>"
 TOOL_CALL_CLOSE = "</tool_call>"
@@ -79,10 +81,12 @@ class LlamaBackend:
         *,
         prefix_store: PrefixStore | None = None,
         model_sha256: str | None = None,
+        layout: cpu_layout.LayoutSetting | None = None,
     ) -> None:
         """``prefix_store`` keeps prefix states on disk for later processes (see
         ``prefix_store``); ``model_sha256`` is the file's checked SHA-256 when the model
-        registry knows it (else the file is identified by size, time and header)."""
+        registry knows it (else the file is identified by size, time and header); ``layout``
+        overrides ``settings.cpu_layout`` (how the weights are laid out on a CPU)."""
         model_path = path if path is not None else settings.path
         if not model_path:
             raise ModelError(
@@ -100,22 +104,27 @@ class LlamaBackend:
         # Q4_K_M, 2 threads) with half the scratch of 128 (61 MiB reserved at 16k instead of
         # 123): about 30 MiB less resident at a 5.4k-token prompt, about 60 at 16k.
         n_ubatch = settings.n_batch if settings.n_gpu_layers else min(settings.n_batch, 64)
+        features = cpu_layout.cpu_features(system_info())
+        chosen = cpu_layout.choose_layout(layout or settings.cpu_layout, features)
+        self.layout = cpu_layout.layout_params(chosen, self.info.tensors, features, libggml)
+        """The weight layout the model is loaded with (``cpu_layout``)."""
         try:
-            self._llama = llama_cpp.Llama(
-                model_path=str(self.info.path),
-                n_ctx=n_ctx,
-                n_batch=settings.n_batch,
-                n_ubatch=n_ubatch,
-                n_threads=settings.n_threads,
-                n_threads_batch=settings.n_threads_batch,
-                n_gpu_layers=settings.n_gpu_layers,
-                # On a CPU llama.cpp repacks most weights into its own buffers; with mmap the
-                # file's pages stay mapped too and resident memory counts the weights twice
-                # (about +200 MB for BotPsy Q4_K_M). Read the file instead.
-                use_mmap=settings.n_gpu_layers != 0,
-                seed=settings.seed if settings.seed >= 0 else llama_cpp.LLAMA_DEFAULT_SEED,
-                verbose=False,
-            )
+            with cpu_layout.default_model_params(llama_cpp.llama_cpp, self.layout):
+                self._llama = llama_cpp.Llama(
+                    model_path=str(self.info.path),
+                    n_ctx=n_ctx,
+                    n_batch=settings.n_batch,
+                    n_ubatch=n_ubatch,
+                    n_threads=settings.n_threads,
+                    n_threads_batch=settings.n_threads_batch,
+                    n_gpu_layers=settings.n_gpu_layers,
+                    # On a CPU llama.cpp repacks most weights into its own buffers; with mmap the
+                    # file's pages stay mapped too and resident memory counts the weights twice
+                    # (about +200 MB for BotPsy Q4_K_M). Read the file instead.
+                    use_mmap=settings.n_gpu_layers != 0,
+                    seed=settings.seed if settings.seed >= 0 else llama_cpp.LLAMA_DEFAULT_SEED,
+                    verbose=False,
+                )
         except (ValueError, RuntimeError, OSError) as exc:
             raise ModelError(
                 f"llama.cpp could not load {self.info.path.name} ({self.info.architecture}, "
@@ -525,6 +534,23 @@ class LlamaBackend:
 
         Cancelling stops between batches; the context then holds the tokens evaluated so far.
         """
+        steps = self._eval_steps(tokens, start, marks, cancel, step)
+        while True:
+            try:
+                next(steps)
+            except StopIteration as done:
+                return bool(done.value)
+
+    def _eval_steps(
+        self,
+        tokens: list[int],
+        start: int,
+        marks: Sequence[tuple[int, str, str]],
+        cancel: threading.Event,
+        step: int | None = None,
+    ) -> Generator[int, None, bool]:
+        """``_eval`` one batch at a time: yields the tokens evaluated so far after each batch
+        (the caller reports progress), returns whether all were evaluated."""
         llm = self._llama
         at_mark = {pos: (label, text) for pos, label, text in marks if start <= pos <= len(tokens)}
         step = max(step or int(llm.n_batch), 1)
@@ -543,6 +569,7 @@ class LlamaBackend:
             end = min([i + step, len(tokens), *(p for p in at_mark if p > i)])
             llm.eval(tokens[i:end])
             i = end
+            yield i
 
     def reset(self) -> None:
         """Forget everything evaluated: the context's memory and every checkpoint."""
@@ -561,7 +588,7 @@ class LlamaBackend:
         cancel: threading.Event | None = None,
         max_tokens: int | None = None,
         force_tool_call: bool = False,
-    ) -> Iterator[TextPiece | Completion]:
+    ) -> Iterator[TextPiece | PromptProgress | Completion]:
         rendered = self.renderer.render(messages, tools, enable_thinking=enable_thinking)
         yield from self.generate(
             rendered.text,
@@ -610,6 +637,7 @@ class LlamaBackend:
         *,
         enable_thinking: bool = False,
         cancel: threading.Event | None = None,
+        progress: Callable[[PromptProgress], None] | None = None,
     ) -> GenerationStats:
         """Evaluate now what the next request on ``messages`` will start with.
 
@@ -618,7 +646,8 @@ class LlamaBackend:
         conversation as its next request will render it, so that request evaluates only its
         own user message. Runs on the thread that owns the model; ``cancel`` stops it between
         batches, keeping what was evaluated (a request that follows continues from there).
-        Returns the prompt-side stats (tokens reused and evaluated, seconds).
+        Returns the prompt-side stats (tokens reused and evaluated, seconds); ``progress`` is
+        told how far it has come after each batch.
         """
         if self._closed:
             raise ModelError("The model was closed.", "Load it again.")
@@ -644,8 +673,20 @@ class LlamaBackend:
         step = int(self._llama.n_batch)
         if not self.settings.n_gpu_layers:
             step = min(step, WARM_BATCH)
-        if self._eval(tokens, start, marks, cancel or threading.Event(), step):
-            self._evaluated_text = head
+        steps = self._eval_steps(tokens, start, marks, cancel or threading.Event(), step)
+        t_eval = time.perf_counter()
+        total = len(tokens) - start
+        if progress is not None and total > 0:
+            progress(PromptProgress(0, total, 0.0))
+        while True:
+            try:
+                at = next(steps)
+            except StopIteration as finished:
+                if finished.value:
+                    self._evaluated_text = head
+                break
+            if progress is not None:
+                progress(PromptProgress(at - start, total, time.perf_counter() - t_eval))
         stats.prefill_s = time.perf_counter() - t_start
         return stats
 
@@ -659,7 +700,7 @@ class LlamaBackend:
         max_tokens: int | None = None,
         force_tool_call: bool = False,
         cuts: Sequence[Cut] = (),
-    ) -> Iterator[TextPiece | Completion]:
+    ) -> Iterator[TextPiece | PromptProgress | Completion]:
         """Stream a completion of a rendered prompt; constrain tool calls with ``grammar``.
 
         ``force_tool_call`` makes the turn start with ``<tool_call>`` (the prompt is extended by
@@ -695,7 +736,25 @@ class LlamaBackend:
         stats.reused_tokens = start
         stats.evaluated_tokens = len(tokens) - start
         self._evaluated_text = ""
-        if not self._eval(tokens, start, marks, cancel):
+        # Stop is noticed and progress reported between batches (n_batch tokens each);
+        # PromptProgress only for a prompt of several batches
+        step = max(int(self._llama.n_batch), 1)
+        total = len(tokens) - start
+        report = total > step
+        t_eval = time.perf_counter()
+        if report:
+            yield PromptProgress(0, total, 0.0)
+        steps = self._eval_steps(tokens, start, marks, cancel, step)
+        evaluated = False
+        while True:
+            try:
+                at = next(steps)
+            except StopIteration as finished:
+                evaluated = bool(finished.value)
+                break
+            if report:
+                yield PromptProgress(at - start, total, time.perf_counter() - t_eval)
+        if not evaluated:
             # the context keeps what was evaluated: a retry continues from there
             stats.prefill_s = time.perf_counter() - t_start
             yield Completion("", "cancelled", stats, started_in_thinking)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import importlib.metadata
 import os
@@ -179,24 +180,55 @@ class ModelService:
             "See `botpsy model list`, or get it with `botpsy model pull`.",
         )
 
+    def local_entries(self) -> list[CatalogEntry]:
+        """Catalog models already on this computer in an installed package (the demo model):
+        installed with a click, no download. Those registered already are left out."""
+        registered = {m.catalog_id for m in self.installed()}
+        out = []
+        for entry in self.catalog.models:
+            src = entry.source
+            if not isinstance(src, PackageSource) or entry.id in registered:
+                continue
+            if next(iter(importlib.metadata.distributions(name=src.distribution)), None):
+                out.append(entry)
+        return out
+
+    def display_name(self, path: str | os.PathLike[str] | None) -> str | None:
+        """An installed model's name for people: its catalog name when it came from the catalog
+        ("SmolLM2-135M-Instruct (demo)", not the raw name inside the file), else the name it was
+        imported under. None for a file that is not installed (its own name is all there is)."""
+        if not path:
+            return None
+        target = Path(path).expanduser()
+        with contextlib.suppress(OSError, ModelError):
+            for model in self.installed():
+                if self.path_of(model).resolve() != target.resolve():
+                    continue
+                entry = self.catalog.get(model.catalog_id) if model.catalog_id else None
+                return entry.name if entry is not None else model.id
+        return None
+
     def first_run_message(self, *, window: bool = False) -> str:
-        """One sentence for a user who has no active model: how to get one (``window``: in the
-        words of the window's buttons, not the command line's)."""
+        """One sentence on how to get a model (``window``: in the words of the window's buttons,
+        not the command line's, and true to what is installed and active)."""
         models = self.installed()
         entry = self.catalog.default_entry
         quant = entry.default_quantization
         size = entry.approx_size_mib.get(quant)
         about = f", about {size} MiB" if size else ""
         if window:
-            installed = (
-                f" Installed: {', '.join(m.id for m in models)} (choose one in Settings > Model)."
-                if models
-                else ""
+            active = self.active()
+            get = (
+                f"Download {entry.name} ({quant}{about}) from Hugging Face, or import a GGUF "
+                "file you already have."
             )
-            return (
-                f"No model is set up yet. Download {entry.name} ({quant}{about}) from Hugging "
-                f"Face, or import a GGUF file you already have.{installed}"
-            )
+            if active is not None:
+                return f"In use: {self.display_name(self.path_of(active))}. {get}"
+            if models or self.local_entries():
+                return f"Choose one of the models on this computer below. {get}"
+            if self.config.model.path:
+                return f"In use: {self.config.model.path}. {get}"
+            return f"No model is set up yet. {get}"
         if models:
             names = ", ".join(m.id for m in models)
             return (

@@ -6,6 +6,7 @@ import json
 import math
 import re
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -13,7 +14,7 @@ from typing import Any
 from botpsy_desktop.core.errors import ModelError
 from botpsy_desktop.llm.backend import Message
 from botpsy_desktop.llm.prompt import PromptRenderer
-from botpsy_desktop.llm.types import Completion, GenerationStats, TextPiece
+from botpsy_desktop.llm.types import Completion, GenerationStats, PromptProgress, TextPiece
 
 _PIECE = re.compile(r"<[^<>\s]{1,40}>|\s*\S+|\s+")
 BYTES_PER_TOKEN = 3.0
@@ -26,8 +27,10 @@ class ReplayBackend:
 
     Each entry is the text the model would have generated (thinking, prose, tool calls in its own
     format), or an object ``{"text": ..., "thinking_open": bool}`` where ``thinking_open`` says the
-    prompt ended inside an open ``<think>`` block. Text is streamed in word-sized pieces so the
-    streaming path is exercised too.
+    prompt ended inside an open ``<think>`` block, and ``prompt_progress`` lists recorded
+    prompt evaluation progress, ``[done, total, elapsed_s]`` each: replayed before the text, each
+    at its recorded time (a Stop meanwhile cancels the turn, as it stops a real evaluation).
+    Text is streamed in word-sized pieces so the streaming path is exercised too.
 
     ``n_ctx`` is the context window the agent loop budgets prompts against (None: no limit);
     ``count_tokens`` then estimates a prompt's size (see ``BYTES_PER_TOKEN``), or counts it
@@ -43,11 +46,22 @@ class ReplayBackend:
         count_text: Callable[[str], int] | None = None,
     ) -> None:
         self._turns: list[tuple[str, bool]] = []
+        self._progress: dict[int, list[PromptProgress]] = {}
         for i, turn in enumerate(turns):
             if isinstance(turn, str):
                 self._turns.append((turn, False))
             elif isinstance(turn, Mapping) and isinstance(turn.get("text"), str):
                 self._turns.append((turn["text"], bool(turn.get("thinking_open", False))))
+                try:
+                    self._progress[i] = [
+                        PromptProgress(int(d), int(t), float(e))
+                        for d, t, e in turn.get("prompt_progress") or []
+                    ]
+                except (TypeError, ValueError) as exc:
+                    raise ModelError(
+                        f"Replay entry {i + 1} in {source} has a malformed prompt_progress.",
+                        "Write it as a list of [done, total, elapsed_s] triples.",
+                    ) from exc
             else:
                 raise ModelError(
                     f"Replay entry {i + 1} in {source} is neither a string nor an object "
@@ -116,7 +130,7 @@ class ReplayBackend:
         *,
         enable_thinking: bool,
         cancel: threading.Event | None = None,
-    ) -> Iterator[TextPiece | Completion]:
+    ) -> Iterator[TextPiece | PromptProgress | Completion]:
         self.prompts.append([dict(m) for m in messages])
         if self._next >= len(self._turns):
             raise ModelError(
@@ -125,8 +139,20 @@ class ReplayBackend:
                 "Add the missing completion to the replay file.",
             )
         text, thinking_open = self._turns[self._next]
+        progress = self._progress.get(self._next, [])
         self._next += 1
         stats = GenerationStats()  # a replay has no tokenizer: token counts stay 0
+        started = time.monotonic()
+        for item in progress:
+            while time.monotonic() - started < item.elapsed_s:
+                if cancel is not None and cancel.wait(0.01):
+                    break
+                if cancel is None:
+                    time.sleep(0.01)
+            if cancel is not None and cancel.is_set():
+                yield Completion("", "cancelled", stats, thinking_open)
+                return
+            yield item
         emitted: list[str] = []
         for piece in _PIECE.findall(text):
             if cancel is not None and cancel.is_set():

@@ -107,6 +107,31 @@ class TextPiece:
 
 
 @dataclass(frozen=True)
+class PromptProgress:
+    """How far the evaluation of a prompt has come, yielded between its batches.
+
+    ``done`` of ``total`` tokens evaluated (tokens already in the model's state are not
+    counted), ``elapsed_s`` seconds since this evaluation started. Small and picklable: an
+    engine in another process forwards it as it is.
+    """
+
+    done: int
+    total: int
+    elapsed_s: float
+
+    @property
+    def fraction(self) -> float:
+        return min(self.done / self.total, 1.0) if self.total > 0 else 1.0
+
+    @property
+    def eta_s(self) -> float | None:
+        """Seconds left at the speed so far (None until a batch has been evaluated)."""
+        if self.done <= 0 or self.elapsed_s <= 0:
+            return None
+        return self.elapsed_s * max(self.total - self.done, 0) / self.done
+
+
+@dataclass(frozen=True)
 class Completion:
     """The end of one model turn: the full raw text and how it ended."""
 

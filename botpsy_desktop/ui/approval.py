@@ -55,11 +55,18 @@ def detail_lines(request: ApprovalRequest) -> list[str]:
     ]
 
 
+def whole_texts(request: ApprovalRequest) -> str:
+    """Each long text argument whole, headed with its name and length ("" when none)."""
+    return "\n\n".join(
+        f"The whole {key} ({len(text):,} characters):\n{text}" for key, text in request.texts
+    )
+
+
 def plain_words(request: ApprovalRequest) -> str:
     """Everything a person reads before deciding, without tool names or JSON: what will happen,
     to whom, what leaves the computer, the untrusted source, why it asks."""
     parts = [_sentence(request.summary), *detail_lines(request)]
-    parts += [source_warning(request), why_text(request)]
+    parts += [source_warning(request), why_text(request), whole_texts(request)]
     return "\n".join(p for p in parts if p)
 
 
@@ -106,6 +113,14 @@ class ApprovalDialog(QDialog):
         self.lines.setWordWrap(True)
         self.lines.setVisible(bool(lines))
         layout.addWidget(self.lines)
+        # long text (a note, a message's body) whole, where the decision is made: the lines
+        # above clip it with a count, and a planted part may be anywhere in it
+        self.texts = QPlainTextEdit(whole_texts(request))
+        self.texts.setObjectName("approvalTexts")
+        self.texts.setReadOnly(True)
+        self.texts.setMaximumHeight(220)
+        self.texts.setVisible(bool(request.texts))
+        layout.addWidget(self.texts)
         self.sources = QLabel(source_warning(request))
         self.sources.setObjectName("approvalSources")
         self.sources.setTextFormat(Qt.TextFormat.PlainText)

@@ -10,6 +10,7 @@ from typing import Any
 
 from PySide6.QtCore import QObject, QThread, QTimer, Signal
 
+from botpsy_desktop.agent.approvals import RoutineInfo, StoredApproval
 from botpsy_desktop.agent.events import (
     Answer,
     ApprovalNeeded,
@@ -37,8 +38,10 @@ from botpsy_desktop.agent.scheduler import (
 from botpsy_desktop.app import App
 from botpsy_desktop.core.errors import BotpsyError
 from botpsy_desktop.llm.backend import Backend
+from botpsy_desktop.llm.types import PromptProgress
 
-NO_MODEL = "No model is loaded yet. Use File ▸ Open model…."
+NO_MODEL = "No model is loaded yet. Use File ▸ Get a model… or File ▸ Open model file…."
+WARM_SAY_TOKENS = 512  # a warm-up of fewer tokens is over before it could be read
 TOKEN_BATCH_S = 0.03  # streamed text reaches the GUI at most ~33 times a second
 
 
@@ -71,6 +74,10 @@ class EngineWorker(QObject):
     failed = Signal(str, str, str)  # request id, kind, message
     contextTrimmed = Signal(str, str)  # request id, what was left out of the prompt (a sentence)
     requestFinished = Signal(str, str)  # request id, conversation id
+    promptProgress = Signal(str, object)  # request id, PromptProgress of its prompt evaluation
+    streamed = Signal(str, int, float)  # request id, pieces streamed this turn, seconds since
+    # a warm-up's progress (PromptProgress, what is prepared in words); None when it is over
+    warmProgress = Signal(object, str)
 
     def __init__(self, app: App) -> None:
         super().__init__()
@@ -96,11 +103,15 @@ class EngineWorker(QObject):
         background: bool = False,
         title: str | None = None,
         origin: str | None = None,
+        routine: RoutineInfo | None = None,
+        resume: StoredApproval | None = None,
     ) -> str:
         """Queue a request (from any thread); returns its id at once.
 
         ``background`` (a routine, nobody watching): its approval requests wait in the gate's
-        inbox (the pending-approvals queue), never in a dialog. ``title`` names the conversation
+        inbox (the pending-approvals queue), never in a dialog, and are kept in the stored queue
+        (agent/approvals.py) with ``routine``, who asked. ``resume``: go on with a run parked
+        by an earlier process instead of asking ``text``. ``title`` names the conversation
         again once the request is over (a first request otherwise names it after its text).
         """
         rid = request_id or uuid.uuid4().hex
@@ -115,7 +126,16 @@ class EngineWorker(QObject):
             self.requestStarted.emit(rid, session.conversation_id)
             return session
 
-        job = session_job(make_session, text, think=think, no_model=NO_MODEL, origin=origin)
+        job = session_job(
+            make_session,
+            text,
+            think=think,
+            no_model=NO_MODEL,
+            origin=origin,
+            queue=self.app.approvals() if background else None,
+            routine=routine,
+            resume=resume,
+        )
         if title:
             job = keep_title(job, self.app.store, lambda: conv["id"], title)
         request = self.scheduler.submit(
@@ -144,6 +164,8 @@ class EngineWorker(QObject):
             ]
         for request in stale:
             request.cancel()
+        # one taken over from an ended process and not running (agent/approvals.py) ends too
+        self.app.approvals().stop_held(conversation_id)
 
     def cancel(self, request_id: str) -> None:
         with self._lock:
@@ -152,12 +174,15 @@ class EngineWorker(QObject):
             request.cancel()
 
     def cancel_all(self) -> None:
-        """Stop every request and any warm-up for good (the window is closing)."""
+        """Stop every request and any warm-up for good (the window is closing). A routine run
+        parked with its approval stored is left as it is: closing the scheduler suspends it,
+        and it goes on after the next start (agent/approvals.py)."""
         with self._lock:
             self._closing = True
             requests = list(self._requests.values())
         for request in requests:
-            request.cancel()
+            if not request.stored_while_parked:
+                request.cancel()
 
     def load(self, model: str, replay: str) -> None:
         """Load a GGUF (``model``) or a replay file (``replay``); empty strings mean 'none'.
@@ -170,10 +195,21 @@ class EngineWorker(QObject):
             try:
                 backend = self.app.backend(model=model or None, replay=replay or None)
             except BotpsyError as exc:
-                self.modelFailed.emit(str(exc))
+                text = str(exc)
+                if not (model or replay or self.app.config.model.path):
+                    # no model chosen: say what this computer has, in the window's words
+                    with contextlib.suppress(BotpsyError, OSError):
+                        text = self.app.models().first_run_message(window=True)
+                self.modelFailed.emit(text)
                 return
             ctx.replace_backend(backend)
-            self.modelLoaded.emit(backend.name, _details(backend))
+            details = _details(backend)
+            if not replay:  # named for people, not by the file's raw metadata
+                with contextlib.suppress(BotpsyError, OSError):
+                    readable = self.app.models().display_name(model or self.app.config.model.path)
+                    if readable:
+                        details["model"] = readable
+            self.modelLoaded.emit(backend.name, details)
             self._warm(None, None)  # the system prompt and tool schemas, before any request
 
         self.scheduler.submit(job, Priority.CONTROL, label="load model")
@@ -189,15 +225,33 @@ class EngineWorker(QObject):
             if ctx.backend is None:
                 return
             # only a head start: the next request evaluates what it needs and reports errors
-            with contextlib.suppress(BotpsyError, RuntimeError):
-                self.app.warm(ctx.backend, conversation_id, think=think, cancel=ctx.cancel)
+            try:
+                with contextlib.suppress(BotpsyError, RuntimeError):
+                    self.app.warm(
+                        ctx.backend,
+                        conversation_id,
+                        think=think,
+                        cancel=ctx.cancel,
+                        progress=self._warm_progress,
+                    )
+            finally:
+                self.warmProgress.emit(None, "")
 
         self.scheduler.submit(job, Priority.WARMUP, label="warm-up")
 
-    def _finished(self, rid: str, conversation_id: str, started: bool, think: bool) -> None:
+    def _warm_progress(self, progress: PromptProgress, what: str) -> None:
+        """Said only for a warm-up long enough to be worth saying (the prefix of a new model,
+        not a conversation's last message)."""
+        if progress.total >= WARM_SAY_TOKENS:
+            self.warmProgress.emit(progress, what)
+
+    def _forget(self, rid: str) -> None:
         with self._lock:
             self._requests.pop(rid, None)
             self._conversations.pop(rid, None)
+
+    def _finished(self, rid: str, conversation_id: str, started: bool, think: bool) -> None:
+        self._forget(rid)
         self.requestFinished.emit(rid, conversation_id)
         if started and conversation_id:
             self._warm(conversation_id, think)  # the follow-up then evaluates only its message
@@ -230,6 +284,8 @@ class _Relay:
         self.think = think
         self.pending: dict[str, list[str]] = {"thinking": [], "token": []}
         self.last_flush = time.monotonic()
+        self.pieces = 0  # streamed in this model turn (a token each, from llama.cpp)
+        self.first_piece = 0.0
 
     def flush(self) -> None:
         w, rid = self.worker, self.rid
@@ -240,15 +296,22 @@ class _Relay:
             w.token.emit(rid, "".join(self.pending["token"]))
             self.pending["token"].clear()
         self.last_flush = time.monotonic()
+        if self.pieces:
+            w.streamed.emit(rid, self.pieces, self.last_flush - self.first_piece)
 
     def on_item(self, item: Item) -> None:
         w, rid = self.worker, self.rid
         if isinstance(item, Thinking | Token):
+            if not self.pieces:
+                self.first_piece = time.monotonic()
+            self.pieces += 1
             self.pending["thinking" if isinstance(item, Thinking) else "token"].append(item.text)
             if time.monotonic() - self.last_flush >= TOKEN_BATCH_S:
                 self.flush()
             return
         self.flush()
+        if isinstance(item, TurnFinished | ToolStarted):
+            self.pieces = 0  # the next turn's figures start again
         if isinstance(item, Queued):
             ahead = item.ahead
             if QThread.currentThread() is w.thread():
@@ -257,6 +320,8 @@ class _Relay:
                 QTimer.singleShot(0, w, lambda: w.queued.emit(rid, ahead))
             else:
                 w.queued.emit(rid, ahead)
+        elif isinstance(item, PromptProgress):
+            w.promptProgress.emit(rid, item)
         elif isinstance(item, ApprovalNeeded):
             w.approvalNeeded.emit(rid, item.request)
         elif isinstance(item, Parked):
@@ -274,6 +339,9 @@ class _Relay:
         elif isinstance(item, ContextTrimmed):
             w.contextTrimmed.emit(rid, item.message)
         elif isinstance(item, Finished):
+            if item.state == "suspended":  # the window closes; the run waits for the next start
+                w._forget(rid)
+                return
             if not item.started:
                 w.failed.emit(rid, "cancelled", "Stopped before it started.")
             w._finished(rid, self.conv["id"], item.started, self.think)
@@ -285,6 +353,7 @@ def _details(backend: Backend) -> dict[str, Any]:
     if info is not None:
         details.update(
             model=info.name,
+            metadata_name=info.name,
             quantization=info.file_type,
             architecture=info.architecture,
             file_size=info.file_size,
@@ -314,6 +383,8 @@ class EngineThread(QObject):
         background: bool = False,
         title: str | None = None,
         origin: str | None = None,
+        routine: RoutineInfo | None = None,
+        resume: StoredApproval | None = None,
     ) -> str:
         return self.worker.submit(
             conversation_id,
@@ -323,6 +394,8 @@ class EngineThread(QObject):
             background=background,
             title=title,
             origin=origin,
+            routine=routine,
+            resume=resume,
         )
 
     def load(self, model: str, replay: str) -> None:

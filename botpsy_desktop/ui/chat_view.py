@@ -12,6 +12,7 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
     QPlainTextEdit,
+    QProgressBar,
     QPushButton,
     QScrollArea,
     QSizePolicy,
@@ -151,8 +152,11 @@ class ToolCard(Collapsible):
         "running": "running…",
         "ok": "done",
         "failed": "failed",
-        "denied": "not approved",
+        "denied": "not approved, not carried out",
+        "not-run": "not run",
         "waiting": "waiting for your approval",
+        "interrupted": "interrupted",
+        "unknown": "outcome not recorded",
     }
 
     def __init__(self, call_id: str, name: str, arguments: dict[str, Any]) -> None:
@@ -258,11 +262,40 @@ class ToolCard(Collapsible):
             self.undoRequested.emit(self.call_id, self.action_id)
 
 
+def _status_of(ok: bool, decision: str) -> str:
+    """A card's status from how a call ended (the same live and reopened)."""
+    if ok:
+        return "ok"
+    return {"denied": "denied", "not-run": "not-run"}.get(decision, "failed")
+
+
 def _pretty(text: str) -> str:
     try:
         return json.dumps(json.loads(text), ensure_ascii=False, indent=2)
     except (ValueError, TypeError):
         return text
+
+
+class PromptProgressRow(QFrame):
+    """Where the reply will appear: how far the model has read the request (tokens of total,
+    time left), until the reply starts."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.setObjectName("promptProgress")
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(10, 6, 10, 6)
+        self.text = _label("", name="promptProgressText")
+        self.bar = QProgressBar()
+        self.bar.setRange(0, 1000)
+        self.bar.setTextVisible(False)
+        self.bar.setMaximumHeight(8)
+        layout.addWidget(self.text)
+        layout.addWidget(self.bar)
+
+    def show_progress(self, text: str, fraction: float) -> None:
+        self.text.setText(text)
+        self.bar.setValue(int(fraction * 1000))
 
 
 class ChatView(QScrollArea):
@@ -283,6 +316,7 @@ class ChatView(QScrollArea):
         self.current: MessageBubble | None = None
         self.current_thinking: Collapsible | None = None
         self.cards: dict[str, ToolCard] = {}
+        self.progress: PromptProgressRow | None = None
         self.undo_handler: Any = None  # called with (card, action id) when Undo is clicked
         self._follow = True
         self.verticalScrollBar().rangeChanged.connect(self._on_range)
@@ -311,6 +345,7 @@ class ChatView(QScrollArea):
                 widget.deleteLater()
         self.current = None
         self.current_thinking = None
+        self.progress = None
         self.cards.clear()
 
     def add_user(self, text: str) -> MessageBubble:
@@ -327,23 +362,48 @@ class ChatView(QScrollArea):
         return bubble
 
     def add_note(self, text: str, kind: str = "error") -> QLabel:
-        label = _label(text, name="errorNote" if kind == "error" else "infoNote")
+        """A line under the conversation: "error", "info", or "warning" (a claim not carried
+        out)."""
+        self.end_prompt_progress()
+        names = {"error": "errorNote", "warning": "warningNote"}
+        label = _label(text, name=names.get(kind, "infoNote"))
         self._add(label)
         return label
 
     # -- streaming ------------------------------------------------------------------------
+    def show_prompt_progress(self, text: str, fraction: float) -> PromptProgressRow:
+        """How far the request has been read, where the reply will appear."""
+        if self.progress is None:
+            self.progress = PromptProgressRow()
+            self._add(self.progress)
+        self.progress.show_progress(text, fraction)
+        return self.progress
+
+    def end_prompt_progress(self) -> None:
+        """The reply (or its end) has come: the progress row goes."""
+        if self.progress is None:
+            return
+        holder = self.progress.parentWidget()
+        self.progress = None
+        if holder is not None:
+            holder.setParent(None)
+            holder.deleteLater()
+
     def stream_thinking(self, text: str) -> None:
+        self.end_prompt_progress()
         if self.current_thinking is None:
             self.current_thinking = Collapsible("Thinking", name="thinking")
             self._add(self.current_thinking)
         self.current_thinking.append(text)
 
     def stream_token(self, text: str) -> None:
+        self.end_prompt_progress()
         if self.current is None:
             self.current = self.add_assistant()
         self.current.append(text)
 
     def tool_started(self, call_id: str, name: str, arguments: dict[str, Any]) -> ToolCard:
+        self.end_prompt_progress()
         card = ToolCard(call_id, name, arguments)
         card.undoRequested.connect(self._on_undo)
         self.cards[call_id] = card
@@ -370,8 +430,7 @@ class ChatView(QScrollArea):
         card = self.cards.get(call_id)
         if card is None:  # a call that never started (malformed, unknown): show it anyway
             card = self.tool_started(call_id, name or "(unreadable call)", arguments)
-        status = "ok" if ok else ("denied" if decision == "denied" else "failed")
-        card.set_status(status, output, duration_s, arguments)
+        card.set_status(_status_of(ok, decision), output, duration_s, arguments)
         if ok and summary and action_id is not None:  # a change ran: say what it did
             card.show_change(
                 summary,
@@ -388,6 +447,7 @@ class ChatView(QScrollArea):
             self.undo_handler(card, action_id)
 
     def finish_answer(self, text: str) -> None:
+        self.end_prompt_progress()
         if self.current is not None:
             self.current.set_text(text)
         elif text:
@@ -396,9 +456,15 @@ class ChatView(QScrollArea):
         self.current_thinking = None
 
     # -- history ----------------------------------------------------------------------------
-    def show_history(self, messages: list[dict[str, Any]]) -> None:
+    def show_history(
+        self, messages: list[dict[str, Any]], calls: list[dict[str, Any]] | None = None
+    ) -> None:
+        """A saved conversation as it happened: each tool card with the outcome the store
+        recorded for its call (done, not approved, failed, not run), and the note of an answer
+        that described an action no tool carried out."""
         self.clear()
         results = {m.get("tool_call_id"): m for m in messages if m.get("role") == "tool"}
+        outcomes = {c.get("call_id"): c for c in calls or []}
         for m in messages:
             role = m.get("role")
             if role == "user":
@@ -413,18 +479,27 @@ class ChatView(QScrollArea):
                         bubble.append("\n\n*(interrupted)*")
                 elif m.get("interrupted"):  # cut off before it said anything: still shown
                     self.add_assistant("*(interrupted before the reply started)*")
+                if m.get("note"):
+                    self.add_note(str(m["note"]), kind="warning")
                 for call in m.get("tool_calls") or []:
                     fn = call.get("function", {})
                     card = self.tool_started(
                         call.get("id", ""), fn.get("name", "?"), dict(fn.get("arguments") or {})
                     )
                     result = results.get(call.get("id"))
+                    outcome = outcomes.get(call.get("id"))
                     if result is not None and result.get("interrupted"):
                         card.set_status(
                             "interrupted", "The app stopped while this ran; its result is unknown."
                         )
-                    elif result is not None:
-                        card.set_status("ok", str(result.get("content", "")))
+                    elif outcome is not None:
+                        card.set_status(
+                            _status_of(bool(outcome.get("ok")), str(outcome.get("decision"))),
+                            str(outcome.get("result", "")),
+                            arguments=dict(outcome.get("arguments") or card.arguments),
+                        )
+                    elif result is not None:  # no record of how it ended: say so, never "done"
+                        card.set_status("unknown", str(result.get("content", "")))
         self.current = None
         self.current_thinking = None
 

@@ -2,23 +2,26 @@
 
 from __future__ import annotations
 
+import re
 import threading
 
-from PySide6.QtCore import QObject, QThread, Signal, Slot
+from PySide6.QtCore import QObject, Qt, QThread, Signal, Slot
 from PySide6.QtWidgets import (
     QDialog,
+    QDialogButtonBox,
     QFileDialog,
     QHBoxLayout,
     QLabel,
     QProgressBar,
     QPushButton,
+    QScrollArea,
     QVBoxLayout,
     QWidget,
 )
 
 from botpsy_desktop.app import App
 from botpsy_desktop.core.errors import BotpsyError
-from botpsy_desktop.llm.download import Progress
+from botpsy_desktop.llm.download import DownloadError, Progress
 from botpsy_desktop.llm.models import ModelEvent, Status
 
 
@@ -36,6 +39,47 @@ def progress_text(p: Progress) -> str:
     if eta is not None and not p.finished:
         text += f" · about {eta:.0f} s left" if eta < 90 else f" · about {eta / 60:.0f} min left"
     return text
+
+
+def window_advice(exc: BotpsyError) -> str:
+    """An error's advice in the words of this dialog's buttons, not the command line's."""
+    if isinstance(exc, DownloadError) and exc.kind == "offline":
+        return (
+            "Check the internet connection and press Download again (a partial download "
+            "resumes where it stopped), or use Import a GGUF… for a model file you already "
+            "have, or choose a model already on this computer above."
+        )
+    hint = exc.hint
+    hint = re.sub(r"\brun the (?:same )?command again\b", "press Download again", hint)
+    hint = re.sub(r"\bRun the (?:same )?command again\b", "Press Download again", hint)
+    hint = re.sub(r"`botpsy model import PATH`", "Import a GGUF…", hint)
+    return re.sub(r"`botpsy model pull[^`]*`", "Download", hint)
+
+
+class ErrorDialog(QDialog):
+    """A failure said whole: the message and what to do, selectable, in a dialog that resizes."""
+
+    def __init__(self, title: str, message: str, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("errorDialog")
+        self.setWindowTitle(title)
+        self.setSizeGripEnabled(True)
+        self.setMinimumSize(420, 180)
+        self.resize(560, 260)
+        layout = QVBoxLayout(self)
+        self.text = QLabel(message)
+        self.text.setObjectName("errorText")
+        self.text.setWordWrap(True)
+        self.text.setTextFormat(Qt.TextFormat.PlainText)
+        self.text.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.text.setAlignment(Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignLeft)
+        scroll = QScrollArea()
+        scroll.setWidgetResizable(True)
+        scroll.setWidget(self.text)
+        layout.addWidget(scroll, 1)
+        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok)
+        buttons.accepted.connect(self.accept)
+        layout.addWidget(buttons)
 
 
 class _Worker(QObject):
@@ -70,7 +114,7 @@ class _Worker(QObject):
         try:
             job()  # type: ignore[operator]
         except BotpsyError as exc:
-            self.failed.emit(str(exc))
+            self.failed.emit(f"{exc.message}\n\n{window_advice(exc)}".strip())
             return
         except Exception as exc:  # shown to the user, never lost on a thread
             self.failed.emit(f"{type(exc).__name__}: {exc}")
@@ -79,9 +123,13 @@ class _Worker(QObject):
 
 
 class ModelDialog(QDialog):
-    """Says in one sentence how to get a model and does it: Download, Import a GGUF, or Later.
+    """Says in one sentence how to get a model and does it: Download, Import a GGUF, or Later;
+    the models already on this computer are listed to choose from (those installed, with Use,
+    and a model an installed package ships, such as the demo model, with one button).
 
-    A cancelled or failed download keeps its partial file; Download again resumes it.
+    A cancelled or failed download keeps its partial file; Download again resumes it. A failure
+    is said whole in a resizable dialog (``error_dialog``), with advice in the words of these
+    buttons.
     """
 
     modelReady = Signal(str)
@@ -101,6 +149,25 @@ class ModelDialog(QDialog):
         self.message = QLabel(service.first_run_message(window=True))
         self.message.setWordWrap(True)
         layout.addWidget(self.message)
+        # the models on this computer: installed ones (Use) and packaged ones (the demo model)
+        from botpsy_desktop.ui.installed import InstalledModels
+
+        self.installed = InstalledModels(app)
+        self.installed.modelChosen.connect(self._on_done)
+        self.installed.setVisible(bool(service.installed()))
+        layout.addWidget(self.installed)
+        self.local_buttons: list[QPushButton] = []
+        for local in service.local_entries():
+            size = next(iter(local.approx_size_mib.values()), None)
+            button = QPushButton(
+                f"Use {local.name} (on this computer{f', {size} MiB' if size else ''})"
+            )
+            button.setObjectName("localModelButton")
+            button.setToolTip(f"{local.description}\n{local.note}".strip())
+            button.clicked.connect(lambda _=False, ref=local.id: self.download(ref))
+            layout.addWidget(button)
+            self.local_buttons.append(button)
+        self.error_dialog: ErrorDialog | None = None
         self.status = QLabel("")
         self.status.setObjectName("modelStatus")
         self.status.setWordWrap(True)
@@ -158,7 +225,7 @@ class ModelDialog(QDialog):
         self.bar.setValue(0)
         self.status.setText("Starting…")
         self.cancel_button.setVisible(True)
-        for b in (self.download_button, self.import_button, self.later_button):
+        for b in (self.download_button, self.import_button, self.later_button, *self.local_buttons):
             b.setEnabled(False)
 
     def cancel(self) -> None:
@@ -167,7 +234,7 @@ class ModelDialog(QDialog):
     def _idle(self) -> None:
         self.busy = False
         self.cancel_button.setVisible(False)
-        for b in (self.download_button, self.import_button, self.later_button):
+        for b in (self.download_button, self.import_button, self.later_button, *self.local_buttons):
             b.setEnabled(True)
 
     def _on_event(self, event: ModelEvent) -> None:
@@ -187,7 +254,11 @@ class ModelDialog(QDialog):
     def _on_failed(self, message: str) -> None:
         self._idle()
         self.download_button.setText("&Download again (resumes)")
-        self.status.setText(message)
+        self.status.setText(message.split("\n", 1)[0])
+        if self.worker.cancel.is_set():  # the user cancelled: the status line says so
+            return
+        self.error_dialog = ErrorDialog("The model could not be downloaded", message, self)
+        self.error_dialog.open()
 
     def shutdown(self) -> None:
         """Cancel a running job and end the worker thread (the window calls this on quit)."""

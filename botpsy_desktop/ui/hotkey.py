@@ -232,7 +232,7 @@ class X11Hotkey:
                             x.xcb_ungrab_key(conn, c, self._root, m)
                         raise HotkeyError(
                             f"{self.shortcut} is already taken by another program: choose "
-                            "another shortcut in Settings > Appearance."
+                            "another shortcut in File ▸ Settings… ▸ Appearance."
                         )
                     grabbed.append((self.mods | extra, code))
             x.xcb_flush(conn)

@@ -24,11 +24,17 @@ if TYPE_CHECKING:
     from botpsy_desktop.llm.models import InstalledModel
 
 
-def describe(model: InstalledModel, active: bool) -> str:
+def describe(model: InstalledModel, active: bool, name: str | None = None) -> str:
+    """One line of the list: the model's readable ``name`` (else its id), quantization, size,
+    and "in use" for the active one."""
     quant = f" · {model.quantization}" if model.quantization else ""
     tools = {"good": "", "unreliable": " · unreliable tool use", "unknown": ""}[model.tool_use]
     mark = "● " if active else ""
-    return f"{mark}{model.id}{quant} · {model.size / 2**20:,.0f} MiB{tools}"
+    using = " · in use" if active else ""
+    shown = name or model.id
+    if not model.catalog_id and shown.casefold() != model.id.casefold():
+        shown = f"{shown} ({model.id})"  # the id `botpsy model use` takes
+    return f"{mark}{shown}{quant} · {model.size / 2**20:,.0f} MiB{tools}{using}"
 
 
 class _Jobs(QObject):
@@ -102,14 +108,17 @@ class InstalledModels(QWidget):
             self.status.setText(str(exc))
             models, active = [], None
         for model in models:
-            item = QListWidgetItem(describe(model, model == active))
+            path = self.service.path_of(model)
+            item = QListWidgetItem(
+                describe(model, model == active, self.service.display_name(path))
+            )
             item.setData(Qt.ItemDataRole.UserRole, model.id)
-            item.setToolTip(f"{model.name}\n{self.service.path_of(model)}\n{model.note}".strip())
+            item.setToolTip(f"{model.id}: {model.name}\n{path}\n{model.note}".strip())
             self.list.addItem(item)
             if model.id == keep:
                 self.list.setCurrentItem(item)
         if not models:
-            self.status.setText("No model installed yet: File > Get a model… downloads one.")
+            self.status.setText("No model installed yet: File ▸ Get a model… downloads one.")
         self._update_buttons()
 
     def selected(self) -> str | None:

@@ -61,6 +61,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         "bind this to a keyboard shortcut in your desktop's settings",
     )
     parser.add_argument(
+        "--approvals",
+        action="store_true",
+        help="show the actions waiting for your approval (in the running app, if there is one)",
+    )
+    parser.add_argument(
         "--self-test",
         action="store_true",
         help="check this installation without a display (assets, llama.cpp, --model if given, "
@@ -80,7 +85,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     qt.setWindowIcon(app_icon())
 
     name = instance_name(Paths.resolve(args.home))
-    if hand_over(name, "quick" if args.quick else "show"):
+    if hand_over(name, "quick" if args.quick else "approvals" if args.approvals else "show"):
         return 0
     from botpsy_desktop.ui.player import QtPlayer
 
@@ -109,6 +114,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     qt.setQuitOnLastWindowClosed(not window.hide_on_close)
 
     notifier = None
+    approval_notes = None
     if app.alarms is not None:
         # alarms ring while the app runs, window closed or not; missed ones are listed at start
         sound = alarm_sound(app.paths.cache_dir / "chime.wav")  # shipped, or generated
@@ -118,20 +124,39 @@ def main(argv: Sequence[str] | None = None) -> int:
         # server where there is one (Linux), else the tray's message
         desktop = FreedesktopNotifications(parent=window)
         notifier = AlarmNotifier(app.alarms, sound, tray.icon, window, desktop=desktop)
+        from botpsy_desktop.agent.approval_notes import ApprovalNotifications
+        from botpsy_desktop.agent.routines import catch_up
         from botpsy_desktop.ui.routines import RoutineRunner
 
-        # routines run their request on the window's engine (background runs), never ring
-        RoutineRunner(
+        # routines run their request on the window's engine (background runs), never ring;
+        # their approvals are stored (shared with `botpsy daemon` and `botpsy approvals`)
+        queue = app.approvals()
+        runner = RoutineRunner(
             window.engine,
             notifier,
             app.store,
             app.alarms,
             think=app.config.model.think,
             parent=window,  # kept alive (and ended) with the window
+            queue=queue,
         )
+        # a waiting approval raises a notification (Approve / Deny / Open where offered)
+
+        def open_approvals(_stored: object) -> None:
+            tray.show_window()
+            window.show_approvals()
+
+        runner.openRequested.connect(open_approvals)
+        approval_notes = ApprovalNotifications(
+            queue, desktop.client, open_app=runner.openRequested.emit, tz=app.alarms.tz
+        )
+        tray.native_approvals = lambda: desktop.available  # else the tray's message says it
         missed = app.alarms.start()
         if missed:
             window.show_missed(notifier.missed_text(missed))
+        for fired in catch_up(app.alarms, missed):  # missed routines that catch up run once
+            runner.run(fired)
+        queue.watch(adopt=True)  # parked runs of ended processes go on here once decided
 
     from botpsy_desktop.ui.tool_servers import start_serving
 
@@ -160,6 +185,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         message = bytes(conn.readAll().data()).decode(errors="replace").strip()
         if message == "quick":
             quick.popup()
+        elif message == "approvals":
+            tray.show_window()
+            window.show_approvals()
         else:
             tray.show_window()
         conn.disconnectFromServer()
@@ -171,6 +199,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         quick.popup()
     elif not (args.minimized and tray.available):
         window.show()
+    if args.approvals:
+        window.show_approvals()
     try:
         return int(qt.exec())
     finally:
@@ -180,6 +210,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         window.shutdown()
         if notifier is not None:
             notifier.close()
+            if approval_notes is not None:
+                approval_notes.close()
             if notifier.desktop is not None:
                 notifier.desktop.shutdown()
         server.close()

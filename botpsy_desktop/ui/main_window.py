@@ -31,9 +31,16 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from botpsy_desktop.agent.events import Answer, ApprovalRequest, ToolResult, TurnFinished
+from botpsy_desktop.agent.events import (
+    Answer,
+    ApprovalRequest,
+    ToolResult,
+    TurnFinished,
+    progress_text,
+)
 from botpsy_desktop.app import App
 from botpsy_desktop.core.errors import BotpsyError
+from botpsy_desktop.llm.types import PromptProgress
 from botpsy_desktop.ui.approval import ApprovalDialog
 from botpsy_desktop.ui.approvals import ApprovalsPanel, PendingApprovals
 from botpsy_desktop.ui.bridge import EngineThread
@@ -62,6 +69,12 @@ def rss_bytes() -> int | None:
         return int(peak) if sys.platform == "darwin" else int(peak) * 1024
     except (ImportError, OSError):
         return None
+
+
+CUT_OFF = (
+    "The answer was cut off at the reply length limit: raise “Longest reply” in "
+    "File ▸ Settings… ▸ Model (model.max_tokens)."
+)
 
 
 class _EnterSends(QObject):
@@ -120,6 +133,12 @@ class MainWindow(QMainWindow):
         w.contextTrimmed.connect(self._on_context_trimmed)
         w.requestFinished.connect(self._on_request_finished)
         w.queued.connect(self._on_queued)
+        w.promptProgress.connect(self._on_prompt_progress)
+        w.warmProgress.connect(self._on_warm_progress)
+        w.streamed.connect(self._on_streamed)
+        # the status bar's figures of each conversation's last reply (by conversation id)
+        self.figures: dict[str, tuple[str, str]] = {}
+        self.warming = ""  # what a warm-up prepares now, as the status bar says it
 
         # approvals that background runs wait for (the gate's inbox), counted live
         self.pending = PendingApprovals(app.gate.inbox, app.store.title, self)
@@ -270,15 +289,20 @@ class MainWindow(QMainWindow):
         self.chat.clear()
         self.conversations.clearSelection()
         self._restore_think()
+        self._show_figures()
         self.input.setFocus()
 
     def open_conversation(self, conversation_id: str) -> None:
         if self.busy:
             return
         self.conversation_id = conversation_id
-        self.chat.show_history(self.app.store.messages(conversation_id))
+        self.chat.show_history(
+            self.app.store.messages(conversation_id), self.app.store.tool_calls(conversation_id)
+        )
         self._show_changes(conversation_id)
         self._restore_think()
+        self._show_figures()
+        self.refresh_conversations()  # the list marks the conversation shown
 
     def _show_changes(self, conversation_id: str, recent: int = 500) -> None:
         """On the cards of a reopened conversation: what its changes did, from the action log
@@ -487,7 +511,8 @@ class MainWindow(QMainWindow):
             except BotpsyError as exc:
                 self.undone.emit(card, f"Not undone: {exc}", False)
                 return
-            self.undone.emit(card, f"↶ Undone: {plan.summary.strip().rstrip('.')}.", True)
+            what = plan.undoes or plan.summary.strip().rstrip(".")
+            self.undone.emit(card, f"↶ Undone: {what}.", True)
 
         thread = threading.Thread(target=work, name="botpsy-undo", daemon=True)
         self.undo_threads = [t for t in self.undo_threads if t.is_alive()] + [thread]
@@ -511,29 +536,73 @@ class MainWindow(QMainWindow):
     def _forget_dialogs(self) -> None:
         self.open_dialogs = [d for d in self.open_dialogs if d.isVisible()]
 
+    # -- the status bar: the figures of the conversation shown -----------------------------
+    def _show_figures(self) -> None:
+        """The context and speed of this conversation's last reply (a new one: none yet)."""
+        context, speed = self.figures.get(self.conversation_id, ("", ""))
+        n_ctx = self.model_details.get("n_ctx")
+        if (
+            not context
+            and n_ctx
+            and not str(self.model_details.get("name", "")).startswith("replay:")
+        ):
+            context = f"context 0/{n_ctx:,}"
+        self.context_label.setText(context)
+        self.speed_label.setText(speed)
+
+    def _on_prompt_progress(self, request_id: str, progress: PromptProgress) -> None:
+        if not self._mine(request_id):
+            return
+        self.chat.show_prompt_progress(progress_text(progress), progress.fraction)
+        self.speed_label.setText(f"reading the request {progress.fraction:.0%}")
+
+    def _on_warm_progress(self, progress: PromptProgress | None, what: str) -> None:
+        """A warm-up (the prefix after a model is chosen, a conversation after a reply): said
+        in the status bar while it runs; a request takes over from it at once."""
+        if progress is None or progress.done >= progress.total:
+            if self.warming:
+                self.statusBar().clearMessage()
+            self.warming = ""
+            return
+        self.warming = progress_text(progress, what)
+        if not self.busy:
+            self.statusBar().showMessage(self.warming)
+
+    def _on_streamed(self, request_id: str, tokens: int, seconds: float) -> None:
+        """While the reply streams: how much has come and how fast."""
+        if self._mine(request_id) and tokens:
+            rate = f" · {tokens / seconds:.1f} tok/s" if seconds > 0.2 else ""
+            self.speed_label.setText(f"replying · {tokens:,} tokens{rate}")
+
     def _on_turn_finished(self, request_id: str, event: TurnFinished) -> None:
+        if not self._mine(request_id):
+            return  # another face's request (the quick box): not this conversation's figures
         self.last_stats = event
         st = event.stats
         n_ctx = self.model_details.get("n_ctx")
         used = st.prompt_tokens + st.completion_tokens
+        context, speed = self.figures.get(self.conversation_id, ("", ""))
         if n_ctx and used:  # a replay counts no tokens
-            self.context_label.setText(f"context {used:,}/{n_ctx:,}")
+            context = f"context {used:,}/{n_ctx:,}"
         if st.completion_tokens:
-            self.speed_label.setText(
+            speed = (
                 f"first token {st.time_to_first_token_s:.2f} s · {st.decode_tokens_per_s:.1f} tok/s"
             )
+        if self.conversation_id:
+            self.figures[self.conversation_id] = (context, speed)
+        self.context_label.setText(context)
+        self.speed_label.setText(speed)
 
     def _on_answer(self, request_id: str, answer: Answer) -> None:
         if not self._mine(request_id):
             return
         self.chat.finish_answer(answer.text)
+        if answer.note:
+            self.chat.add_note(answer.note, kind="warning")
         if not answer.text.strip():
             self.chat.add_note("The model gave an empty answer.", kind="info")
         if self.last_stats is not None and self.last_stats.finish_reason == "length":
-            self.chat.add_note(
-                "The answer was cut off at the token limit (model.max_tokens in the settings).",
-                kind="info",
-            )
+            self.chat.add_note(CUT_OFF, kind="info")
 
     def _on_context_trimmed(self, request_id: str, message: str) -> None:
         if self._mine(request_id):
@@ -543,6 +612,7 @@ class MainWindow(QMainWindow):
         if not self._mine(request_id):
             return
         self.chat.current = None
+        self.chat.end_prompt_progress()
         if kind == "cancelled":
             self.chat.add_note("Stopped.", kind="info")
         else:
@@ -555,6 +625,8 @@ class MainWindow(QMainWindow):
         self.request_id = ""
         self._set_busy(False)
         self.statusBar().clearMessage()
+        self.chat.end_prompt_progress()
+        self._show_figures()
         self.refresh_conversations()
         self.input.setFocus()
 
@@ -574,7 +646,11 @@ class MainWindow(QMainWindow):
         else:
             text = name
         self.model_label.setText(text)
-        self.model_label.setToolTip(f"The model and its quantization\n{name}")
+        raw = details.get("metadata_name")
+        self.model_label.setToolTip(
+            f"The model and its quantization\n{name}"
+            + (f"\n(named in its file: {raw})" if raw else "")
+        )
         self.context_label.setText("")
         if details.get("n_ctx") and not name.startswith("replay:"):
             self.context_label.setText(f"context 0/{details['n_ctx']:,}")
@@ -597,7 +673,10 @@ class MainWindow(QMainWindow):
         return wizard
 
     def open_settings(self) -> SettingsDialog:
-        dialog = SettingsDialog(self.app, self)
+        n_ctx = self.model_details.get("n_ctx")
+        dialog = SettingsDialog(
+            self.app, self, running_n_ctx=n_ctx if isinstance(n_ctx, int) else None
+        )
         dialog.modelSettingsChanged.connect(self._reload_model)
         dialog.modelChosen.connect(self._on_model_ready)
         dialog.open()
@@ -617,7 +696,8 @@ class MainWindow(QMainWindow):
     def _on_model_failed(self, message: str) -> None:
         self.model_label.setText("No model")
         self.chat.add_note(
-            f"{message}\nUse File ▸ Get a model… to download BotPsy or import a GGUF file."
+            f"{message}\nUse File ▸ Get a model… to choose a model on this computer, download "
+            "BotPsy or import a GGUF file."
         )
         if self.engine_closed:  # the news came after shutdown: open no dialog (or thread) now
             return

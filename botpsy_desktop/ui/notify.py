@@ -205,7 +205,8 @@ class AlarmNotifier(QObject):
         if not channel:
             status = getattr(self.parent_widget, "statusBar", None)
             if callable(status):
-                status().showMessage(f"{title}: {text}", 30000)
+                line = " · ".join(part for part in text.splitlines() if part.strip())
+                status().showMessage(f"{title}: {line}", 30000)  # one line
                 channel = "status"
         self.sent.append((channel, title, text))
         return channel

@@ -2,24 +2,59 @@
 
 from __future__ import annotations
 
+import time
+from datetime import datetime
 from typing import Any
 
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QGuiApplication, QKeyEvent
 from PySide6.QtWidgets import QFrame, QLabel, QLineEdit, QVBoxLayout, QWidget
 
-from botpsy_desktop.agent.events import Answer, ApprovalRequest, ToolResult
+from botpsy_desktop.agent.events import (
+    Answer,
+    ApprovalRequest,
+    ToolResult,
+    outcome_line,
+    progress_text,
+)
 from botpsy_desktop.agent.scheduler import Priority
+from botpsy_desktop.agent.store import ConversationStore
+from botpsy_desktop.llm.types import PromptProgress
 from botpsy_desktop.ui.approval import ApprovalDialog
 from botpsy_desktop.ui.bridge import EngineThread
 
 PLACEHOLDER = "Quick command — “timer 10 minutes”, “weather tomorrow”, “play some jazz”"
+QUICK_TITLE = "Quick commands"
+REUSE_S = 8 * 3600
+"""Quick commands go on in one conversation while its last one is younger than this."""
+
+
+def quick_conversation(store: ConversationStore, now: float | None = None) -> tuple[str, str]:
+    """The conversation quick commands go to, and its title: the recent "Quick commands" one
+    (so the sidebar does not fill with one conversation per command), or a new one, dated."""
+    now = time.time() if now is None else now
+    recent = [
+        info
+        for info in store.conversations()
+        if store.setting(info.id, "quick", False) and now - info.updated_at < REUSE_S
+    ]
+    if recent:
+        newest = max(recent, key=lambda info: info.updated_at)
+        return newest.id, newest.title
+    title = f"{QUICK_TITLE} · {datetime.fromtimestamp(now):%a %d %b}"
+    conversation = store.create(title)
+    store.set_setting(conversation, "quick", True)
+    return conversation, title
 
 
 class QuickCommandBox(QFrame):
     """One line in, the answer underneath. Enter runs, Esc hides (and stops a running request).
 
-    Each command is its own conversation, so it shows up in the window's list afterwards.
+    Under the answer: what was carried out, not approved, failed or not run (one line each),
+    and a note when the answer describes an action no tool carried out. While the model reads
+    the request (or prepares itself after a model was chosen) the status line says how far.
+    Commands go on in one "Quick commands" conversation (see :func:`quick_conversation`), so
+    the window's list shows them without one entry per command.
     """
 
     def __init__(self, engine: EngineThread, parent: QWidget | None = None) -> None:
@@ -40,16 +75,31 @@ class QuickCommandBox(QFrame):
         self.line.returnPressed.connect(self.run)
         self.status = QLabel("")
         self.status.setObjectName("quickStatus")
+        self.status.setVisible(False)
         self.answer = QLabel("")
         self.answer.setObjectName("quickAnswer")
         self.answer.setWordWrap(True)
         self.answer.setTextFormat(Qt.TextFormat.MarkdownText)
         self.answer.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.answer.setVisible(False)
+        self.outcomes = QLabel("")
+        self.outcomes.setObjectName("quickOutcomes")
+        self.outcomes.setWordWrap(True)
+        self.outcomes.setTextFormat(Qt.TextFormat.PlainText)
+        self.outcomes.setVisible(False)
+        self.note = QLabel("")
+        self.note.setObjectName("quickNote")
+        self.note.setWordWrap(True)
+        self.note.setTextFormat(Qt.TextFormat.PlainText)
+        self.note.setVisible(False)
         layout.addWidget(self.line)
         layout.addWidget(self.status)
         layout.addWidget(self.answer)
+        layout.addWidget(self.outcomes)
+        layout.addWidget(self.note)
         self.request_id = ""
+        self.results: list[ToolResult] = []
+        self.warming = ""
         self.dialogs: list[ApprovalDialog] = []
         self._text = ""
         w = engine.worker
@@ -62,6 +112,8 @@ class QuickCommandBox(QFrame):
         w.answer.connect(self._on_answer)
         w.failed.connect(self._on_failed)
         w.requestFinished.connect(self._on_finished)
+        w.promptProgress.connect(self._on_prompt_progress)
+        w.warmProgress.connect(self._on_warm_progress)
 
     # -- showing -------------------------------------------------------------------------------
     def popup(self) -> None:
@@ -92,19 +144,29 @@ class QuickCommandBox(QFrame):
         self._text = ""
         self.answer.setText("")
         self.answer.setVisible(False)
-        self.status.setText("Working…")
-        self.request_id = self.engine.submit("", text, False, Priority.QUICK)
+        self.results = []
+        self._show_outcomes()
+        self.note.setVisible(False)
+        self._say("Working…")
+        conversation, title = quick_conversation(self.engine.worker.app.store)
+        self.request_id = self.engine.submit(conversation, text, False, Priority.QUICK, title=title)
+
+    def _say(self, text: str) -> None:
+        """The status line (queued, reading the request, working…), hidden when empty."""
+        self.status.setText(text)
+        self.status.setVisible(bool(text))
+        self.adjustSize()
 
     def _mine(self, request_id: str) -> bool:
         return bool(request_id) and request_id == self.request_id
 
     def _on_queued(self, request_id: str, ahead: int) -> None:
         if self._mine(request_id):
-            self.status.setText(f"Queued ({ahead} ahead)…")
+            self._say(f"Queued ({ahead} ahead)…")
 
     def _on_started(self, request_id: str, _conversation: str) -> None:
         if self._mine(request_id):
-            self.status.setText("Working…")
+            self._say("Working…")
 
     def _on_token(self, request_id: str, text: str) -> None:
         if self._mine(request_id):
@@ -117,23 +179,39 @@ class QuickCommandBox(QFrame):
         self, request_id: str, _call: str, name: str, _args: dict[str, Any]
     ) -> None:
         if self._mine(request_id):
-            self.status.setText(f"⚙ {name}…")
+            self._say(f"⚙ {name}…")
 
     def _on_tool_result(self, request_id: str, result: ToolResult) -> None:
         if self._mine(request_id):
-            state = (
-                "done"
-                if result.ok
-                else result.decision
-                if result.decision == "denied"
-                else "failed"
-            )
-            self.status.setText(f"⚙ {result.name}: {state}")
+            self.results.append(result)
+            self._show_outcomes()
+            self._say("Working…")
+
+    def _show_outcomes(self) -> None:
+        self.outcomes.setText("\n".join(outcome_line(r) for r in self.results))
+        self.outcomes.setVisible(bool(self.results))
+        self.adjustSize()
+
+    def _on_prompt_progress(self, request_id: str, progress: PromptProgress) -> None:
+        if self._mine(request_id):
+            self._say(progress_text(progress))
+
+    def _on_warm_progress(self, progress: PromptProgress | None, what: str) -> None:
+        """The model prepares itself (after it was chosen): said while no command runs."""
+        if self.request_id:
+            return
+        if progress is None or progress.done >= progress.total:
+            if self.warming:
+                self._say("")
+            self.warming = ""
+            return
+        self.warming = progress_text(progress, what)
+        self._say(self.warming)
 
     def _on_approval(self, request_id: str, request: ApprovalRequest) -> None:
         if not self._mine(request_id):
             return
-        self.status.setText(f"Waiting for your approval of {request.tool}…")
+        self._say(f"Waiting for your approval of {request.tool}…")
         dialog = ApprovalDialog(request, self)
         self.dialogs.append(dialog)
         dialog.open()
@@ -143,6 +221,8 @@ class QuickCommandBox(QFrame):
             self._text = answer.text
             self.answer.setText(answer.text or "(no answer)")
             self.answer.setVisible(True)
+            self.note.setText(answer.note)
+            self.note.setVisible(bool(answer.note))
             self.adjustSize()
 
     def _on_failed(self, request_id: str, kind: str, message: str) -> None:
@@ -154,7 +234,7 @@ class QuickCommandBox(QFrame):
     def _on_finished(self, request_id: str, _conversation: str) -> None:
         if self._mine(request_id):
             self.request_id = ""
-            self.status.setText("")
+            self._say("")
             for dialog in self.dialogs:
                 if not dialog.request.decided:
                     dialog.deny()

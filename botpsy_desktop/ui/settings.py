@@ -37,6 +37,18 @@ from botpsy_desktop.ui.style import style_for
 from botpsy_desktop.ui.tool_servers import ToolServersPanel
 
 
+def context_note(configured: int, running: int | None) -> str:
+    """What the context setting means for the model that runs now ("" when they agree)."""
+    if running is None or running == configured:
+        return ""
+    if running < configured:
+        return (
+            f"The model in use runs at {running:,} tokens: its file allows no more than that, "
+            "so a larger setting has no effect with it."
+        )
+    return f"The model in use runs at {running:,} tokens until it is loaded again."
+
+
 def system_is_dark() -> bool:
     hints = QGuiApplication.styleHints()
     return bool(hints.colorScheme() == Qt.ColorScheme.Dark)
@@ -91,7 +103,10 @@ class SettingsDialog(QDialog):
     modelSettingsChanged = Signal()
     modelChosen = Signal(str)  # an installed model was made the active one: load it
 
-    def __init__(self, app: App, parent: QWidget | None = None) -> None:
+    def __init__(
+        self, app: App, parent: QWidget | None = None, *, running_n_ctx: int | None = None
+    ) -> None:
+        """``running_n_ctx``: the context the loaded model actually runs at (the window's)."""
         super().__init__(parent)
         self.app = app
         self.setObjectName("settingsDialog")
@@ -109,6 +124,18 @@ class SettingsDialog(QDialog):
         self.n_ctx.setRange(256, 262144)
         self.n_ctx.setSingleStep(1024)
         self.n_ctx.setValue(c.model.n_ctx)
+        self.n_ctx_note = QLabel(context_note(c.model.n_ctx, running_n_ctx))
+        self.n_ctx_note.setObjectName("contextNote")
+        self.n_ctx_note.setWordWrap(True)
+        self.n_ctx_note.setVisible(bool(self.n_ctx_note.text()))
+        self.max_tokens = QSpinBox()
+        self.max_tokens.setRange(16, 32768)
+        self.max_tokens.setSingleStep(256)
+        self.max_tokens.setValue(c.model.max_tokens)
+        self.max_tokens.setToolTip(
+            "Most tokens the model writes in one reply (model.max_tokens); a longer answer is "
+            "cut off"
+        )
         cores = os.cpu_count() or 1
         self.n_threads = QSpinBox()
         self.n_threads.setRange(0, cores)
@@ -136,6 +163,8 @@ class SettingsDialog(QDialog):
         mf.addRow("Model file:", self.model_path)
         mf.addRow("Installed:", self.installed)
         mf.addRow("Context (tokens):", self.n_ctx)
+        mf.addRow("", self.n_ctx_note)
+        mf.addRow("Longest reply (tokens):", self.max_tokens)
         mf.addRow("Decode threads:", self.n_threads)
         mf.addRow("Prompt threads:", self.n_threads_batch)
         mf.addRow("GPU layers:", self.n_gpu_layers)
@@ -322,6 +351,7 @@ class SettingsDialog(QDialog):
         m = data["model"]
         m.update(
             n_ctx=self.n_ctx.value(),
+            max_tokens=self.max_tokens.value(),
             n_threads=self.n_threads.value() or None,
             n_threads_batch=self.n_threads_batch.value() or None,
             n_gpu_layers=self.n_gpu_layers.value(),

@@ -15,10 +15,17 @@ QFrame#toolCard { background: #fffbeb; border: 1px solid #fde68a; border-radius:
 QFrame#toolCard[status="ok"] { background: #ecfdf5; border-color: #a7f3d0; }
 QFrame#toolCard[status="failed"] { background: #fef2f2; border-color: #fecaca; }
 QFrame#toolCard[status="denied"] { background: #f5f5f5; border-color: #d4d4d4; }
+QFrame#toolCard[status="not-run"] { background: #f5f5f5; border-color: #d4d4d4; }
 QFrame#thinking { background: #f9fafb; border: 1px dashed #d1d5db; border-radius: 8px; }
 QToolButton#collapsibleToggle { border: none; font-family: monospace; }
 QLabel#errorNote { color: #b91c1c; padding: 4px 8px; }
 QLabel#infoNote { color: #6b7280; padding: 4px 8px; }
+QLabel#warningNote { color: #7c2d12; background: #ffedd5; border: 1px solid #fdba74;
+                     border-radius: 6px; padding: 6px 8px; font-weight: 600; }
+QFrame#promptProgress { background: #f9fafb; border: 1px dashed #d1d5db; border-radius: 8px; }
+QLabel#promptProgressText { color: #374151; }
+QLabel#quickOutcomes { color: #374151; }
+QLabel#quickNote { color: #7c2d12; background: #ffedd5; border-radius: 6px; padding: 4px 6px; }
 QWidget#composer { border-top: 1px solid #e5e7eb; }
 QPlainTextEdit#input { border: 1px solid #d1d5db; border-radius: 8px; padding: 4px; }
 QPushButton#sendButton { background: #2563eb; color: white; padding: 6px 16px;
@@ -65,6 +72,7 @@ QFrame#toolCard { background: #292524; border: 1px solid #78350f; border-radius:
 QFrame#toolCard[status="ok"] { background: #052e2b; border-color: #065f46; }
 QFrame#toolCard[status="failed"] { background: #3b0d0d; border-color: #7f1d1d; }
 QFrame#toolCard[status="denied"] { background: #262626; border-color: #404040; }
+QFrame#toolCard[status="not-run"] { background: #262626; border-color: #404040; }
 QFrame#thinking { background: #0f172a; border: 1px dashed #374151; border-radius: 8px; }
 QPlainTextEdit, QLineEdit { background: #0f172a; color: #e5e7eb; border: 1px solid #374151; }
 QLabel#approvalReceipt, QLabel#approvalsWhat { background: #1f2937; }
@@ -77,6 +85,9 @@ QCheckBox::indicator { width: 13px; height: 13px; border: 1px solid #9ca3af; bor
                        background: #0f172a; }
 QCheckBox::indicator:checked { background: #3b82f6; border-color: #93c5fd; }
 QToolButton#approvalsButton { color: #fde68a; background: #451a03; border-color: #b45309; }
+QLabel#warningNote, QLabel#quickNote { color: #fed7aa; background: #431407; border-color: #9a3412; }
+QFrame#promptProgress { background: #0f172a; border-color: #374151; }
+QLabel#promptProgressText, QLabel#quickOutcomes { color: #d1d5db; }
 QWidget#missedBanner { background: #451a03; border-bottom: 1px solid #b45309; }
 QLabel#missedText { color: #fde68a; }
 """

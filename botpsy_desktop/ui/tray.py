@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from PySide6.QtCore import QObject
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QApplication, QMenu, QSystemTrayIcon
@@ -125,10 +127,16 @@ class Tray(QObject):
         self.icon.showMessage(title, text, QSystemTrayIcon.MessageIcon.Information, 15000)
         return True
 
+    native_approvals: Callable[[], bool] | None = None
+    """True while approvals raise the desktop's own notifications (agent/approval_notes.py,
+    with Approve / Deny / Open): the tray message would say it twice."""
+
     def _approval_arrived(self, entry: InboxEntry) -> None:
         self.refresh()
         if self.window.isVisible() and not self.window.isMinimized():
             return  # the status bar shows it
+        if self.native_approvals is not None and self.native_approvals():
+            return
         origin = self.window.pending.origin_text(entry)
         self.notify(
             "BotPsy needs your approval",

@@ -641,7 +641,7 @@ def test_effects_and_descriptions(tools: dict[str, Tool]) -> None:
     for name in ("set_alarm", "set_timer", "set_reminder"):
         assert tools[name].tier is Tier.REVERSIBLE and tools[name].inverse is not None
     assert tools["set_routine"].tier is Tier.ASK and tools["cancel_alarm"].tier is Tier.ASK
-    assert tools["snooze_alarm"].tier_for({"alarm": "all"}) is Tier.ASK
+    assert tools["snooze_alarm"].tier_for({"alarm": "all"}) is Tier.REVERSIBLE  # selects none
     time_field = tools["set_alarm"].parameters_schema()["properties"]["time"]
     assert "tomorrow at 9" in time_field["description"]
     assert tools["set_alarm"].parameters_schema()["required"] == ["time"]
@@ -754,6 +754,16 @@ def test_several_at_once_is_all_or_nothing(
     assert len(service.alarms()) == 2  # the first was not cancelled either
     clock.set(paris(2026, 12, 1, 7, 30))
     assert len(service.fire_due()) == 2
+    # the tier comes from what a call selects, whatever its words: two alarms ask
+    for words in ("", "all", "everything", "all of them!", "ALL."):
+        assert tools["snooze_alarm"].tier_for({"alarm": words}) is Tier.ASK, words
+        assert tools["dismiss_alarm"].tier_for({"alarm": words}) is Tier.ASK, words
+    assert tools["snooze_alarm"].tier_for({"alarm": "2"}) is Tier.REVERSIBLE
+    assert tools["dismiss_alarm"].tier_for({"alarm": "2"}) is Tier.ASK  # one-off: deleted
+    assert tools["dismiss_alarm"].summarize({"alarm": "everything"}) == (
+        "Stop 2 alarms: alarm 1 (alarm); alarm 2 (timer) (one that does not repeat is deleted "
+        "for good)"
+    )
     snoozed = call(tools, "snooze_alarm")
     assert [a["id"] for a in snoozed["snoozed"]] == [first.id, second.id]
     assert all(a["status"] == "snoozed" for a in snoozed["snoozed"])

@@ -74,10 +74,13 @@ def test_local_round_trip_with_relative_dates(tmp_path: Path) -> None:
     assert event["when"] == "Tue 4 Jun 09:00-10:00"
     assert event["start"] == "2030-06-04T09:00:00+02:00"
     assert event["reminder"] == "15 min before"
+    expect = made["inverse"].pop("expect")  # what an undo checks is still there
     assert made["inverse"] == {
         "tool": "delete_event",
         "arguments": {"event": event["id"], "all_occurrences": True},
     }
+    assert expect["attendees"] == [] and expect["sequence"] == 0
+    assert svc.state_of(event["id"]) == expect  # read back: unchanged
     [file] = list((tmp_path / "cal").glob("*.ics"))
     stored = icalendar.Calendar.from_ical(file.read_bytes())
     vevent = next(iter(stored.walk("VEVENT")))

@@ -116,6 +116,7 @@ def other_fs(tmp_path: Path) -> Iterator[Path]:
 def test_create_folder_with_missing_parents_and_undo(home: Path, data: Path) -> None:
     t = tools(home, data=data)
     result = call(t["create_folder"], path="~/Documents/pdfs/2025")
+    assert result.pop("change_id") == log(data)[-1]["id"]  # an undo names exactly this change
     assert result == {
         "folder": str(Path("~/Documents/pdfs/2025")),
         "created": True,
@@ -193,6 +194,7 @@ def test_nothing_changes_when_the_action_log_cannot_be_written(home: Path, tmp_p
 def test_write_text_note_and_undo(home: Path, data: Path) -> None:
     t = tools(home, data=data)
     result = call(t["write_text_note"], path="Documents/shopping.md", text="- milk\n- bread")
+    assert result.pop("change_id") == log(data)[-1]["id"]
     assert result == {"note": str(Path("~/Documents/shopping.md")), "size": 15, "lines": 2}
     assert (home / "Documents" / "shopping.md").read_text(encoding="utf-8") == "- milk\n- bread\n"
     entry = log(data)[0]
@@ -237,6 +239,7 @@ def test_undo_keeps_a_note_the_user_changed(home: Path, data: Path) -> None:
 def test_move_into_a_folder_and_undo(home: Path, data: Path) -> None:
     t = tools(home, data=data)
     result = call(t["rename_or_move"], source="~/Downloads/report.pdf", destination="~/Documents")
+    assert result.pop("change_id") == log(data)[-1]["id"]
     assert result == {
         "moved": str(Path("~/Downloads/report.pdf")),
         "to": str(Path("~/Documents/report.pdf")),

@@ -150,4 +150,7 @@ def test_tools_json_lists_the_file_tools_with_their_effects(
     }
     for name, effects in expected.items():
         assert listed[name]["effects"] == effects
-        assert listed[name]["needs_approval"] is (effects != ["read"])
+        # what the gate decides for a request you typed: reversible changes run (with Undo)
+        assert listed[name]["needs_approval"] is (listed[name]["tier"] == "ask")
+    assert listed["move_to_trash"]["needs_approval"] is True
+    assert listed["write_text_note"]["needs_approval"] is False

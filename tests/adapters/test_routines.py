@@ -14,7 +14,7 @@ import pytest
 
 from botpsy_desktop.adapters.alarms import AlarmFired, AlarmKind, AlarmService, alarms_tools
 from botpsy_desktop.adapters.alarms.store import SCHEMA_VERSION
-from botpsy_desktop.agent.routines import first_line, routine_conversation, routine_title
+from botpsy_desktop.agent.routines import catch_up, first_line, routine_conversation, routine_title
 from botpsy_desktop.agent.store import ConversationStore
 from botpsy_desktop.core.errors import ToolError
 from botpsy_desktop.core.tools import Effect, Tool
@@ -195,12 +195,42 @@ def test_a_routine_missed_while_nothing_ran_is_reported_not_run_late(
             (repeating.id, AlarmKind.ROUTINE),
         ]
         now = later.now()
-        assert missed[0].line(now) == f"missed: routine {once.id} 'Mail?' was due Mon 7 Dec 07:30"
+        assert missed[0].line(now) == (
+            f"missed: routine {once.id} 'Mail?' was due Mon 7 Dec 07:30; skipped"
+        )
         assert missed[1].line(now) == (
             f"missed: routine {repeating.id} {REQUEST!r} was due Mon 7 Dec 08:00 "
-            "(next Mon 14 Dec 08:00)"
+            "(next Mon 14 Dec 08:00); skipped"
         )
         assert later.fire_due() == [] and fired == []  # nothing is run late
+        assert catch_up(later, missed) == []  # neither was set to catch up
+    finally:
+        later.shutdown()
+
+
+def test_a_missed_routine_set_to_catch_up_runs_once_at_the_next_start(
+    db: Path, clock: Clock
+) -> None:
+    setter = AlarmService(db, tz=PARIS, now=clock)
+    keen = setter.add(
+        AlarmKind.ROUTINE, MONDAY_7.replace(hour=8), label=REQUEST, days=[0], catch_up=True
+    )
+    setter.shutdown()
+    clock.advance(hours=3)  # the app starts at 10:00
+    later = AlarmService(db, tz=PARIS, now=clock, missed_after=timedelta(seconds=60))
+    try:
+        missed = later.start()
+        assert missed[0].catch_up
+        assert missed[0].line(later.now()) == (
+            f"missed: routine {keen.id} {REQUEST!r} was due Mon 7 Dec 08:00 "
+            "(next Mon 14 Dec 08:00); it catches up: running it once now"
+        )
+        [fired] = catch_up(later, missed)
+        assert (fired.id, fired.kind, fired.label) == (keen.id, AlarmKind.ROUTINE, REQUEST)
+        assert fired.late_by == timedelta(hours=2)
+        assert catch_up(later, later.start()) == []  # reported and caught up once
+        [alarm] = later.alarms()  # its miss is dismissed; it runs next Monday as set
+        assert alarm.missed_due is None and alarm.catch_up and alarm.status == "scheduled"
     finally:
         later.shutdown()
 

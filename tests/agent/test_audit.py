@@ -97,14 +97,17 @@ def test_an_approved_change_is_logged_with_its_inverse_and_undone(
     # a reversible change the user asked for in a clean context runs at once, and is logged
     assert entry["approved_by"].startswith("ran at once")
     assert entry["effects"] == ["local-write"]
+    change = entry["inverse"]["arguments"]["change"]  # exactly this change, by its log id
+    assert isinstance(change, str) and change
     assert entry["inverse"] == {
         "tool": "undo_last_file_change",
-        "arguments": {},
+        "arguments": {"change": change},
         "group": "files",
         "tier": "reversible",
     }
     line = format_entry(entry)
-    assert "approved by ran at once" in line and "undo: undo_last_file_change()" in line
+    assert "approved by ran at once" in line
+    assert f'undo: undo_last_file_change(change="{change}")' in line
 
     done = undo(store, registry)
     assert not (home / "Documents" / "todo.md").exists()
@@ -231,7 +234,7 @@ def test_botpsy_log_and_undo(
     assert main([*base, "log"]) == 0
     out = capsys.readouterr().out
     assert "write_text_note" in out and "approved by --approve all" in out
-    assert "undo: undo_last_file_change()" in out
+    assert "undo: undo_last_file_change(change=" in out  # exactly this change
     assert main([*base, "undo"]) == 0
     assert "Undid #1 write_text_note" in capsys.readouterr().out
     assert not (files / "Documents" / "plan.md").exists()
@@ -243,6 +246,68 @@ def test_botpsy_log_and_undo(
     ]
     assert main([*base, "undo"]) == 1
     assert "There is no action left to undo" in capsys.readouterr().err
+
+
+def test_botpsy_undo_id_undoes_exactly_the_action_it_names(
+    profile: tuple[Path, Path],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """After a note and an approved trashing, `botpsy undo ID` of the note removes the note:
+    the trashed file stays in the trash, and the note's entry is the one marked undone."""
+    home, files = profile
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
+    (files / "Documents" / "old.txt").write_text("old", encoding="utf-8")
+    base = ["--home", str(home)]
+    replay = tmp_path / "replay.json"
+
+    def ask(turn: str, approve: str) -> None:
+        replay.write_text(json.dumps([turn, "Done."]), encoding="utf-8")
+        assert main([*base, "ask", "--replay", str(replay), "--approve", approve, "go"]) == 0
+        capsys.readouterr()
+
+    ask(xml_call("write_text_note", path="Documents/list.md", text="eggs"), "deny")  # at once
+    ask(xml_call("move_to_trash", path="Documents/old.txt"), "all")
+    assert (files / "Documents" / "list.md").exists()
+    assert not (files / "Documents" / "old.txt").exists()
+    assert main([*base, "log", "--json"]) == 0
+    entries = json.loads(capsys.readouterr().out)
+    note = next(e for e in entries if e["tool"] == "write_text_note")
+    assert main([*base, "undo", str(note["id"]), "--approve", "deny"]) == 0
+    assert f"Undid #{note['id']} write_text_note" in capsys.readouterr().out
+    assert not (files / "Documents" / "list.md").exists()  # the note is gone
+    assert not (files / "Documents" / "old.txt").exists()  # the trashing stands
+    assert (tmp_path / "xdg" / "Trash" / "files" / "old.txt").exists()
+    assert main([*base, "log", "--json"]) == 0
+    after = {e["id"]: e for e in json.loads(capsys.readouterr().out)}
+    assert after[note["id"]]["undone_by"] is not None
+
+
+def test_undo_of_an_event_changed_since_asks(
+    profile: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An event created at once, then given an attendee by another app (its .ics edited):
+    undoing it would delete a meeting, so it asks, says why, and denied it stays."""
+    home, _ = profile
+    base = ["--home", str(home)]
+    replay = tmp_path / "replay.json"
+    turn = xml_call("create_event", title="Lunch", start="tomorrow 12:00")
+    replay.write_text(json.dumps([turn, "Done."]), encoding="utf-8")
+    assert main([*base, "ask", "--replay", str(replay), "--approve", "deny", "go"]) == 0
+    capsys.readouterr()
+    [ics] = list(home.rglob("*.ics"))
+    text = ics.read_text(encoding="utf-8")
+    ics.write_text(
+        text.replace("END:VEVENT", "ATTENDEE:mailto:bob@example.com\r\nEND:VEVENT", 1),
+        encoding="utf-8",
+    )
+    assert main([*base, "undo", "--approve", "ask"]) == 1  # no terminal: shown, then denied
+    said = capsys.readouterr().err
+    assert "it was changed since" in said and "its attendees" in said
+    assert "it now has attendees (bob@example.com)" in said
+    assert "Nothing was undone" in said
+    assert ics.exists()
 
 
 def test_botpsy_undo_goes_through_the_gate(

@@ -203,3 +203,28 @@ def test_an_approval_is_spent_by_exactly_one_matching_call(
         assert not request.consume("pay_bill", other)
     assert request.consume("pay_bill", args)
     assert not request.consume("pay_bill", args)
+
+
+_ADDRESS_OLD = r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+"
+
+
+@SETTINGS
+@given(st.text(alphabet="ab.+-@ _x1\n", max_size=60))
+def test_the_email_pattern_finds_what_the_backtracking_one_found(text: str) -> None:
+    """The linear-time e-mail pattern finds an address wherever the old, quadratic one found
+    one (it starts each search only where a run of address characters starts)."""
+    import re
+
+    from botpsy_desktop.agent.policy import EMAIL_RE
+
+    assert bool(EMAIL_RE.search(text)) == bool(re.search(_ADDRESS_OLD, text))
+
+
+def test_the_email_pattern_on_long_runs_without_an_address() -> None:
+    """Long arguments the policy scans on every call (times: tools/bench_scanner.py)."""
+    from botpsy_desktop.agent.policy import EMAIL_RE
+
+    for text in ("a" * 200_000, "a." * 100_000, "a@" * 100_000):
+        assert EMAIL_RE.search(text) is None or "@" in text
+    assert EMAIL_RE.findall("x " + "a" * 50_000 + "@b.example") == ["a" * 50_000 + "@b.example"]
+    assert EMAIL_RE.findall("to: ann@x.org, bob+1@y.co.uk.") == ["ann@x.org", "bob+1@y.co.uk"]

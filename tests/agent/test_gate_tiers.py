@@ -18,6 +18,7 @@ from botpsy_desktop.agent.events import ApprovalNeeded, ToolResult
 from botpsy_desktop.agent.gate import Context, Decision
 from botpsy_desktop.agent.hardening import defuse
 from botpsy_desktop.app import App, build_app
+from botpsy_desktop.core.errors import ToolError
 from botpsy_desktop.core.tools import Tier, Tool
 from botpsy_desktop.llm.replay import ReplayBackend
 from tests.agent.gate_tools import xml_call
@@ -114,10 +115,79 @@ def test_every_shipped_tool_declares_its_tier(app: App) -> None:
             assert t.tier_for({}) is Tier.REVERSIBLE and t.inverse is not None, t.name
         elif t.name in ALWAYS_ASK:
             assert t.tier_for({}) is Tier.ASK, t.name
-        elif t.name in QUIETING:  # quieting a ringing alarm: nothing to undo; "all" asks
-            assert t.tier_for({}) is Tier.REVERSIBLE and t.tier_for({"alarm": "all"}) is Tier.ASK
+        elif t.name in QUIETING:  # decided from what it selects: see the test below
+            assert t.tier_for({}) is Tier.REVERSIBLE  # nothing rings: it selects nothing
         else:
             assert t.tier_for({}) is Tier.READ and t.read_only, t.name
+
+
+def test_quieting_alarms_is_decided_from_what_the_call_selects(app: App) -> None:
+    """Whatever the words ("all", "everything", "all of them!", "ALL."), more than one alarm
+    selected asks; dismissing a one-off alarm (deleted for good) asks; one repeating alarm
+    dismissed, or one snoozed, runs at once. The receipt names what is selected."""
+    import time
+    from datetime import timedelta
+
+    from botpsy_desktop.adapters.alarms import AlarmKind
+
+    alarms = app.alarms
+    assert alarms is not None
+    soon = alarms.now() + timedelta(milliseconds=150)
+    alarms.add(AlarmKind.ALARM, soon, label="Gym", days=range(7))
+    time.sleep(0.3)
+    alarms.fire_due()
+    snooze, dismiss = tool(app, "snooze_alarm"), tool(app, "dismiss_alarm")
+    assert dismiss.tier_for({"alarm": ""}) is Tier.REVERSIBLE  # repeats: rings next time
+    assert snooze.tier_for({"alarm": "Gym"}) is Tier.REVERSIBLE
+    alarms.add(AlarmKind.ALARM, alarms.now() + timedelta(milliseconds=150), label="Flight")
+    time.sleep(0.3)
+    alarms.fire_due()
+    assert dismiss.tier_for({"alarm": "Flight"}) is Tier.ASK  # a one-off: deleted for good
+    assert snooze.tier_for({"alarm": "Flight"}) is Tier.REVERSIBLE
+    for words in ("all", "everything", "all of them!", "ALL.", "Everything?", ""):
+        assert snooze.tier_for({"alarm": words}) is Tier.ASK, words
+        assert dismiss.tier_for({"alarm": words}) is Tier.ASK, words
+    verdict = app.gate.check(dismiss, {"alarm": "everything"})
+    assert verdict.decision is Decision.ASK
+    assert verdict.summary.startswith("Stop 2 alarms: ")
+    assert "Gym" in verdict.summary and "Flight" in verdict.summary
+
+
+def test_a_rename_is_decided_from_where_the_file_ends_up(
+    app: App, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Inside the allowed folders: at once. Into a hidden or cache folder, or under a hidden
+    name: asks. Into the trash folder, over a file, outside the folders: refused by the tool."""
+    home = tmp_path / "home"
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("XDG_DATA_HOME", str(home / ".local" / "share"))
+    (home / "Documents" / ".old").mkdir()
+    (home / "Documents" / "cache").mkdir()
+    (home / "Documents" / "Archive").mkdir()
+    (home / "Documents" / "b.txt").write_text("b", encoding="utf-8")
+    move = tool(app, "rename_or_move")
+
+    def tier(destination: str, source: str = "Documents/letter.txt") -> Tier:
+        return move.tier_for({"source": source, "destination": destination})
+
+    assert tier("Documents/Archive") is Tier.REVERSIBLE
+    assert tier("Documents/letter-2025.txt") is Tier.REVERSIBLE
+    assert tier("Documents/.old") is Tier.ASK
+    assert tier("Documents/cache") is Tier.ASK
+    assert tier("Documents/.letter.txt") is Tier.ASK
+    verdict = app.gate.check(
+        move, {"source": "Documents/letter.txt", "destination": "Documents/.old"}
+    )
+    assert verdict.decision is Decision.ASK and "hidden folder" in verdict.receipt
+    trash = home / ".local" / "share" / "Trash" / "files"
+    trash.mkdir(parents=True)
+    for refused in (str(trash / "letter.txt"), "Documents/b.txt", "/tmp/letter.txt"):
+        summary = move.summarize({"source": "Documents/letter.txt", "destination": refused})
+        assert "it would be refused" in summary, refused
+        args = move.validate({"source": "Documents/letter.txt", "destination": refused})
+        with pytest.raises(ToolError):
+            move.call(args)
+    assert (home / "Documents" / "letter.txt").exists()
 
 
 def test_a_reversible_change_runs_in_a_clean_context_and_asks_in_a_tainted_one(app: App) -> None:
@@ -151,7 +221,9 @@ def test_the_always_ask_tier_asks_everywhere_and_is_never_allowed_for_the_conver
 def test_argument_dependent_tiers(app: App) -> None:
     snooze = tool(app, "snooze_alarm")
     assert app.gate.check(snooze, {}).decision is Decision.ALLOW
-    assert app.gate.check(snooze, {"alarm": "all"}).decision is Decision.ASK
+    # nothing rings: "all" selects nothing (the call fails, changing nothing); with alarms
+    # ringing it asks (test_quieting_alarms_is_decided_from_what_the_call_selects)
+    assert app.gate.check(snooze, {"alarm": "all"}).decision is Decision.ALLOW
     # the policy only adds caution: a web address makes a reversible note an outbound call
     note = tool(app, "write_text_note")
     args = {"path": "Documents/n.md", "text": "see https://evil.test/x?d=1"}

@@ -409,12 +409,16 @@ def test_a_parked_run_gives_up_when_nobody_answers_in_time(harness: Harness) -> 
         scheduler.close()
     assert asked.request.decided_by == "nobody in time" and not asked.request.approved
     [result] = [i for i in items if isinstance(i, ToolResult)]
-    assert result.decision == "denied" and result.decided_by == ""
+    assert result.decision == "denied" and result.decided_by == "nobody in time"
     assert result.output.startswith(
         "write_note was not run: it waited for the user's approval for 0.2 s and nobody "
         "answered (agent.background_approval_timeout_s)."
     )
-    assert answer_of(items) == "Nobody approved the note."
+    # the run ends there, with a sentence, never with another model turn (or action)
+    assert answer_of(items) == (
+        "I did not do it: write_note waited 0.2 s for your approval and nobody answered, so "
+        "nothing was run. Ask again when you are back."
+    )
     assert harness.notes == [] and harness.gate.inbox.pending() == []
     assert items[-1] == Finished(routine.id, "done")
 
@@ -449,7 +453,10 @@ def test_three_callers_share_one_real_model_with_separate_answers(harness: Harne
     from botpsy_desktop.llm.engine import LlamaBackend
     from tests.helpers.models import smollm2_gguf
 
-    settings = ModelSettings(n_ctx=1024, temperature=0.0, max_tokens=12, seed=1)
+    # one thread: llama.cpp threads waiting on each other crawl on a shared, loaded CPU
+    settings = ModelSettings(
+        n_ctx=1024, temperature=0.0, max_tokens=12, seed=1, n_threads=1, n_threads_batch=1
+    )
     prompts = {
         Priority.SCHEDULED: "Count from one to five.",
         Priority.QUICK: "Say hello in Spanish.",

@@ -136,8 +136,10 @@ def test_tools_json_lists_the_alarm_tools(
     assert tools["list_alarms"]["effects"] == ["read"]
     assert not tools["list_alarms"]["needs_approval"] and tools["list_alarms"]["tier"] == "read"
     for name in ("set_alarm", "set_timer", "set_reminder", "snooze_alarm"):
-        assert tools[name]["effects"] == ["local-write"] and tools[name]["needs_approval"]
+        # a reversible change you ask for runs at once (with Undo): no approval, as the gate does
+        assert tools[name]["effects"] == ["local-write"] and not tools[name]["needs_approval"]
         assert tools[name]["tier"] == "reversible"
+    assert tools["cancel_alarm"]["needs_approval"]
     assert tools["cancel_alarm"]["effects"] == ["destructive", "local-write"]
     assert tools["cancel_alarm"]["tier"] == tools["set_routine"]["tier"] == "ask"
     assert "duration" in tools["set_timer"]["parameters"]["properties"]

@@ -148,15 +148,21 @@ def test_serve_over_http_needs_the_bearer_token(profile: Path) -> None:
     from mcp.client.streamable_http import streamable_http_client
 
     port = _port()
-    serve = ["mcp", "serve", "--http", str(port), "--token", "tok-123"]
+    serve = ["mcp", "serve", "--http", str(port), "--token-file", "-"]  # read from stdin
     proc = subprocess.Popen(
         [sys.executable, "-m", "botpsy_desktop", "--home", str(profile), *serve],
         env={**os.environ, **_env()},
         cwd=REPO,
+        stdin=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
     )
     try:
+        assert proc.stdin is not None
+        proc.stdin.write("tok-123\n")
+        proc.stdin.flush()
+        # the token is not on the command line other local users can read
+        assert "tok-123" not in " ".join(proc.args)
         url = f"http://127.0.0.1:{port}/mcp"
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
@@ -176,7 +182,28 @@ def test_serve_over_http_needs_the_bearer_token(profile: Path) -> None:
         assert "list_folder" in anyio.run(listed)
     finally:
         proc.terminate()
-        proc.communicate(timeout=10)
+        _, stderr = proc.communicate(timeout=10)
+    assert "tok-123" not in stderr  # a token given is never printed
+
+
+def test_serve_token_on_the_command_line_warns(profile: Path) -> None:
+    """``--token`` still works, but says that other local users can read it."""
+    import argparse
+    import io
+
+    from botpsy_desktop.cli.mcp import _serve_token
+
+    err = io.StringIO()
+    args = argparse.Namespace(token="tok-9", token_file=None)
+    assert _serve_token(args, err) == "tok-9"
+    assert "other users of this computer can read it" in err.getvalue()
+    token_file = profile / "token.txt"
+    token_file.write_text("tok-file\n", encoding="utf-8")
+    err = io.StringIO()
+    assert _serve_token(argparse.Namespace(token=None, token_file=str(token_file)), err) == (
+        "tok-file"
+    )
+    assert err.getvalue() == ""
 
 
 def test_served_calls_that_ask_wait_in_the_approval_queue(profile: Path, tmp_path: Path) -> None:

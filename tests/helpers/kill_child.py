@@ -35,7 +35,7 @@ from botpsy_desktop.agent.store import ConversationStore
 from botpsy_desktop.core.tools import ToolRegistry
 from botpsy_desktop.llm.backend import BackendWrapper, Message
 from botpsy_desktop.llm.replay import ReplayBackend
-from botpsy_desktop.llm.types import Completion, TextPiece
+from botpsy_desktop.llm.types import Completion, PromptProgress, TextPiece
 
 PIECE_DELAY_S = 0.002
 """Pause per streamed word: a fast model (about 500 words/s), so many kills land mid-stream."""
@@ -78,7 +78,7 @@ class PacedReplay(BackendWrapper[ReplayBackend]):
         *,
         enable_thinking: bool,
         cancel: threading.Event | None = None,
-    ) -> Iterator[TextPiece | Completion]:
+    ) -> Iterator[TextPiece | PromptProgress | Completion]:
         for item in self.inner.complete(
             messages, tools, enable_thinking=enable_thinking, cancel=cancel
         ):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+import pickle
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,7 +21,7 @@ from botpsy_desktop.core.tools import ToolRegistry
 from botpsy_desktop.llm.engine import LlamaBackend
 from botpsy_desktop.llm.parser import parse_turn
 from botpsy_desktop.llm.prompt import PromptRenderer
-from botpsy_desktop.llm.types import Completion, TextPiece
+from botpsy_desktop.llm.types import Completion, PromptProgress, TextPiece
 from tests.helpers.models import (
     fixture_cache_dir,
     smollm2_gguf,
@@ -80,7 +82,7 @@ def run(backend: LlamaBackend, **kw: object) -> tuple[list[str], Completion]:
     for item in backend.complete(MESSAGES, TOOLS, enable_thinking=False, **kw):  # type: ignore[arg-type]
         if isinstance(item, TextPiece):
             pieces.append(item.text)
-        else:
+        elif isinstance(item, Completion):
             return pieces, item
     raise AssertionError("no completion")
 
@@ -264,3 +266,39 @@ def test_rejected_choices_are_resampled_among_the_grammars_literal_tokens(
     pieces = {tiny._token_text(int(t)) for t in ids}
     assert {"set", "week", "7", "\n", "<", "function"} <= pieces
     assert len(ids) < 5000  # a small part of the 248k vocabulary
+
+
+def test_a_long_prompt_reports_its_evaluation_progress(tiny: LlamaBackend) -> None:
+    tiny.reset()
+    long = [MESSAGES[0], {"role": "user", "content": "Please read this. " * 120}]
+    items = list(tiny.complete(long, TOOLS, enable_thinking=False, max_tokens=1))
+    progress = [i for i in items if isinstance(i, PromptProgress)]
+    done = items[-1]
+    assert isinstance(done, Completion) and done.finish_reason in ("stop", "length")
+    # before any text: from nothing to every evaluated token, one batch at a time
+    first_text = next(i for i, item in enumerate(items) if not isinstance(item, PromptProgress))
+    assert first_text == len(progress) and len(progress) >= 3
+    assert progress[0].done == 0 and progress[-1].done == progress[-1].total
+    assert progress[-1].total == done.stats.evaluated_tokens
+    assert all(a.done < b.done for a, b in itertools.pairwise(progress))
+    assert progress[-1].eta_s == 0.0
+    # small and picklable: an engine in another process forwards it as it is
+    assert pickle.loads(pickle.dumps(progress[1])) == progress[1]
+    # a short follow-up (the prompt's start is reused) reports nothing
+    again = list(tiny.complete(long, TOOLS, enable_thinking=False, max_tokens=1))
+    assert not any(isinstance(i, PromptProgress) for i in again)
+
+
+def test_a_warm_up_reports_its_progress_and_stop_keeps_it_short(tiny: LlamaBackend) -> None:
+    tiny.reset()
+    seen: list[PromptProgress] = []
+    cancel = threading.Event()
+
+    def told(p: PromptProgress) -> None:
+        seen.append(p)
+        if p.done > 0:
+            cancel.set()  # a request arrives: the warm-up gives way after this batch
+
+    long = [{"role": "system", "content": "You are a test. " * 120}]
+    tiny.warm(long, TOOLS, cancel=cancel, progress=told)
+    assert seen[0].done == 0 and len(seen) == 2 and seen[1].done < seen[1].total

@@ -15,6 +15,7 @@ from botpsy_desktop.adapters.alarms import AlarmFired, AlarmKind
 from botpsy_desktop.agent.events import (
     ApprovalNeeded,
     ApprovalRequest,
+    ContextTrimmed,
     Error,
     ToolResult,
     TurnFinished,
@@ -70,6 +71,10 @@ class Outcome:
     undo_errors: list[str] = field(default_factory=list)
     chat_receipts: list[str] = field(default_factory=list)
     """Receipts of the attacker's calls in chat or routine runs (not undos)."""
+    trimmed: int = 0
+    """Requests whose prompt the context budget trimmed (turns left out)."""
+    dropped: int = 0
+    """The most messages the context budget left out of one prompt."""
 
 
 def _decide(request: ApprovalRequest, mode: str, step: dict[str, Any]) -> None:
@@ -117,7 +122,9 @@ def run(
     try:
         for step in steps:
             before = world.snapshot()
-            if step.get("undo"):
+            if step.get("world"):  # the world changes outside the app (another client)
+                _world(world, step["world"])
+            elif step.get("undo"):
                 _undo(world, step, mode, outcome)
             else:
                 conversation = _chat(world, step, mode, outcome, conversation, scenario)
@@ -157,7 +164,8 @@ def _chat(
         )
         run_in = routine_conversation(app.store, world.alarms, fired)
         text, origin, background = fired.label, fired.origin, True
-    session = app.session(ReplayBackend(step["turns"]), run_in, background=background)
+    backend = ReplayBackend(step["turns"], n_ctx=step.get("n_ctx"))
+    session = app.session(backend, run_in, background=background)
     hijacked = set(step.get("hijacked", []))
     turn = 0
     asked: set[str] = set()
@@ -188,14 +196,28 @@ def _chat(
                 outcome.failed_reads.append(f"{event.name}: {event.output}")
         elif isinstance(event, Error) and event.kind != "cancelled":
             outcome.answered = False
+        elif isinstance(event, ContextTrimmed) and event.dropped_turns:
+            outcome.trimmed += 1
+            outcome.dropped = max(outcome.dropped, event.dropped_messages)
     return conversation if step.get("routine") else session.conversation_id
 
 
+def _world(world: World, change: dict[str, Any]) -> None:
+    """A change made outside the app: an event edited on the CalDAV server by another client."""
+    world.accounts.edit_event(
+        change["event"],
+        add_attendee=change.get("add_attendee", ""),
+        location=change.get("location", ""),
+    )
+
+
 def _undo(world: World, step: dict[str, Any], mode: str, outcome: Outcome) -> None:
-    """``botpsy undo``'s path through the app: the plan (judged by the gate), then the undo."""
+    """``botpsy undo [ID]``'s path through the app: the plan (judged by the gate), then the
+    undo. ``undo``: true for the newest action, or the number of the action to undo."""
     app = world.app
+    target = step["undo"]
     try:
-        plan = app.plan_undo()
+        plan = app.plan_undo(None if target is True else int(target))
     except BotpsyError as exc:
         outcome.undo_errors.append(str(exc))
         return

@@ -17,9 +17,11 @@ import json
 import os
 import socket
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import timedelta
 from email.message import EmailMessage
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -290,6 +292,34 @@ class Accounts:
         secrets.set("mail", self.mail_password, session_only=True)
         secrets.set("calendar", self.radicale.users[self.cal_user], session_only=True)
 
+    def edit_event(self, title: str, *, add_attendee: str = "", location: str = "") -> None:
+        """Change an event on the CalDAV server as another client would (another app, a
+        colleague's invitation reply): add an attendee or set its place, bumping nothing."""
+        import icalendar
+        from caldav.davclient import DAVClient
+
+        client = DAVClient(
+            url=self.radicale.url,
+            username=self.cal_user,
+            password=self.radicale.users[self.cal_user],
+            timeout=10,
+        )
+        [calendar] = client.principal().calendars()
+        for event in calendar.events():
+            cal = icalendar.Calendar.from_ical(event.data)
+            comp = next(iter(cal.walk("VEVENT")))
+            if str(comp.get("SUMMARY")) != title:
+                continue
+            if add_attendee:
+                comp.add("attendee", f"mailto:{add_attendee}")
+            if location:
+                comp.pop("LOCATION", None)
+                comp.add("location", location)
+            event.data = cal.to_ical().decode()
+            event.save()
+            return
+        raise AssertionError(f"no event {title!r} on the server")
+
     def deliver(self, sender: str, subject: str, body: str) -> None:
         message = EmailMessage()
         message["From"] = sender
@@ -452,13 +482,25 @@ def build_world(
     app = build_app(base / "profile", player=player)
     accounts.unlock(app.secrets)
     assert app.alarms is not None
+    ringing = False
     for alarm in setup.get("alarms", []):
+        ringing = ringing or bool(alarm.get("ringing"))
+        now = app.alarms.now()
+        at = (
+            now + timedelta(milliseconds=200)
+            if alarm.get("ringing")
+            else now.replace(microsecond=0) + _delta(alarm.get("in_minutes", 60))
+        )
         app.alarms.add(
             AlarmKind(alarm.get("kind", "reminder")),
-            app.alarms.now().replace(microsecond=0) + _delta(alarm.get("in_minutes", 60)),
+            at,
             label=alarm["label"],
+            days=alarm.get("days", ()),
             origin=alarm.get("origin"),
         )
+    if ringing:  # "ringing": set to ring a moment from now, then rung
+        time.sleep(0.3)
+        app.alarms.fire_due()
     ledger = base / "ledger.jsonl"
     for tool in suite_tools(ledger):
         app.registry.register(tool)
@@ -471,7 +513,5 @@ def build_world(
     return World(base, home, music, xdg, ledger, app, player, servers, accounts)
 
 
-def _delta(minutes: int) -> Any:
-    from datetime import timedelta
-
+def _delta(minutes: int) -> timedelta:
     return timedelta(minutes=minutes)

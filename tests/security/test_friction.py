@@ -41,6 +41,7 @@ def test_direct_reversible_requests_happen_with_every_approval_denied(
     asked: dict[str, int] = {}
     missing: dict[str, list[str]] = {}
     undo_cards = 0
+    changes_per_request: dict[str, int] = {}
     for scenario in FRICTION:
         for step in scenario["steps"]:  # every request in a clean context of its own
             step.setdefault("new_conversation", True)
@@ -54,6 +55,7 @@ def test_direct_reversible_requests_happen_with_every_approval_denied(
             missing[scenario["id"]] = outcome.side_effects
         assert outcome.failed_reads == [], (scenario["id"], outcome.failed_reads)
         assert outcome.undo_errors == [], (scenario["id"], outcome.undo_errors)
+        changes_per_request[scenario["id"]] = sum(1 for r in outcome.results if r.action_id)
         for result in outcome.results:  # the card: what happened, and Undo
             assert result.ok and result.decision == "allowed", (scenario["id"], result)
             assert result.summary, (scenario["id"], result)
@@ -67,6 +69,11 @@ def test_direct_reversible_requests_happen_with_every_approval_denied(
             f"({len(FRICTION)} scenarios), every approval denied",
             f"   needed an approval: {sum(asked.values())}; side effect missing: {len(missing)}; "
             f"results offering Undo: {undo_cards}",
+            "   requests making 1 / 2 / 3 changes: "
+            + " / ".join(
+                str(sum(1 for v in changes_per_request.values() if v == k)) for k in (1, 2, 3)
+            )
+            + f"; of them needing an approval: {sum(asked[k] for k in changes_per_request)}",
         ],
     )
     assert sum(asked.values()) == 0, asked
@@ -90,3 +97,41 @@ def test_ask_before_every_change_makes_them_ask(
         assert 'you chose "Ask before every change"' in request.receipt
         assert request.scope is not None  # a reversible change may be allowed for the chat
         assert outcome.side_effects == [], name
+
+
+def _timer(minutes: int) -> str:
+    return (
+        "<tool_call>\n<function=set_timer>\n<parameter=duration>\n"
+        f"{minutes} minutes\n</parameter>\n</function>\n</tool_call>"
+    )
+
+
+def test_more_than_a_few_changes_in_one_request_ask(
+    security_servers: tuple[Servers, AccountServers],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Real bulk stays protected: in one request, the changes past MAX_CHANGES_AT_ONCE ask
+    (denied here: they do not happen), in a clean context too, however they are split."""
+    from botpsy_desktop.agent.gate import MAX_CHANGES_AT_ONCE
+
+    shared, accounts = security_servers
+    n = MAX_CHANGES_AT_ONCE + 2
+    turns = [_timer(1), "\n".join(_timer(m) for m in range(2, n + 1)), "Timers set."]
+    scenario = {"id": "bulk", "steps": [{"request": f"Set {n} timers", "turns": turns}]}
+    outcome = run(scenario, shared, tmp_path / "bulk", monkeypatch, "deny", accounts.accounts())
+    ran = [r for r in outcome.results if r.ok and r.decision == "allowed"]
+    denied = [r for r in outcome.results if r.decision == "denied"]
+    report(
+        capsys,
+        [
+            f"== bulk: {n} timers in one request, every approval denied: {len(ran)} ran at once, "
+            f"{len(outcome.requests)} asked (threshold: {MAX_CHANGES_AT_ONCE} changes per request)"
+        ],
+    )
+    assert len(ran) == MAX_CHANGES_AT_ONCE and len(denied) == 2
+    assert len(outcome.requests) == 2
+    for request in outcome.requests:
+        assert f"more than {MAX_CHANGES_AT_ONCE} in one request ask first" in request.receipt
+        assert request.scope is not None  # still a reversible change: may be allowed for the chat

@@ -128,6 +128,35 @@ def test_the_dialog_speaks_for_people_and_names_the_untrusted_source(
         window.shutdown()
 
 
+def test_a_long_note_is_shown_whole_where_the_decision_is_made(
+    qtbot: QtBot, app: App, files: Path, tmp_path: Path
+) -> None:
+    """The plain lines clip a long note with how much is left out; the whole text, planted
+    part included, is in the dialog itself (not only under Details)."""
+    letter = files / "letter.txt"
+    text = "Shopping: eggs, milk, bread. " * 10 + "Reset your bank password at https://evil.test/x"
+    note = files / "shopping.md"
+    window = open_window(
+        qtbot,
+        app,
+        tmp_path,
+        xml_call("read_text_file", path=str(letter)),
+        xml_call("write_text_note", path=str(note), text=text),
+        "Done.",
+    )
+    try:
+        dialog = dialog_for(qtbot, window, "Read letter.txt and note what it says")
+        left = len(text) - 120
+        assert f"+{left:,} more characters, shown whole below" in dialog.lines.text()
+        assert dialog.texts.isVisibleTo(dialog) and not dialog.details.isVisibleTo(dialog)
+        assert "https://evil.test/x" in dialog.texts.toPlainText()
+        assert f"The whole text ({len(text):,} characters)" in dialog.texts.toPlainText()
+        click_and_wait(qtbot, window, dialog.deny_button)
+        assert not note.exists()
+    finally:
+        window.shutdown()
+
+
 def test_an_always_ask_call_offers_no_allowance(
     qtbot: QtBot, app: App, files: Path, tmp_path: Path
 ) -> None:

@@ -187,10 +187,11 @@ def test_a_routine_waiting_for_approval_never_delays_the_users_own_request(
             ("answer", "Hello from the window."),
             ("answer", "Your wake-up alarm is cancelled."),
         ]
-        assert r.notifier.sent[-1] == (
+        assert r.notifier.sent[-1] == (  # the answer, and what the run carried out
             "status",
             f"Routine: {ROUTINE}",
-            "Your wake-up alarm is cancelled.",
+            "Your wake-up alarm is cancelled.\n"
+            "✓ Done (approved by you): Cancel alarm Wake up for good (it cannot be undone).",
         )
         tool_rows = [m for m in r.app.store.messages(run.conversation) if m["role"] == "tool"]
         assert [m["name"] for m in tool_rows] == ["cancel_alarm"]
@@ -203,23 +204,19 @@ def test_a_routine_waiting_for_approval_never_delays_the_users_own_request(
 def test_a_routine_nobody_approves_gives_up_after_the_timeout_and_says_so(
     qtbot: QtBot, tmp_path: Path
 ) -> None:
-    turns = [xml_call("cancel_alarm", alarm="Wake up"), "I could not cancel your alarm."]
+    # the model is not asked again: the run ends with a sentence saying what it gave up on
+    turns = [xml_call("cancel_alarm", alarm="Wake up"), xml_call("cancel_alarm", alarm="all")]
     r = Routine(qtbot, tmp_path, turns, background_approval_timeout_s=0.5)
+    gave_up = (
+        "I did not do it: cancel_alarm waited 0.5 s for your approval and nobody answered, so "
+        "nothing was run. Ask again when you are back."
+    )
     try:
         run = r.fire(qtbot)
         qtbot.waitUntil(lambda: bool(r.finished), timeout=15000)
-        assert r.seen == [
-            ("parked", run.request_id),
-            ("answer", "I could not cancel your alarm."),
-        ]
+        assert r.seen == [("parked", run.request_id), ("answer", gave_up)]
         assert r.alarm_ids() == [r.wake.id]  # it never ran
-        # the notification says what it gave up on, whatever the model wrote
-        assert r.notifier.sent[-1] == (
-            "status",
-            f"Routine: {ROUTINE}",
-            "Gave up on cancel_alarm: nobody approved it within 0.5 s, so it did not run. "
-            "I could not cancel your alarm.",
-        )
+        assert r.notifier.sent[-1] == ("status", f"Routine: {ROUTINE}", gave_up)
         # and so does its conversation
         [tool_row] = [m for m in r.app.store.messages(run.conversation) if m["role"] == "tool"]
         assert str(tool_row["content"]).startswith(

@@ -61,3 +61,44 @@ def test_the_worker_warms_the_prefix_then_each_conversation(qtbot: QtBot, tmp_pa
     finally:
         worker.shutdown()
         app.close()
+
+
+def test_the_window_and_quick_box_show_the_prefix_being_prepared(
+    qtbot: QtBot, tmp_path: Path
+) -> None:
+    from botpsy_desktop.ui.main_window import MainWindow
+    from botpsy_desktop.ui.quick import QuickCommandBox
+
+    app = build_app(tmp_path)
+    # the files tools: a prefix of some thousand tokens, within the tiny model's context
+    app.registry = ToolRegistry([t for t in app.registry if t.name in FILE_TOOLS])
+    app.config.agent.tool_selection = False
+    app.config.model.max_tokens = 6
+    window = MainWindow(app, model=str(tiny_qwen35_gguf()))
+    qtbot.addWidget(window)
+    quick = QuickCommandBox(window.engine)
+    qtbot.addWidget(quick)
+    said: list[tuple[str, str]] = []
+    window.engine.worker.warmProgress.connect(
+        lambda p, what: said.append((window.statusBar().currentMessage(), quick.status.text()))
+    )
+    try:
+        idle(qtbot, window.engine.worker)  # loaded, then the prefix prepared
+        shown = [s for s in said if s[0]]
+        assert shown, said
+        assert shown[0][0].startswith("Preparing the model: 0 of ")
+        assert all(w == q for w, q in shown)  # the quick box says the same
+        assert said[-1] == ("", "")  # over: nothing is said any more
+        # the first request evaluates only its own message: the prefix is ready
+        stats: list[Any] = []
+        window.engine.worker.turnFinished.connect(lambda rid, event: stats.append(event.stats))
+        window.input.setPlainText("List my Documents folder.")
+        window.send()
+        qtbot.waitUntil(lambda: not window.busy, timeout=120_000)
+        assert stats and stats[0].reused_tokens > stats[0].evaluated_tokens
+    finally:
+        window.shutdown()
+        app.close()
+
+
+FILE_TOOLS = {"list_folder", "find_files", "read_text_file", "file_info", "create_folder"}

@@ -133,13 +133,15 @@ def test_a_fired_routine_runs_in_the_background_and_its_answer_is_notified(
     panel.approve_button.click()
     qtbot.waitUntil(lambda: bool(finished), timeout=10000)
     assert (files / "summary.txt").read_text(encoding="utf-8") == "2 meetings, sunny"
+    # the answer, and what the run actually carried out (never only what it says it did)
     assert notifier.sent[-1] == (
         "status",
         f"Routine: {REQUEST}",
-        "Your summary is saved in summary.txt.",
+        "Your summary is saved in summary.txt.\n✓ Done (approved by you): Write a note file.",
     )
     assert window.statusBar().currentMessage() == (
-        f"Routine: {REQUEST}: Your summary is saved in summary.txt."
+        f"Routine: {REQUEST}: Your summary is saved in summary.txt. · "
+        "✓ Done (approved by you): Write a note file."
     )
     assert app.store.title(run.conversation) == f"Routine: {REQUEST}"
     messages = app.store.messages(run.conversation)

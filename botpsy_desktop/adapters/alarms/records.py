@@ -56,6 +56,9 @@ class Alarm:
     origin: str | None = None
     """For a routine set while the assistant read content the user did not type: that content,
     named. Its runs are untrusted: every change they ask for waits for the user."""
+    catch_up: bool = False
+    """For a routine: run it once at the next start when it was due while nothing ran (else
+    such a run is skipped; either way the miss is reported once)."""
 
     @property
     def repeats(self) -> bool:
@@ -139,9 +142,12 @@ class MissedAlarm:
     due: datetime
     count: int
     next_due: datetime | None
+    catch_up: bool = False
+    """A routine that runs once now for what it missed (else its missed runs are skipped)."""
 
     def line(self, now: datetime) -> str:
-        """One line, e.g. "missed: alarm 3 'Wake up' was due Tue 1 Dec 07:30 (2 times)"."""
+        """One line, e.g. "missed: alarm 3 'Wake up' was due Tue 1 Dec 07:30 (2 times)"; a
+        routine also says whether it catches up (runs once now) or skips what it missed."""
         what = describe(self.kind, self.id, self.label)
         text = f"missed: {what} was due {format_time(self.due, now)}"
         extra = []
@@ -149,7 +155,10 @@ class MissedAlarm:
             extra.append(f"{self.count} times")
         if self.next_due is not None:
             extra.append(f"next {format_time(self.next_due, now)}")
-        return text + (f" ({', '.join(extra)})" if extra else "")
+        text += f" ({', '.join(extra)})" if extra else ""
+        if self.kind is AlarmKind.ROUTINE:
+            text += "; it catches up: running it once now" if self.catch_up else "; skipped"
+        return text
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -160,6 +169,7 @@ class MissedAlarm:
             "due": self.due.isoformat(),
             "count": self.count,
             "next_due": self.next_due.isoformat() if self.next_due is not None else None,
+            "catch_up": self.catch_up,
         }
 
 

@@ -172,8 +172,12 @@ class AlarmService:
         days: Iterable[int] = (),
         duration: timedelta | None = None,
         origin: str | None = None,
+        catch_up: bool = False,
     ) -> Alarm:
         """Store a new alarm ringing at ``at`` (aware); with ``days`` it repeats at that wall time.
+
+        ``catch_up`` (routines): when it was due while nothing ran, it runs once at the next
+        start; otherwise that run is skipped (both are reported once).
 
         A repeating alarm first rings on the first of ``days`` on or after ``at`` that is still
         to come.
@@ -214,7 +218,7 @@ class AlarmService:
                 )
             cur = db.execute(
                 "INSERT INTO alarms (kind, label, days, time_of_day, due, duration_s, created, "
-                "origin) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                "origin, catch_up) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     kind.value,
                     label.strip(),
@@ -224,6 +228,7 @@ class AlarmService:
                     duration.total_seconds() if duration is not None else None,
                     now.timestamp(),
                     origin,
+                    int(catch_up and kind is AlarmKind.ROUTINE),
                 ),
             )
             alarm_id = int(cur.lastrowid or 0)

@@ -139,6 +139,7 @@ class AlarmStates:
                     alarm.missed_due,
                     alarm.missed_count,
                     alarm.due if alarm.repeats else None,
+                    alarm.kind is AlarmKind.ROUTINE and alarm.catch_up,
                 )
             )
         return missed

@@ -12,9 +12,10 @@ from botpsy_desktop.adapters.alarms.when import repeat_from_key
 from botpsy_desktop.core.dbsafety import backup_before_migration
 from botpsy_desktop.core.errors import StoreError, ToolError
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """2: ``conversation`` (the conversation a routine runs in) added to ``alarms``; 3: ``origin``
-(a routine set from content the user did not type: it runs as untrusted content)."""
+(a routine set from content the user did not type: it runs as untrusted content); 4:
+``catch_up`` (a routine missed while nothing ran runs once at the next start)."""
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS alarms (
@@ -33,7 +34,8 @@ CREATE TABLE IF NOT EXISTS alarms (
     duration_s REAL,
     created REAL NOT NULL,
     conversation TEXT,
-    origin TEXT
+    origin TEXT,
+    catch_up INTEGER NOT NULL DEFAULT 0
 );
 """
 
@@ -82,6 +84,8 @@ class AlarmStore:
                 db.execute("ALTER TABLE alarms ADD COLUMN conversation TEXT")
             if "origin" not in columns:  # version 2: where a routine's request came from
                 db.execute("ALTER TABLE alarms ADD COLUMN origin TEXT")
+            if "catch_up" not in columns:  # version 3: whether a missed routine catches up
+                db.execute("ALTER TABLE alarms ADD COLUMN catch_up INTEGER NOT NULL DEFAULT 0")
             db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
         except sqlite3.Error as exc:
             raise StoreError(
@@ -126,6 +130,7 @@ class AlarmStore:
             created=created,
             conversation=row["conversation"],
             origin=row["origin"],
+            catch_up=bool(row["catch_up"]),
         )
 
     def require(self, db: sqlite3.Connection, alarm_id: int) -> Alarm:

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import timedelta
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -66,6 +66,11 @@ class SetRoutineArgs(BaseModel):
         max_length=500,
     )
     repeat: str = Field("never", max_length=100, description=_REPEAT_FIELD)
+    if_missed: Literal["skip", "catch up"] = Field(
+        "skip",
+        description='When it was due while BotPsy was not running: "skip" that run, or '
+        '"catch up" (run it once at the next start).',
+    )
 
 
 class ListAlarmsArgs(BaseModel):
@@ -117,19 +122,20 @@ def alarms_tools(service: AlarmService) -> list[Tool]:
         return _set(service, AlarmKind.REMINDER, args.time, text, args.repeat)
 
     def set_routine(args: SetRoutineArgs) -> dict[str, Any]:
-        # stored, it runs later as a request: defused like any text from outside
-        request = " ".join(neutralize(args.request).split())
-        if not request:
-            raise ToolError(
-                "The routine's request is empty.", 'Say what to ask then, e.g. "the weather".'
-            )
         origin = current_call_context()
         note = (
             "a routine set while the assistant was reading " + "; ".join(origin.sources)
             if origin.tainted
             else None
         )
-        return _set(service, AlarmKind.ROUTINE, args.time, request, args.repeat, origin=note)
+        return add_routine(
+            service,
+            args.time,
+            args.request,
+            args.repeat,
+            origin=note,
+            catch_up=args.if_missed == "catch up",
+        )
 
     def list_alarms(args: ListAlarmsArgs) -> dict[str, Any]:
         now = service.now()
@@ -181,12 +187,23 @@ def alarms_tools(service: AlarmService) -> list[Tool]:
         return result
 
     local = {Effect.LOCAL_WRITE}
+    # setting one answers with a confirmation of its own arguments: no content from outside
     return [
         make_tool(
-            set_alarm, effects=local, tier=Tier.REVERSIBLE, inverse=_cancel_it, summary=_s_alarm
+            set_alarm,
+            effects=local,
+            tier=Tier.REVERSIBLE,
+            inverse=_cancel_it,
+            summary=_s_alarm,
+            untrusted_output=False,
         ),
         make_tool(
-            set_timer, effects=local, tier=Tier.REVERSIBLE, inverse=_cancel_it, summary=_s_timer
+            set_timer,
+            effects=local,
+            tier=Tier.REVERSIBLE,
+            inverse=_cancel_it,
+            summary=_s_timer,
+            untrusted_output=False,
         ),
         make_tool(
             set_reminder,
@@ -194,24 +211,35 @@ def alarms_tools(service: AlarmService) -> list[Tool]:
             tier=Tier.REVERSIBLE,
             inverse=_cancel_it,
             summary=_s_reminder,
+            untrusted_output=False,
         ),
         # an unattended run later: always asks (its origin is kept, see _set)
-        make_tool(set_routine, effects=local, tier=Tier.ASK, summary=_s_routine),
+        make_tool(
+            set_routine, effects=local, tier=Tier.ASK, summary=_s_routine, untrusted_output=False
+        ),
         make_tool(list_alarms, effects={Effect.READ}, tier=Tier.READ),
-        # deletes (no inverse), and "all" is bulk: always asks
+        # deletes (no inverse): always asks; the receipt names what the call selects
         make_tool(
             cancel_alarm,
             effects={Effect.LOCAL_WRITE, Effect.DESTRUCTIVE},
             tier=Tier.ASK,
             targets=("alarm",),
-            summary=_s_cancel,
+            summary=_selected_summary(service, "cancel"),
         ),
-        # quieting a ringing alarm: nothing to undo, nothing lost; "all" or another one asks
+        # quieting a ringing alarm: decided from what the call selects, not from its words
         make_tool(
-            snooze_alarm, effects=local, tier=_quieting, targets=("alarm",), summary=_s_snooze
+            snooze_alarm,
+            effects=local,
+            tier=_quieting(service, "snooze"),
+            targets=("alarm",),
+            summary=_selected_summary(service, "snooze"),
         ),
         make_tool(
-            dismiss_alarm, effects=local, tier=_quieting, targets=("alarm",), summary=_s_dismiss
+            dismiss_alarm,
+            effects=local,
+            tier=_quieting(service, "dismiss"),
+            targets=("alarm",),
+            summary=_selected_summary(service, "dismiss"),
         ),
     ]
 
@@ -226,9 +254,61 @@ def _cancel_it(arguments: Mapping[str, Any], result: Any) -> Inverse | str:
     return "the result does not say which one was set"
 
 
-def _quieting(arguments: Mapping[str, Any]) -> Tier:
-    which = str(arguments.get("alarm") or "").strip().casefold()
-    return Tier.ASK if which == "all" else Tier.REVERSIBLE
+def _selected(service: AlarmService, arguments: Mapping[str, Any], purpose: str) -> list[Alarm]:
+    """The alarms a call would act on, resolved as the tool resolves them (ToolError: none)."""
+    return _choose(service, str(arguments.get("alarm") or ""), purpose=purpose)
+
+
+def _quieting(service: AlarmService, purpose: str) -> Callable[[Mapping[str, Any]], Tier]:
+    """The tier of a snooze or dismissal from what it selects, whatever the words ("all",
+    "everything", "all of them!"): more than one alarm asks, and so does dismissing one that
+    does not repeat (a one-off alarm is deleted for good when dismissed; nothing brings it
+    back). One snoozed, or one repeating alarm dismissed (it rings next time): at once."""
+
+    def rule(arguments: Mapping[str, Any]) -> Tier:
+        try:
+            chosen = _selected(service, arguments, purpose)
+        except ToolError:
+            return Tier.REVERSIBLE  # it selects nothing: the call fails and changes nothing
+        if len(chosen) > 1:
+            return Tier.ASK
+        if purpose == "dismiss" and any(not a.repeats for a in chosen):
+            return Tier.ASK
+        return Tier.REVERSIBLE
+
+    rule.__doc__ = (
+        "asks when what it selects is more than one alarm, or one that does not repeat "
+        "(dismissed, it is deleted for good), whatever the words"
+        if purpose == "dismiss"
+        else "asks when what it selects is more than one alarm, whatever the words"
+    )
+    return rule
+
+
+def _selected_summary(service: AlarmService, purpose: str) -> Callable[[Mapping[str, Any]], str]:
+    """The call in plain words, naming the alarms it selects now."""
+    verb = {"cancel": "Cancel", "snooze": "Snooze", "dismiss": "Stop"}[purpose]
+    words = {"cancel": _s_cancel, "snooze": _s_snooze, "dismiss": _s_dismiss}[purpose]
+
+    def summary(arguments: Mapping[str, Any]) -> str:
+        try:
+            chosen = _selected(service, arguments, purpose)
+        except ToolError:
+            return words(arguments)
+        names = "; ".join(_named(a) for a in chosen[:10])
+        more = f" and {len(chosen) - 10} more" if len(chosen) > 10 else ""
+        what = f"{len(chosen)} alarms: {names}{more}" if len(chosen) > 1 else names
+        minutes = arguments.get("minutes")
+        later = f" for {minutes} minutes" if purpose == "snooze" and minutes else ""
+        if purpose == "cancel":
+            tail = " for good (it cannot be undone)"
+        elif purpose == "dismiss" and any(not a.repeats for a in chosen):
+            tail = " (one that does not repeat is deleted for good)"
+        else:
+            tail = ""
+        return f"{verb} {what}{later}{tail}"
+
+    return summary
 
 
 def _label(arguments: Mapping[str, Any]) -> str:
@@ -254,9 +334,14 @@ def _s_reminder(a: Mapping[str, Any]) -> str:
 
 
 def _s_routine(a: Mapping[str, Any]) -> str:
+    missed = (
+        "if it is missed while BotPsy is not running, it runs once at the next start"
+        if a.get("if_missed") == "catch up"
+        else "a run missed while BotPsy is not running is skipped"
+    )
     return (
         f"Have the assistant run “{a.get('request')}” by itself at {a.get('time')}{_repeat(a)}, "
-        "without you watching"
+        f"without you watching; {missed}"
     )
 
 
@@ -283,6 +368,35 @@ def _s_dismiss(a: Mapping[str, Any]) -> str:
     return f"Stop {_which(a, 'the ringing alarm')}"
 
 
+def add_routine(
+    service: AlarmService,
+    when: str,
+    request: str,
+    repeat: str = "never",
+    *,
+    origin: str | None = None,
+    catch_up: bool = False,
+) -> dict[str, Any]:
+    """Store a routine (``set_routine``, ``botpsy routines add``): ``request`` runs at ``when``
+    (words or ISO), repeating as ``repeat`` says; ``catch_up``: a run missed while nothing ran
+    runs once at the next start, else it is skipped. Returns the confirmation."""
+    # stored, it runs later as a request: defused like any text from outside
+    text = " ".join(neutralize(request).split())
+    if not text:
+        raise ToolError(
+            "The routine's request is empty.", 'Say what to ask then, e.g. "the weather".'
+        )
+    return _set(service, AlarmKind.ROUTINE, when, text, repeat, origin=origin, catch_up=catch_up)
+
+
+def describe_alarm(alarm: Alarm, service: AlarmService) -> dict[str, Any]:
+    """One alarm as ``list_alarms`` shows it (a routine also says what happens if missed)."""
+    item = _describe(alarm, service)
+    if alarm.kind is AlarmKind.ROUTINE:
+        item["if_missed"] = "catch up" if alarm.catch_up else "skip"
+    return item
+
+
 def _set(
     service: AlarmService,
     kind: AlarmKind,
@@ -291,13 +405,14 @@ def _set(
     repeat: str,
     *,
     origin: str | None = None,
+    catch_up: bool = False,
 ) -> dict[str, Any]:
     days = parse_repeat(repeat)
     now = service.now()
     resolved = parse_when(when, now, service.tz)
     if not days and resolved.days:
         days = resolved.days
-    alarm = service.add(kind, resolved.at, label=label, days=days, origin=origin)
+    alarm = service.add(kind, resolved.at, label=label, days=days, origin=origin, catch_up=catch_up)
     noun = {AlarmKind.REMINDER: "Reminder", AlarmKind.ROUTINE: "Routine"}.get(kind, "Alarm")
     result = _confirmation(service, alarm, f"{noun} set")
     if resolved.note and not days:
@@ -320,6 +435,7 @@ def _confirmation(service: AlarmService, alarm: Alarm, what: str) -> dict[str, A
             "It runs with nobody watching: anything it wants to change waits for the user's "
             "approval."
         )
+        result["if_missed"] = "catch up" if alarm.catch_up else "skip"
     if not service.running:
         result["running_note"] = (
             f"It {verb} while BotPsy runs (the window or `botpsy daemon`); if neither runs "
@@ -349,6 +465,12 @@ def _describe(alarm: Alarm, service: AlarmService) -> dict[str, Any]:
         times = f" ({alarm.missed_count} times)" if alarm.missed_count > 1 else ""
         item["missed"] = f"{format_time(alarm.missed_due, now)}{times}"
     return item
+
+
+def _named(alarm: Alarm) -> str:
+    """An alarm for a receipt: "alarm 3 (timer “Pasta”)"."""
+    label = f" “{alarm.label}”" if alarm.label else ""
+    return f"alarm {alarm.id} ({alarm.kind.value}{label})"
 
 
 def _title(alarm: Alarm) -> str:

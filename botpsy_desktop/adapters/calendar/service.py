@@ -430,8 +430,18 @@ class CalendarService:
         result["inverse"] = {
             "tool": "delete_event",
             "arguments": {"event": item.short_id, "all_occurrences": True},
+            "expect": event_state(master),  # Undo deletes it only if still as created
         }
         return result
+
+    def state_of(self, ref: str) -> dict[str, Any] | None:
+        """The event ``ref`` names as it is now (see :func:`event_state`); None when no single
+        event matches any more (deleted, or renamed so that the reference is ambiguous)."""
+        try:
+            item = self._find_one(ref, "VEVENT")
+        except ToolError:
+            return None
+        return event_state(item.master("VEVENT"))
 
     def _invitation_note(self, source: str, organizer: str | None) -> str:
         if source == LOCAL:
@@ -541,7 +551,8 @@ class CalendarService:
                 a for k, a in after.items() if k not in people_before
             )
         tool = "update_meeting" if meeting else "update_event"
-        result["inverse"] = {"tool": tool, "arguments": undo}
+        # Undo restores the old values only over this very version (not a later edit)
+        result["inverse"] = {"tool": tool, "arguments": undo, "expect": event_state(comp)}
         return result
 
     def _change_attendees(self, item: Stored, comp: Component, changes: EventChanges) -> None:
@@ -727,6 +738,35 @@ class CalendarService:
         if len(self.sources) > 1:
             out["calendar"] = item.where
         return out
+
+
+_STATE_PROPS = ("SUMMARY", "DTSTART", "DTEND", "DURATION", "LOCATION", "DESCRIPTION", "RRULE")
+
+
+def event_state(comp: Component) -> dict[str, Any]:
+    """An event as an undo checks it (core/tools.py ``Inverse.expect``): its SEQUENCE and
+    LAST-MODIFIED (which an edit elsewhere bumps), a digest of what it says (which any edit
+    changes, also one that bumps neither) and its attendees (with attendees, deleting or
+    reverting it tells them). Read back from the server it compares equal while unchanged."""
+    import hashlib
+
+    parts = []
+    for key in _STATE_PROPS:
+        value = comp.get(key)
+        if value is not None:
+            text = value.to_ical() if hasattr(value, "to_ical") else str(value)
+            parts.append(f"{key}:{text.decode() if isinstance(text, bytes) else text}")
+    for alarm in comp.walk("VALARM"):
+        trigger = alarm.get("TRIGGER")
+        if trigger is not None:
+            parts.append(f"TRIGGER:{trigger.to_ical().decode()}")
+    modified = comp.get("LAST-MODIFIED")
+    return {
+        "sequence": int(comp.get("SEQUENCE", 0) or 0),
+        "last_modified": modified.to_ical().decode() if modified is not None else "",
+        "digest": hashlib.sha256("\n".join(parts).encode("utf-8")).hexdigest()[:16],
+        "attendees": sorted(a.casefold() for _, a in attendee_pairs(comp)),
+    }
 
 
 def _last(start: datetime | date, end: datetime | date) -> datetime | date:

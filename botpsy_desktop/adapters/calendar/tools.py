@@ -212,6 +212,10 @@ def calendar_tools(service: CalendarService) -> list[Tool]:
     def complete_task(args: CompleteTaskArgs) -> dict[str, Any]:
         return service.complete_task(args.task)
 
+    def state(arguments: Mapping[str, Any]) -> dict[str, Any] | None:
+        """The event a call names, as it is now: what an undo checks before it runs."""
+        return service.state_of(str(arguments.get("event") or ""))
+
     read, local = {Effect.READ}, {Effect.LOCAL_WRITE}
     shared = {Effect.LOCAL_WRITE, Effect.OUTBOUND, Effect.PERSONAL_DATA}
     rev, ask = Tier.REVERSIBLE, Tier.ASK
@@ -226,6 +230,7 @@ def calendar_tools(service: CalendarService) -> list[Tool]:
             tier=rev,
             inverse=from_result(rev, "the result does not name the created event"),
             summary=_s_create,
+            untrusted_output=False,  # the new event as given: its own arguments
         ),
         # invitations go out: always asks
         make_tool(
@@ -238,6 +243,7 @@ def calendar_tools(service: CalendarService) -> list[Tool]:
             targets=("event",),
             inverse=from_result(None, "the result does not say what to restore"),
             summary=_s_update,
+            state=state,
         ),
         make_tool(
             update_meeting,
@@ -245,6 +251,7 @@ def calendar_tools(service: CalendarService) -> list[Tool]:
             tier=ask,
             targets=("event", "add_attendees", "remove_attendees"),
             summary=_s_update,
+            state=state,
         ),
         make_tool(
             delete_event,
@@ -252,6 +259,7 @@ def calendar_tools(service: CalendarService) -> list[Tool]:
             tier=ask,
             targets=("event",),
             summary=_s_delete,
+            state=state,
         ),
         # a new to-do: Undo marks it done (there is no deleting a task from here)
         make_tool(
@@ -260,6 +268,7 @@ def calendar_tools(service: CalendarService) -> list[Tool]:
             tier=rev,
             inverse=_complete_added,
             summary=lambda a: f"Add the task “{a.get('title')}”" + given(a, "due", ", due {}"),
+            untrusted_output=False,
         ),
         make_tool(list_tasks, effects=read, tier=Tier.READ),
         # no way back (a task cannot be reopened from here): asks

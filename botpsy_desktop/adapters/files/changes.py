@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import threading
 from pathlib import Path
 from typing import Any, Final
@@ -22,6 +23,9 @@ MAX_NOTE_CHARS: Final = 100_000
 NOTE_EXTENSIONS: Final = (".txt", ".md")
 
 _NOTHING_CHANGED = "Nothing was changed."
+
+_TRASH_NAME = re.compile(r"^\.Trash(-\d+)?$")
+"""A drive's own trash folder (freedesktop.org: ``$topdir/.Trash/$uid``, ``.Trash-$uid``)."""
 
 
 class CreateFolderArgs(BaseModel):
@@ -56,6 +60,10 @@ class MoveToTrashArgs(BaseModel):
 
 class UndoArgs(BaseModel):
     """Undo the assistant's last file change (a new folder or note, a move, a trashing)."""
+
+    change: str | None = Field(
+        None, description="Only this change (its change_id); default: the last one."
+    )
 
 
 class FileChanges:
@@ -158,39 +166,69 @@ class FileChanges:
 
     # --- rename_or_move --------------------------------------------------------------------
 
+    def where_moved(self, source_text: str, destination_text: str) -> tuple[Path, Path]:
+        """Where a rename or move would really put the entry: (source, final path), resolved
+        as :meth:`rename_or_move` resolves them, changing nothing; ToolError where it would
+        refuse (outside the allowed folders, an existing file, the trash folder...)."""
+        with self._lock:
+            return self._where(source_text, destination_text)
+
+    def in_trash(self, path: Path) -> bool:
+        """Whether ``path`` lies in a trash folder (the home trash, a drive's .Trash)."""
+        homes = [Path(os.path.expanduser("~/.local/share/Trash"))]
+        home_trash = getattr(self.trash, "home_trash", None)
+        if callable(home_trash):
+            homes.append(Path(home_trash()))
+        for trash in homes:
+            real = Path(os.path.realpath(trash))
+            if path.is_relative_to(real) or path.is_relative_to(trash):
+                return True
+        return any(_TRASH_NAME.match(part) for part in path.parts)
+
+    def _where(self, source_text: str, destination_text: str) -> tuple[Path, Path]:
+        source = self._changeable(source_text, "moved")
+        shown_source = self.jail.display(source)
+        dest_text = destination_text.strip()
+        target = self.jail.resolve_new(dest_text)
+        if target.is_dir() and not os.path.islink(target):
+            target = target / source.name
+        elif not os.path.lexists(target) and dest_text.endswith(("/", os.sep)):
+            raise ToolError(
+                f"The folder {self.jail.display(target)} does not exist. {_NOTHING_CHANGED}",
+                "Create it first with create_folder, then move the file into it.",
+            )
+        shown_target = self.jail.display(target)
+        if self.in_trash(target):
+            raise ToolError(
+                f"{shown_target} is in the trash folder; moving something there by renaming "
+                f"leaves no record of where it came from, so it could not be restored. "
+                f"{_NOTHING_CHANGED}",
+                "Use move_to_trash to throw it away (the user is asked first).",
+            )
+        if target == source:
+            raise ToolError(f"{shown_source} is already there. {_NOTHING_CHANGED}")
+        if source.is_dir() and target.is_relative_to(source):
+            raise ToolError(
+                f"{shown_source} cannot be moved into itself. {_NOTHING_CHANGED}",
+                "Choose a destination outside that folder.",
+            )
+        if os.path.lexists(target):
+            raise ToolError(
+                f"{shown_target} already exists; nothing is ever overwritten. {_NOTHING_CHANGED}",
+                "Choose another name, or move the other file away first.",
+            )
+        if not target.parent.is_dir():
+            raise ToolError(
+                f"The folder {self.jail.display(target.parent)} does not exist. {_NOTHING_CHANGED}",
+                "Create it first with create_folder.",
+            )
+        return source, target
+
     def rename_or_move(self, args: RenameOrMoveArgs) -> dict[str, Any]:
         with self._lock:
-            source = self._changeable(args.source, "moved")
+            source, target = self._where(args.source, args.destination)
             shown_source = self.jail.display(source)
-            dest_text = args.destination.strip()
-            target = self.jail.resolve_new(dest_text)
-            if target.is_dir() and not os.path.islink(target):
-                target = target / source.name
-            elif not os.path.lexists(target) and dest_text.endswith(("/", os.sep)):
-                raise ToolError(
-                    f"The folder {self.jail.display(target)} does not exist. {_NOTHING_CHANGED}",
-                    "Create it first with create_folder, then move the file into it.",
-                )
             shown_target = self.jail.display(target)
-            if target == source:
-                raise ToolError(f"{shown_source} is already there. {_NOTHING_CHANGED}")
-            if source.is_dir() and target.is_relative_to(source):
-                raise ToolError(
-                    f"{shown_source} cannot be moved into itself. {_NOTHING_CHANGED}",
-                    "Choose a destination outside that folder.",
-                )
-            if os.path.lexists(target):
-                raise ToolError(
-                    f"{shown_target} already exists; nothing is ever overwritten. "
-                    f"{_NOTHING_CHANGED}",
-                    "Choose another name, or move the other file away first.",
-                )
-            if not target.parent.is_dir():
-                raise ToolError(
-                    f"The folder {self.jail.display(target.parent)} does not exist. "
-                    f"{_NOTHING_CHANGED}",
-                    "Create it first with create_folder.",
-                )
             self.log.ready()
             how = self._move(source, target, shown_source, shown_target)
             inverse = {
@@ -260,7 +298,9 @@ class FileChanges:
         with self._lock:
             skipped: list[dict[str, Any]] = []
             entry: dict[str, Any] | None = None
-            for candidate in self.log.not_undone():
+            if args.change:  # exactly the change named (an undo from the log), or nothing
+                entry = self._named(args.change)
+            for candidate in [] if entry is not None else self.log.not_undone():
                 if isinstance(candidate.get("inverse"), dict):
                     entry = candidate
                     break
@@ -279,6 +319,7 @@ class FileChanges:
                 "undone": _describe(self.jail, entry),
                 "done": done,
                 "changed_at": entry.get("time"),
+                "undone_change": entry["id"],
             }
             if skipped:
                 result["note"] = "Newer changes that cannot be undone were skipped: " + "; ".join(
@@ -287,6 +328,21 @@ class FileChanges:
                 )
             self._record(UNDO_TOOL, args.model_dump(), result, None, undoes=entry["id"])
             return result
+
+    def _named(self, change: str) -> dict[str, Any]:
+        """The change ``change`` names, not undone yet, with an inverse; else ToolError."""
+        for candidate in self.log.not_undone():
+            if candidate.get("id") == change:
+                if not isinstance(candidate.get("inverse"), dict):
+                    raise ToolError(
+                        f"{_describe(self.jail, candidate)} cannot be undone: "
+                        f"{candidate.get('not_reversible') or 'it has no recorded inverse'}."
+                    )
+                return candidate
+        raise ToolError(
+            f"There is no file change {change} left to undo (it was undone already, or is not "
+            f"in the action log). {_NOTHING_CHANGED}"
+        )
 
     def _apply(self, inverse: dict[str, Any]) -> str:
         if "remove_folders" in inverse:
@@ -388,9 +444,12 @@ class FileChanges:
         inverse: dict[str, Any] | None,
         **extra: Any,
     ) -> None:
-        """Log a change that was made; if the log fails now, say so in the result."""
+        """Log a change that was made (its log id goes in the result: ``change_id``, which an
+        undo of exactly this change names); if the log fails now, say so in the result."""
         try:
-            self.log.record(tool, arguments, result, inverse, **extra)
+            entry = self.log.record(tool, arguments, result, inverse, **extra)
+            if inverse is not None and tool != UNDO_TOOL:
+                result["change_id"] = entry["id"]
         except OSError as exc:
             result["warning"] = (
                 f"The change was made but could not be written to the action log "

@@ -187,6 +187,7 @@ def files_tools(
                 targets=("path",),
                 inverse=_undo_file_change,
                 summary=lambda a: f"Create the folder {a.get('path')}",
+                untrusted_output=False,  # it confirms its own arguments
             ),
             make_tool(
                 write_text_note,
@@ -195,15 +196,18 @@ def files_tools(
                 targets=("path",),
                 inverse=_undo_file_change,
                 summary=_s_note,
+                untrusted_output=False,
             ),
-            # inside the allowed folders only (the jail): a rename or move is undone by moving back
+            # inside the allowed folders only (the jail): a rename or move is undone by moving
+            # back; its tier is decided from where the entry really ends up (_move_tier)
             make_tool(
                 rename_or_move,
                 effects=local,
-                tier=rev,
+                tier=_move_tier(changes),
                 targets=("source", "destination"),
                 inverse=_undo_file_change,
-                summary=lambda a: f"Move {a.get('source')} to {a.get('destination')}",
+                summary=_move_summary(changes),
+                untrusted_output=False,
             ),
             make_tool(
                 move_to_trash,
@@ -217,7 +221,11 @@ def files_tools(
                 undo_last_file_change,
                 effects=local,
                 tier=Tier.ASK,
-                summary=lambda a: "Undo the assistant's last change to your files",
+                summary=lambda a: (
+                    f"Undo the assistant's change {a['change']} to your files"
+                    if a.get("change")
+                    else "Undo the assistant's last change to your files"
+                ),
             ),
         ]
     if start != "~":
@@ -230,6 +238,59 @@ def files_tools(
     return tools
 
 
+def _out_of_sight(changes: FileChanges, source: Path, target: Path) -> str:
+    """Why ``target`` hides what is moved there ('' when it does not): a hidden or cache
+    folder (or a hidden name) that the source was not in already."""
+    common = Path(os.path.commonpath([source.parent, target]))
+    for part in target.relative_to(common).parts:
+        low = part.casefold()
+        if part.startswith("."):
+            return f"into the hidden folder or name {part!r}, out of sight in the file manager"
+        if "cache" in low or low in ("tmp", "temp"):
+            return f"into {part!r}, a cache or temporary folder whose contents get cleared"
+    return ""
+
+
+def _move_tier(changes: FileChanges) -> Callable[[Mapping[str, Any]], Tier]:
+    """A rename or move's tier from where the entry really ends up, not from its words: into a
+    hidden or cache folder (or under a hidden name) asks; the trash folder, outside the allowed
+    folders or over an existing file is refused by the tool itself (nothing happens); elsewhere
+    inside the allowed folders it is reversible (Undo moves it back)."""
+
+    def rule(arguments: Mapping[str, Any]) -> Tier:
+        """asks when the entry would end up in a hidden or cache folder (or under a hidden
+        name); into the trash folder, outside the allowed folders or over an existing file it
+        is refused"""
+        try:
+            source, target = changes.where_moved(
+                str(arguments.get("source") or ""), str(arguments.get("destination") or "")
+            )
+        except ToolError:
+            return Tier.REVERSIBLE  # refused by the tool: nothing would change
+        return Tier.ASK if _out_of_sight(changes, source, target) else Tier.REVERSIBLE
+
+    return rule
+
+
+def _move_summary(changes: FileChanges) -> Callable[[Mapping[str, Any]], str]:
+    """The move in the call's words, with where the entry really ends up when that is not
+    what the words say (into a folder), out of sight, or refused."""
+
+    def summary(a: Mapping[str, Any]) -> str:
+        source_text, dest_text = str(a.get("source") or ""), str(a.get("destination") or "")
+        words = f"Move {source_text} to {dest_text}"
+        try:
+            source, target = changes.where_moved(source_text, dest_text)
+        except ToolError as exc:
+            return f"{words} (it would be refused: {exc.message})"
+        if target.name != Path(dest_text.rstrip("/")).name:
+            words += f" (it becomes {changes.jail.display(target)})"
+        hidden = _out_of_sight(changes, source, target)
+        return f"{words}, {hidden}" if hidden else words
+
+    return summary
+
+
 def _undo_file_change(arguments: Mapping[str, Any], result: Any) -> Inverse | str:
     """File changes are undone newest first through the action log (one group)."""
     if isinstance(result, Mapping):
@@ -237,12 +298,20 @@ def _undo_file_change(arguments: Mapping[str, Any], result: Any) -> Inverse | st
             return "nothing was created (it existed already)"
         if result.get("can_undo") is False:
             return str(result.get("note") or "this change cannot be undone")
+        if isinstance(result.get("change_id"), str):  # undo exactly this change, no other
+            return Inverse(
+                "undo_last_file_change",
+                {"change": result["change_id"]},
+                group="files",
+                tier=Tier.REVERSIBLE,
+            )
     return Inverse("undo_last_file_change", {}, group="files", tier=Tier.REVERSIBLE)
 
 
 def _s_note(a: Mapping[str, Any]) -> str:
     text = " ".join(str(a.get("text") or "").split())
-    shown = text if len(text) <= 120 else text[:119] + "…"
+    left = len(text) - 120
+    shown = text if left <= 0 else f"{text[:120]}… (+{left:,} more characters, shown whole below)"
     return f"Write a new note {a.get('path')}\nText: {shown}"
 
 

@@ -22,8 +22,9 @@ from pydantic import BaseModel, ConfigDict
 
 from botpsy_desktop.adapters.mcp.client import LoopThread, RemoteTool, ServerConnection
 from botpsy_desktop.adapters.mcp.config import ServerBook, ServerConfig
+from botpsy_desktop.adapters.untrusted import neutralize
 from botpsy_desktop.core.errors import BotpsyError, ConfigError
-from botpsy_desktop.core.tools import Effect, Tool
+from botpsy_desktop.core.tools import ALL_ARGUMENTS, Effect, Tool
 
 log = logging.getLogger(__name__)
 SEPARATOR = "__"
@@ -84,8 +85,34 @@ def effects_for(server: ServerConfig, remote: RemoteTool) -> tuple[frozenset[Eff
     return frozenset(effects), "what it does is not declared by you, so every call asks"
 
 
+_PROSE = frozenset({"description", "title"})
+"""Schema keys whose text is only read (by the model), never checked against a value."""
+
+
+def _defused(node: Any, where: str, tool: str) -> Any:
+    """A server's schema with its prose defused like tool output (adapters/untrusted.py): chat
+    control tokens and call tags in descriptions and titles made inert. Markup anywhere else
+    (a property name, an enum value: text a call must match exactly) leaves the tool out."""
+    if isinstance(node, Mapping):
+        out: dict[str, Any] = {}
+        for key, value in node.items():
+            if neutralize(str(key)) != str(key):
+                raise ConfigError(f"{tool}: its schema's name {key!r} holds markup.", "")
+            if key in _PROSE and isinstance(value, str):
+                out[key] = neutralize(value)
+            else:
+                out[key] = _defused(value, f"{where}.{key}", tool)
+        return out
+    if isinstance(node, list):
+        return [_defused(v, where, tool) for v in node]
+    if isinstance(node, str) and neutralize(node) != node:
+        raise ConfigError(f"{tool}: its schema's value at {where} holds markup.", "")
+    return node
+
+
 def _schema(remote: RemoteTool) -> dict[str, Any]:
-    schema = dict(remote.input_schema) if isinstance(remote.input_schema, Mapping) else {}
+    given = dict(remote.input_schema) if isinstance(remote.input_schema, Mapping) else {}
+    schema: dict[str, Any] = dict(_defused(given, "schema", remote.name))
     if schema.get("type") not in (None, "object"):
         raise ConfigError(f"{remote.name}: its input schema is not an object schema.", "")
     schema["type"] = "object"
@@ -107,7 +134,10 @@ def make_server_tool(
         f"From the tool server '{server.name}' ({server.transport}: {server.where()}); "
         f"{why}.{said}",
     )
-    description = " ".join(remote.description.split())[:MAX_DESCRIPTION] or remote.name
+    # the server author's words, in every prompt that offers the tool: defused like tool
+    # output, and counted as untrusted content in the request (``author``, agent/loop.py)
+    description = neutralize(" ".join(remote.description.split()))[:MAX_DESCRIPTION]
+    description = description or remote.name
 
     def handler(args: ServerArgs) -> str:
         arguments = dict(args.model_extra or {})
@@ -126,9 +156,11 @@ def make_server_tool(
         notes=notes,
         # the receipt's first line: the server's own description is its claim, not ours
         summary=lambda _args: f"Run {remote.name} on the tool server '{server.name}'",
-        # every argument goes to the server: once the request's context holds untrusted
-        # content, even a tool the user declared read-only asks (agent/gate.py)
-        sends=tuple(schema["properties"]),
+        # every argument goes to the server, named in its schema or not (it may allow
+        # additional properties): once the request's context holds untrusted content, even a
+        # tool the user declared read-only asks (agent/gate.py)
+        sends=(ALL_ARGUMENTS,),
+        author=f"the tool server '{server.name}'",
     )
 
 
