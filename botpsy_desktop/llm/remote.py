@@ -18,7 +18,7 @@ import re
 import statistics
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,7 +35,7 @@ from botpsy_desktop.core.config import (
 from botpsy_desktop.core.errors import ModelError
 from botpsy_desktop.llm.backend import Message
 from botpsy_desktop.llm.prompt import PromptRenderer
-from botpsy_desktop.llm.types import Completion, GenerationStats, TextPiece
+from botpsy_desktop.llm.types import Completion, GenerationStats, PromptProgress, TextPiece
 
 TOOL_CALL_OPEN = "<tool_call>"
 TOOL_CALL_CLOSE = "</tool_call>"
@@ -383,7 +383,7 @@ class RemoteBackend:
         cancel: threading.Event | None = None,
         max_tokens: int | None = None,
         force_tool_call: bool = False,
-    ) -> Iterator[TextPiece | Completion]:
+    ) -> Iterator[TextPiece | PromptProgress | Completion]:
         rendered = self.renderer.render(messages, tools, enable_thinking=enable_thinking)
         continuing = sum(1 for m in messages if m.get("role") != "system") > 1
         started = time.perf_counter()
@@ -394,7 +394,11 @@ class RemoteBackend:
             # model (BotPsy) can only go back to a checkpoint: every later new conversation,
             # from this process or another, then starts from there instead of re-evaluating
             # hundreds of prefix tokens. The request goes into the slot that holds the prefix.
-            prefix = self.warm(messages[:1], tools, enable_thinking=enable_thinking, cancel=cancel)
+            for step in self._warm_items(messages[:1], tools, enable_thinking, cancel):
+                if isinstance(step, PromptProgress):
+                    yield step
+                elif isinstance(step, Completion):
+                    prefix = step.stats
             prefix_s = time.perf_counter() - started
             continuing = True
         for item in self.generate(
@@ -422,23 +426,35 @@ class RemoteBackend:
         *,
         enable_thinking: bool = False,
         cancel: threading.Event | None = None,
+        progress: Callable[[PromptProgress], None] | None = None,
     ) -> GenerationStats:
         """Have the server evaluate now what the next request on ``messages`` starts with.
 
         Only the system prompt: the prefix, into the slot a new conversation gets next. A
         conversation: its history as the next request renders it (earlier thinking dropped),
-        into its slot. Nothing is generated (``n_predict`` 0)."""
-        stats = GenerationStats()
+        into its slot. Nothing is generated (``n_predict`` 0); ``progress`` hears the server's
+        progress through the prompt."""
+        for item in self._warm_items(messages, tools, enable_thinking, cancel):
+            if isinstance(item, PromptProgress) and progress is not None:
+                progress(item)
+            elif isinstance(item, Completion):
+                return item.stats
+        return GenerationStats()
+
+    def _warm_items(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[Mapping[str, Any]],
+        enable_thinking: bool,
+        cancel: threading.Event | None,
+    ) -> Iterator[TextPiece | PromptProgress | Completion]:
         head = self.conversation_head(messages, tools, enable_thinking=enable_thinking)
         if not head or (cancel is not None and cancel.is_set()):
-            return stats
+            return
         continuing = any(m.get("role") != "system" for m in messages)
-        for item in self.generate(
+        yield from self.generate(
             head, cancel=cancel, max_tokens=0, continuing=continuing, warming=True
-        ):
-            if isinstance(item, Completion):
-                return item.stats
-        return stats
+        )
 
     def conversation_head(
         self,
@@ -476,7 +492,7 @@ class RemoteBackend:
         force_tool_call: bool = False,
         continuing: bool = True,
         warming: bool = False,
-    ) -> Iterator[TextPiece | Completion]:
+    ) -> Iterator[TextPiece | PromptProgress | Completion]:
         """Stream a completion of a rendered prompt from the server (see ``complete``)."""
         cancel = cancel or threading.Event()
         stats = GenerationStats()
@@ -587,7 +603,7 @@ class RemoteBackend:
         thinking: bool,
         warming: bool,
         lead: str = "",
-    ) -> Iterator[TextPiece | Completion]:
+    ) -> Iterator[TextPiece | PromptProgress | Completion]:
         text_parts: list[str] = []
         generated: list[int] = []
         final: Mapping[str, Any] | None = None
@@ -632,7 +648,14 @@ class RemoteBackend:
                     raise ModelError(f"The engine at {self.url} failed: {message}.")
                 if isinstance(chunk.get("id_slot"), int) and chunk["id_slot"] >= 0:
                     served_slot = chunk["id_slot"]
-                if "prompt_progress" in chunk and not chunk.get("content"):
+                evaluating = chunk.get("prompt_progress")
+                if isinstance(evaluating, Mapping) and not chunk.get("content"):
+                    cached = int(evaluating.get("cache", 0) or 0)
+                    yield PromptProgress(
+                        max(int(evaluating.get("processed", 0) or 0) - cached, 0),
+                        max(int(evaluating.get("total", 0) or 0) - cached, 0),
+                        float(evaluating.get("time_ms", 0.0) or 0.0) / 1000,
+                    )
                     continue
                 piece = chunk.get("content") or ""
                 new_tokens = chunk.get("tokens") or []

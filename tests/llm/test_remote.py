@@ -21,7 +21,7 @@ from botpsy_desktop.core.config import EngineSettings, ModelSettings
 from botpsy_desktop.core.errors import ModelError
 from botpsy_desktop.llm.parser import parse_turn
 from botpsy_desktop.llm.remote import RemoteBackend
-from botpsy_desktop.llm.types import Completion, TextPiece
+from botpsy_desktop.llm.types import Completion, PromptProgress, TextPiece
 from tests.helpers import llama_server
 from tests.helpers.models import REPO_ROOT, smollm2_gguf, tiny_qwen35_gguf
 from tests.helpers.services import missing
@@ -95,12 +95,13 @@ def tiny(tiny_server: llama_server.RunningServer) -> Iterator[RemoteBackend]:
     backend.close()
 
 
-def finish(items: Iterator[TextPiece | Completion]) -> tuple[str, Completion]:
+def finish(items: Iterator[TextPiece | PromptProgress | Completion]) -> tuple[str, Completion]:
     pieces = []
     for item in items:
         if isinstance(item, Completion):
             return "".join(pieces), item
-        pieces.append(item.text)
+        if isinstance(item, TextPiece):
+            pieces.append(item.text)
     raise AssertionError("no completion")
 
 
@@ -143,6 +144,18 @@ def test_a_turn_streams_and_a_follow_up_reuses_the_servers_cache(tiny: RemoteBac
     _, last = finish(tiny.complete(third, TOOLS, enable_thinking=False))
     assert last.stats.reused_tokens >= head - 1
     assert last.stats.evaluated_tokens <= last.stats.prompt_tokens - head + 1
+
+
+def test_the_servers_progress_through_a_long_prompt_is_reported(tiny: RemoteBackend) -> None:
+    """Before the first piece of text: how far the server has come, as the local engine says."""
+    fresh = [{"role": "system", "content": "A fresh system prompt. " * 300}, MESSAGES[1]]
+    items = list(tiny.complete(fresh, TOOLS, enable_thinking=False, max_tokens=4))
+    first_text = next(i for i, item in enumerate(items) if not isinstance(item, PromptProgress))
+    progress = [item for item in items if isinstance(item, PromptProgress)]
+    assert progress and all(isinstance(item, PromptProgress) for item in items[:first_text])
+    # the new conversation's system prompt and tools (the prefix request), then its own turn
+    assert max(p.total for p in progress) > 1000
+    assert progress[-1].done == progress[-1].total
 
 
 def test_a_forced_tool_call_is_constrained_by_the_servers_grammar(tiny: RemoteBackend) -> None:
