@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import shutil
@@ -9,6 +10,7 @@ import subprocess
 import sys
 import threading
 import time
+import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,8 +25,9 @@ from botpsy_desktop.llm.parser import parse_turn
 from botpsy_desktop.llm.remote import RemoteBackend
 from botpsy_desktop.llm.types import Completion, PromptProgress, TextPiece
 from tests.helpers import llama_server
+from tests.helpers.keyring_service import SecretService
 from tests.helpers.models import REPO_ROOT, smollm2_gguf, tiny_qwen35_gguf
-from tests.helpers.services import missing
+from tests.helpers.services import keyring_env, missing, secret_service  # noqa: F401
 
 pytestmark = pytest.mark.model
 
@@ -342,3 +345,32 @@ def test_the_cli_sets_shows_and_uses_a_server_engine(tmp_path: Path) -> None:
         assert "prefix caching works" in doctor.stdout, doctor.stdout
     assert "runs on this computer" in cli(home, "engine", "local").stdout
     assert json.loads(cli(home, "engine", "show", "--json").stdout)["engine"] == "local"
+
+
+def test_the_api_key_goes_to_the_keyring_and_nowhere_else(
+    tmp_path: Path,
+    keyring_env: SecretService,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`botpsy engine set URL --api-key-stdin`, then ask, doctor and a diagnostics bundle: the
+    key reaches the server, and is in no file of the profile, no log and not in the bundle."""
+    _binary()
+    from botpsy_desktop import cli as botpsy
+
+    key = "secret-engine-key-" + os.urandom(6).hex()
+    home = tmp_path / "home"
+    with llama_server.start_server(tiny_qwen35_gguf(), api_key=key, log_dir=tmp_path) as server:
+        monkeypatch.setattr(sys, "stdin", io.StringIO(key + "\n"))
+        assert (
+            botpsy.main(["--home", str(home), "engine", "set", server.url, "--api-key-stdin"]) == 0
+        )
+        assert botpsy.main(["--home", str(home), "ask", "List the files in my notes folder."]) == 0
+        bundle = tmp_path / "bundle.zip"
+        botpsy.main(["--home", str(home), "doctor", "--bundle", str(bundle)])
+    with zipfile.ZipFile(bundle) as archive:
+        for name in archive.namelist():
+            assert key.encode() not in archive.read(name), name
+    files = [p for p in home.rglob("*") if p.is_file()]
+    assert any(p.name == "config.json" for p in files) and any("logs" in p.parts for p in files)
+    for file in files:
+        assert key.encode() not in file.read_bytes(), file
