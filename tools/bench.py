@@ -3,6 +3,7 @@
     python tools/bench.py                                  # synthetic BotPsy Q4_K_M, 2 threads
     python tools/bench.py --quant q8_0 --depths 1024,4096,16384
     python tools/bench.py --model FILE.gguf --threads 4 --json
+    python tools/bench.py --remote [--model FILE.gguf]     # through a llama-server on 127.0.0.1
 
 Every other option is `botpsy bench`'s (`botpsy bench --help`). Prints a table and JSON: raw
 llama.cpp prefill and decode through the low-level API against the app's agent path, time to
@@ -32,7 +33,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, add_help=False)
     ap.add_argument("--quant", choices=("q4_k_m", "q8_0"), default="q4_k_m")
     ap.add_argument("--help", "-h", action="store_true")
+    ap.add_argument("--remote", action="store_true", help="tools/bench_remote.py's measurements")
     known, rest = ap.parse_known_args(argv)
+    if known.remote:
+        import bench_remote
+
+        return int(bench_remote.main([*rest, *(["--help"] if known.help else [])]))
     if known.help:
         print(__doc__)
         return cli.main(["bench", "--help"])

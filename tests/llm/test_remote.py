@@ -374,3 +374,36 @@ def test_the_api_key_goes_to_the_keyring_and_nowhere_else(
     assert any(p.name == "config.json" for p in files) and any("logs" in p.parts for p in files)
     for file in files:
         assert key.encode() not in file.read_bytes(), file
+
+
+@pytest.mark.timeout(600)
+def test_the_remote_bench_runs(tmp_path: Path) -> None:
+    """tools/bench_remote.py (PERFORMANCE.md's figures), small, so that it cannot rot."""
+    _binary()
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(REPO_ROOT / "tools" / "bench.py"),
+            "--remote",
+            "--model",
+            str(tiny_qwen35_gguf()),
+            "--ctx",
+            "4096",
+            "--decode-tokens",
+            "8",
+            "--repeats",
+            "1",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=540,
+        check=False,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    (result,) = json.loads(done.stdout)
+    assert result["cold"]["evaluated"] == result["prompt_tokens"] > 1000
+    assert result["new_process"]["evaluated"] < 100
+    assert result["decode"]["app_tok_s"] > 0 and result["decode"]["direct_tok_s"] > 0
+    assert result["tool_calls"]["forced"].startswith("5/5 parsed")
