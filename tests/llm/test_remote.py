@@ -364,6 +364,10 @@ def test_the_api_key_goes_to_the_keyring_and_nowhere_else(
         assert (
             botpsy.main(["--home", str(home), "engine", "set", server.url, "--api-key-stdin"]) == 0
         )
+        config = home / "config" / "config.json"  # a short, deterministic answer
+        data = json.loads(config.read_text())
+        data["model"].update(max_tokens=16, temperature=0.0, seed=1)
+        config.write_text(json.dumps(data))
         assert botpsy.main(["--home", str(home), "ask", "List the files in my notes folder."]) == 0
         bundle = tmp_path / "bundle.zip"
         botpsy.main(["--home", str(home), "doctor", "--bundle", str(bundle)])
