@@ -49,6 +49,7 @@ def cmd_undo(app: App, args: argparse.Namespace, out: TextIO, err: TextIO) -> in
     through the gate: the undo's receipt is shown, and one that sends or deletes asks first."""
     from botpsy_desktop.agent.audit import describe
     from botpsy_desktop.cli.turns import Approver
+    from botpsy_desktop.core.text import terminal_safe
 
     plan = app.plan_undo(args.action)
     if plan.request is not None:
@@ -59,5 +60,6 @@ def cmd_undo(app: App, args: argparse.Namespace, out: TextIO, err: TextIO) -> in
         json.dump({**data, "entry_id": done.entry_id}, out, ensure_ascii=False, indent=2)
         out.write("\n")
     else:
-        print(f"Undid #{done.action['id']} {describe(done.action)}: {done.result}", file=out)
+        shown = f"Undid #{done.action['id']} {describe(done.action)}: {done.result}"
+        print(terminal_safe(shown), file=out)
     return EXIT_OK
