@@ -33,6 +33,9 @@ def cmd_log(app: App, args: argparse.Namespace, out: TextIO, err: TextIO) -> int
     """The audit log, newest first: what ran, when, who approved it, and how to undo it."""
     from botpsy_desktop.agent.audit import AuditLog, format_entry
 
+    if app.store.damaged:  # shown as far as it can be read; said first
+        warning = app.store.damage_error("nothing")
+        print(f"botpsy: warning: {warning}", file=err)
     entries = AuditLog(app.store).entries(max(args.limit, 1))
     if args.json:
         json.dump(entries, out, ensure_ascii=False, indent=2)

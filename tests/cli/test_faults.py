@@ -11,7 +11,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import resource
 import shutil
 import sqlite3
 import subprocess
@@ -30,6 +29,14 @@ WAL_HEADER, WAL_FRAME = 32, 24 + 4096
 """SQLite's WAL file: a 32-byte header, then one frame (24-byte header + page) per page written."""
 
 
+_LIMITED = (
+    "import os, resource, sys; n = int(sys.argv[1]); "
+    "resource.setrlimit(resource.RLIMIT_FSIZE, (n, n)); "
+    "os.execv(sys.executable, [sys.executable, *sys.argv[2:]])"
+)
+"""Runs the CLI with RLIMIT_FSIZE set (no preexec_fn: the tests start processes from threads)."""
+
+
 def botpsy(
     home: Path,
     *args: str,
@@ -39,13 +46,11 @@ def botpsy(
 ) -> subprocess.CompletedProcess[str]:
     """Run the shipped CLI on profile ``home``; ``file_size_limit`` makes every write that
     would grow a file past that many bytes fail (a disk that is full for this process)."""
-
-    def limit() -> None:  # pragma: no cover - runs in the child
-        if file_size_limit is not None:
-            resource.setrlimit(resource.RLIMIT_FSIZE, (file_size_limit, file_size_limit))
-
+    command = [sys.executable, "-m", "botpsy_desktop", "--home", str(home), *args]
+    if file_size_limit is not None:
+        command = [sys.executable, "-c", _LIMITED, str(file_size_limit), *command[1:]]
     return subprocess.run(
-        [sys.executable, "-m", "botpsy_desktop", "--home", str(home), *args],
+        command,
         input=stdin,
         capture_output=True,
         encoding="utf-8",
@@ -53,7 +58,6 @@ def botpsy(
         env={**os.environ, "PYTHONPATH": str(REPO), "PYTHONDONTWRITEBYTECODE": "1"},
         timeout=timeout,
         check=False,
-        preexec_fn=limit,
     )
 
 
@@ -179,7 +183,7 @@ def test_a_damaged_database_is_found_on_open_and_never_written(home: Path, tmp_p
 
     log = botpsy(home, "log")
     no_traceback(log)
-    assert log.returncode == 1 and "is damaged" in log.stderr
+    assert "is damaged" in log.stderr  # what can be read is shown, the damage said first
 
     doctor = botpsy(home, "doctor")
     no_traceback(doctor)
@@ -240,68 +244,91 @@ def _note_run(home: Path, tmp_path: Path, limit: int | None) -> subprocess.Compl
     )
 
 
-def _check_consistent(home: Path, files: Path, run: subprocess.CompletedProcess[str]) -> str:
+def actions(home: Path) -> list[dict[str, Any]]:
+    """The audit log read straight from the database (read-only), newest first."""
+    db = sqlite3.connect(f"{(home / 'data' / 'conversations.sqlite3').as_uri()}?mode=ro", uri=True)
+    try:
+        rows = db.execute("SELECT id, tool, ok, result, undone_by FROM actions ORDER BY id DESC")
+        keys = ("id", "tool", "ok", "result", "undone_by")
+        return [dict(zip(keys, row, strict=True)) for row in rows]
+    finally:
+        db.close()
+
+
+def _outcome(home: Path, files: Path, run: subprocess.CompletedProcess[str]) -> str:
     """The invariants after a request that may have hit a full disk; returns what happened."""
     no_traceback(run)
     note = files / "Notes" / "plan.md"
-    entries = [e for e in audit(home) if e["tool"] == "write_text_note"]
+    entries = [e for e in actions(home) if e["tool"] == "write_text_note"]
     assert len(entries) <= 1
     # the action and its audit entry exist together, or neither does
     assert note.exists() == bool(entries), (run.returncode, run.stderr[-2000:])
     if run.returncode != 0:
-        assert "Write a shorter request" not in run.stderr
-    lines = (
-        (home / "data" / "files-actions.jsonl").read_text("utf-8").splitlines()
-        if (home / "data" / "files-actions.jsonl").exists()
-        else []
-    )
-    for line in lines:  # no half-written line: each entry is whole and on its own line
-        if line.strip():
+        assert "disk" in run.stderr and "Write a shorter request" not in run.stderr, run.stderr
+    log = home / "data" / "files-actions.jsonl"
+    for line in log.read_text("utf-8").splitlines() if log.exists() else []:
+        if line.strip():  # no half-written line: each entry is whole and on its own line
             json.loads(line)
     if not entries:
         return "nothing"
-    [entry] = entries
+    if entries[0]["ok"]:
+        return "done" if run.returncode == 0 else "done, then stopped"
+    assert "never recorded" in entries[0]["result"]
+    return "unconfirmed"
+
+
+def _undo_after(home: Path, files: Path, outcome: str) -> None:
+    """`botpsy undo` removes a note whose entry is complete, and otherwise reverses nothing:
+    never the older timer in place of the note."""
+    note = files / "Notes" / "plan.md"
     undo = botpsy(home, "undo", "--json")
     no_traceback(undo)
-    timer_entry = next(e for e in audit(home) if e["tool"] == "set_timer")
-    if entry["ok"]:
-        # logged in full: `botpsy undo` removes the note (not the older timer)
+    timer = next(e for e in actions(home) if e["tool"] == "set_timer")
+    assert timer["undone_by"] is None and alarms_rows(home) == 1
+    if outcome == "unconfirmed":
+        assert undo.returncode == 1 and "never recorded" in undo.stderr, undo.stderr
+        assert note.exists()
+    else:
         assert undo.returncode == 0, undo.stderr
-        assert json.loads(undo.stdout)["undone"]["id"] == entry["id"]
+        assert json.loads(undo.stdout)["undone"]["tool"] == "write_text_note"
         assert not note.exists()
-        assert timer_entry["undone_by"] is None
-        return "done"
-    # started but not confirmed: undo will not guess, and leaves the older timer alone
-    assert "never recorded" in entry["result"]
-    assert undo.returncode == 1 and "never recorded" in undo.stderr, undo.stderr
-    assert timer_entry["undone_by"] is None and alarms_rows(home) == 1
-    return "unconfirmed"
 
 
 def test_a_full_disk_at_every_point_of_a_request_leaves_no_action_unlogged(
     home: Path, files: Path, tmp_path: Path
 ) -> None:
-    """The request's database writes fail from its k-th WAL frame on, for every k up to the
-    number it needs: each run ends with the note and its audit entry both there or both absent,
-    a whole file-change log, and an undo that reverses the note or nothing."""
+    """The request's database writes fail from its k-th WAL frame on, for each k until one is
+    enough for the whole request: each run ends with the note and its audit entry both there
+    or both absent, a whole file-change log, and an undo that reverses the note or nothing."""
     _prepared(home, tmp_path)
     files_before = tmp_path / "files-before"
     shutil.copytree(files, files_before)
     profile_before = tmp_path / "profile-before"
     shutil.copytree(home, profile_before)
 
-    def attempt(frames: int) -> tuple[int, str]:
+    def attempt(frames: int) -> tuple[int, str, Path, Path]:
         run_home, run_files = tmp_path / f"p{frames}", tmp_path / f"f{frames}"
         shutil.copytree(profile_before, run_home)
         shutil.copytree(files_before, run_files)
         config = {"files": {"roots": [str(run_files)]}, "music": {"folders": [], "player": "none"}}
         (run_home / "config" / "config.json").write_text(json.dumps(config), encoding="utf-8")
         run = _note_run(run_home, tmp_path, WAL_HEADER + frames * WAL_FRAME)
-        return frames, _check_consistent(run_home, run_files, run)
+        return frames, _outcome(run_home, run_files, run), run_home, run_files
 
-    unlimited = _note_run(home, tmp_path, None)
-    assert unlimited.returncode == 0, unlimited.stderr
     # 8 frames: the first limit over the 32 KiB shared-memory file SQLite needs to open at all
+    seen: dict[int, tuple[str, Path, Path]] = {}
+    frames = 8
     with ThreadPoolExecutor(max_workers=3) as pool:
-        seen = dict(pool.map(attempt, range(8, 40)))
-    assert set(seen.values()) == {"nothing", "unconfirmed", "done"}, seen
+        while "done" not in {outcome for outcome, _, _ in seen.values()}:
+            assert frames < 80, seen  # a request needs a few dozen frames
+            for k, outcome, run_home, run_files in pool.map(attempt, range(frames, frames + 3)):
+                seen[k] = (outcome, run_home, run_files)
+            frames += 3
+    outcomes = [seen[k][0] for k in sorted(seen)]
+    assert {"nothing", "unconfirmed", "done"} <= set(outcomes), outcomes
+    # the undo of each kind of ending: the first run that ended unconfirmed, and one that did it
+    for wanted in ("unconfirmed", "done, then stopped", "done"):
+        for k in sorted(seen):
+            if seen[k][0] == wanted:
+                _undo_after(seen[k][1], seen[k][2], wanted)
+                break
