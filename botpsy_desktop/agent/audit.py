@@ -17,6 +17,10 @@ from botpsy_desktop.core.tools import result_inverse
 
 FILES_UNDO = "undo_last_file_change"
 
+UNDO_LOCK = "undo"
+"""The writer lock (agent/owners.py) an undo holds from claiming its entry to recording it;
+conversation ids are hex, never this."""
+
 MAX_RESULT_CHARS = 2000
 
 
@@ -161,7 +165,15 @@ class AuditLog:
         was started and never recorded): undoing an older one instead would reverse the wrong
         action, so the person decides, by its number.
         """
-        for entry in self.store.actions():
+        # read while no undo runs (they hold this lock from claim to record): an entry marked
+        # as being undone is then one whose undo never finished recording, not one in progress
+        lock = self.store.writer(UNDO_LOCK)
+        lock.acquire()
+        try:
+            entries = self.store.actions()
+        finally:
+            lock.release()
+        for entry in entries:
             if entry["result"] == UNCONFIRMED or entry["undone_by"] == UNDOING:
                 what = (
                     "was started, but how it ended was never recorded"

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from botpsy_desktop.agent.audit import AuditLog, Undone, describe
+from botpsy_desktop.agent.audit import UNDO_LOCK, AuditLog, Undone, describe
 from botpsy_desktop.agent.events import ApprovalRequest
 from botpsy_desktop.agent.gate import Context, Decision, Gate, Verdict
 from botpsy_desktop.agent.tools import Inverse, Tool, ToolArgumentsError, ToolRegistry
@@ -101,10 +101,6 @@ def carry_out(audit: AuditLog, plan: UndoPlan, by: str = "user (undo)") -> Undon
         return _carry_out(audit, plan, args_data, approved_by)
     finally:
         lock.release()
-
-
-UNDO_LOCK = "undo"
-"""The writer lock (agent/owners.py) undos take; conversation ids are hex, never this."""
 
 
 def _carry_out(

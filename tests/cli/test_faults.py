@@ -332,3 +332,80 @@ def test_a_full_disk_at_every_point_of_a_request_leaves_no_action_unlogged(
             if seen[k][0] == wanted:
                 _undo_after(seen[k][1], seen[k][2], wanted)
                 break
+
+
+# --- concurrency ---------------------------------------------------------------------------------
+
+
+def test_eight_undos_at_once_undo_each_action_once(home: Path, files: Path, tmp_path: Path) -> None:
+    names = [f"Trip {i}" for i in range(1, 6)]
+    turn = "\n".join(xml_call("create_folder", path=f"Notes/{n}") for n in names)
+    made = botpsy(
+        home, "ask", "--replay", replay(tmp_path, turn, "Made."), "--approve", "all", "folders"
+    )
+    assert made.returncode == 0, made.stderr
+    assert all((files / "Notes" / n).is_dir() for n in names)
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        runs = list(pool.map(lambda _: botpsy(home, "undo", "--json"), range(8)))
+    for run in runs:
+        no_traceback(run)
+        assert run.returncode == 0 or (
+            "undone already" in run.stderr or "no action left" in run.stderr
+        ), run.stderr
+    undone = [json.loads(r.stdout)["undone"]["id"] for r in runs if r.returncode == 0]
+    assert len(undone) == len(set(undone))  # no action reported undone twice
+    entries = actions(home)
+    undos = [e for e in entries if e["tool"] == "undo_last_file_change"]
+    assert len(undos) == len(undone)  # each success is one entry in the log
+    left = [n for n in names if (files / "Notes" / n).exists()]
+    assert len(left) == 5 - len(undone)  # and one folder removed per success, no more
+    # the folders still there are the oldest ones: undone newest first, each exactly once
+    assert left == names[: len(left)]
+    done = {e["id"] for e in entries if e["tool"] == "create_folder" and e["undone_by"]}
+    assert done == set(undone)
+
+
+def test_five_requests_to_one_conversation_at_once_do_not_interleave(
+    home: Path, tmp_path: Path
+) -> None:
+    from tests.helpers.hanging_servers import hanging_server
+
+    first = botpsy(home, "ask", "--replay", replay(tmp_path, "Hello."), "hi")
+    assert first.returncode == 0, first.stderr
+    conversation = botpsy(home, "history").stdout.split()[0]
+    with hanging_server("silent") as server:  # each request's tool waits 2 s for the weather
+        config = json.loads((home / "config" / "config.json").read_text("utf-8"))
+        config["weather"] = {
+            "geocoding_url": f"{server.base}/v1/search",
+            "forecast_url": f"{server.base}/v1/forecast",
+            "timeout_s": 30,
+        }
+        config["agent"] = {"tool_timeouts": {"weather": 2}}
+        (home / "config" / "config.json").write_text(json.dumps(config), encoding="utf-8")
+
+        def ask(i: int) -> subprocess.CompletedProcess[str]:
+            turns = replay(
+                tmp_path,
+                xml_call("get_weather", place=f"Town{i}"),
+                f"Answer {i}.",
+                name=f"{i}.json",
+            )
+            return botpsy(home, "ask", "--replay", turns, "--conversation", conversation, f"Q{i}")
+
+        with ThreadPoolExecutor(max_workers=5) as pool:
+            runs = list(pool.map(ask, range(5)))
+    for i, run in enumerate(runs):
+        assert run.returncode == 0, run.stderr
+        assert f"Answer {i}." in run.stdout
+    shown = botpsy(home, "history", conversation, "--json")
+    messages = json.loads(shown.stdout)
+    # each request's messages together, in order: its question, the call, the result, the answer
+    turns = [m for m in messages if m["role"] == "user"]
+    assert len(turns) == 6
+    for start in range(2, len(messages), 4):
+        question, call, result, answer = messages[start : start + 4]
+        i = question["content"][1:]
+        assert question["role"] == "user" and question["content"] == f"Q{i}"
+        assert f"Town{i}" in json.dumps(call["tool_calls"])
+        assert result["role"] == "tool"
+        assert answer["content"] == f"Answer {i}."
