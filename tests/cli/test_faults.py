@@ -15,14 +15,19 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+import threading
 import zipfile
 from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.helpers.keyring_service import SecretService
+from tests.helpers.radicale_server import Radicale
 from tests.helpers.replay import xml_call
+from tests.helpers.services import keyring_env, radicale, secret_service  # noqa: F401
 
 REPO = Path(__file__).resolve().parents[2]
 WAL_HEADER, WAL_FRAME = 32, 24 + 4096
@@ -409,3 +414,76 @@ def test_five_requests_to_one_conversation_at_once_do_not_interleave(
         assert f"Town{i}" in json.dumps(call["tool_calls"])
         assert result["role"] == "tool"
         assert answer["content"] == f"Answer {i}."
+
+
+# --- a calendar event that repeats every second --------------------------------------------------
+
+
+def _ics(uid: str, summary: str, start: datetime, rule: str | None) -> str:
+    repeat = f"RRULE:{rule}\n" if rule else ""
+    return (
+        "BEGIN:VCALENDAR\nVERSION:2.0\nPRODID:-//test//EN\nBEGIN:VEVENT\n"
+        f"UID:{uid}\nDTSTAMP:20250101T000000Z\nDTSTART:{start:%Y%m%dT%H%M%SZ}\n"
+        f"DURATION:PT30M\nSUMMARY:{summary}\n{repeat}END:VEVENT\nEND:VCALENDAR\n"
+    )
+
+
+def test_an_event_repeating_every_second_is_not_expanded_but_named(
+    home: Path,
+    tmp_path: Path,
+    radicale: Radicale,  # noqa: F811
+    keyring_env: SecretService,  # noqa: F811
+) -> None:
+    from botpsy_desktop.core.accounts import AccountBook, CalDAVAccount
+    from botpsy_desktop.core.secrets import SecretStore
+
+    user, password = radicale.new_user()
+    theirs = radicale.client(user).principal().make_calendar(name="Personal")
+    AccountBook(home / "config" / "accounts.json").add(
+        CalDAVAccount(name="cloud", url=radicale.url, username=user)
+    )
+    SecretStore().set("cloud", password)
+    midnight = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    theirs.add_event(_ics("tick", "Tick", midnight - timedelta(days=1), "FREQ=SECONDLY"))
+    theirs.add_event(_ics("lunch", "Lunch", midnight + timedelta(hours=12), None))
+    for when in ("today", "this week"):
+        turns = replay(tmp_path, xml_call("list_events", when=when), "Listed.", name="c.json")
+        asked = botpsy(home, "ask", "--replay", turns, "--json", f"what is on {when}?")
+        no_traceback(asked)
+        assert asked.returncode == 0, asked.stderr
+        [call] = json.loads(asked.stdout)["tool_calls"]
+        assert call["ok"], call
+        assert "Lunch" in call["result"] or when != "today"
+        assert "repeats secondly" in call["result"] and "too many to list" in call["result"]
+        assert call["result"].count("Tick") == 1  # named once in the note, never expanded
+
+
+def test_a_calendar_call_past_its_time_limit_stops(tmp_path: Path) -> None:
+    """Through the composition root: the call is abandoned at its limit and its thread, told
+    to stop, ends instead of reading on through objects that take seconds each."""
+    from botpsy_desktop.agent.events import ToolResult
+    from botpsy_desktop.app import build_app
+    from botpsy_desktop.llm.replay import ReplayBackend
+
+    home = tmp_path / "profile"
+    (home / "config").mkdir(parents=True)
+    config = {"agent": {"tool_timeouts": {"calendar": 1}}, "music": {"folders": []}}
+    (home / "config" / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    folder = home / "data" / "calendar"
+    folder.mkdir(parents=True)
+    # hourly for twenty years: ~175,000 steps to expand each (seconds of work apiece)
+    start = datetime(2006, 1, 1, 9, tzinfo=UTC)
+    for i in range(100):
+        (folder / f"e{i}.ics").write_text(_ics(f"e{i}", f"Ping {i}", start, "FREQ=HOURLY"))
+    app = build_app(home)
+    try:
+        session = app.session(ReplayBackend([xml_call("list_events", when="today"), "Slow."]))
+        events = list(session.run("what is on today?"))
+        [result] = [e for e in events if isinstance(e, ToolResult)]
+        assert "did not finish within 1 s" in result.output, result.output
+        workers = [t for t in threading.enumerate() if t.name == "tool-list_events"]
+        for worker in workers:
+            worker.join(timeout=60)  # unstopped, it would run on for minutes
+            assert not worker.is_alive()
+    finally:
+        app.close()
