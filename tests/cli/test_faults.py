@@ -107,7 +107,11 @@ def home(tmp_path: Path, files: Path) -> Path:
     home = tmp_path / "profile"
     (home / "config").mkdir(parents=True)
     (home / "data").mkdir(parents=True)
-    config = {"files": {"roots": [str(files)]}, "music": {"folders": [], "player": "none"}}
+    config = {
+        "files": {"roots": [str(files)]},
+        "music": {"folders": [], "player": "none"},
+        "calendar": {"time_zone": "UTC"},
+    }
     (home / "config" / "config.json").write_text(json.dumps(config), encoding="utf-8")
     return home
 
@@ -446,16 +450,34 @@ def test_an_event_repeating_every_second_is_not_expanded_but_named(
     midnight = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
     theirs.add_event(_ics("tick", "Tick", midnight - timedelta(days=1), "FREQ=SECONDLY"))
     theirs.add_event(_ics("lunch", "Lunch", midnight + timedelta(hours=12), None))
-    for when in ("today", "this week"):
-        turns = replay(tmp_path, xml_call("list_events", when=when), "Listed.", name="c.json")
-        asked = botpsy(home, "ask", "--replay", turns, "--json", f"what is on {when}?")
-        no_traceback(asked)
-        assert asked.returncode == 0, asked.stderr
-        [call] = json.loads(asked.stdout)["tool_calls"]
-        assert call["ok"], call
-        assert "Lunch" in call["result"] or when != "today"
-        assert "repeats secondly" in call["result"] and "too many to list" in call["result"]
-        assert call["result"].count("Tick") == 1  # named once in the note, never expanded
+    # (Radicale itself expands the rule to answer a time-range query: about 25 s for a day
+    # and minutes for a week here; the client's part is what is bounded)
+    _lists_without_expanding(home, tmp_path, "today")
+
+
+def _lists_without_expanding(home: Path, tmp_path: Path, when: str) -> None:
+    turns = replay(tmp_path, xml_call("list_events", when=when), "Listed.", name="c.json")
+    asked = botpsy(home, "ask", "--replay", turns, "--json", f"what is on {when}?")
+    no_traceback(asked)
+    assert asked.returncode == 0, asked.stderr
+    [call] = json.loads(asked.stdout)["tool_calls"]
+    assert call["ok"], call
+    assert "Lunch" in call["result"]
+    assert "repeats secondly" in call["result"] and "too many to list" in call["result"]
+    assert call["result"].count("Tick") == 1  # named once in the note, never expanded
+
+
+def test_a_local_event_repeating_every_second_is_not_expanded_for_a_week(
+    home: Path, tmp_path: Path
+) -> None:
+    folder = home / "data" / "calendar"
+    folder.mkdir(parents=True)
+    midnight = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    (folder / "tick.ics").write_text(
+        _ics("tick", "Tick", midnight - timedelta(days=400), "FREQ=SECONDLY")
+    )
+    (folder / "lunch.ics").write_text(_ics("lunch", "Lunch", midnight + timedelta(days=1), None))
+    _lists_without_expanding(home, tmp_path, "next 7 days")
 
 
 def test_a_calendar_call_past_its_time_limit_stops(tmp_path: Path) -> None:
