@@ -509,3 +509,75 @@ def test_a_calendar_call_past_its_time_limit_stops(tmp_path: Path) -> None:
             assert not worker.is_alive()
     finally:
         app.close()
+
+
+# --- a damaged model file ------------------------------------------------------------------------
+
+
+def test_a_damaged_model_is_refused_by_import_doctor_and_ask(home: Path, tmp_path: Path) -> None:
+    from tests.llm.test_gguf_info import damaged_files
+
+    for kind, file in damaged_files(tmp_path).items():
+        imported = botpsy(home, "model", "import", str(file))
+        no_traceback(imported)
+        assert imported.returncode == 1, (kind, imported.stdout)
+        assert "is damaged" in imported.stderr and "interrupted" not in imported.stderr, kind
+        doctor = botpsy(home, "doctor", "--model", str(file))
+        no_traceback(doctor)
+        assert "[FAIL] model" in doctor.stdout and "is damaged" in doctor.stdout, kind
+        asked = botpsy(home, "ask", "--model", str(file), "hello")
+        no_traceback(asked)
+        assert asked.returncode == 1 and "is damaged" in asked.stderr, (kind, asked.stderr)
+    listed = botpsy(home, "model", "list")
+    assert "damaged-model" not in listed.stdout  # nothing was added or made active
+
+
+# --- smaller faults ------------------------------------------------------------------------------
+
+
+def test_the_calls_of_one_model_turn_are_capped(home: Path, files: Path, tmp_path: Path) -> None:
+    turn = "\n".join(xml_call("create_folder", path=f"Notes/F{i}") for i in range(40))
+    asked = botpsy(
+        home, "ask", "--replay", replay(tmp_path, turn, "Made."), "--approve", "all", "--json", "go"
+    )
+    assert asked.returncode == 0, asked.stderr
+    calls = json.loads(asked.stdout)["tool_calls"]
+    assert len(calls) == 16
+    assert "the other 24 were not run" in calls[-1]["result"]
+    assert sorted(p.name for p in (files / "Notes").iterdir()) == sorted(f"F{i}" for i in range(16))
+    assert len([e for e in actions(home) if e["tool"] == "create_folder"]) == 16
+
+
+def test_a_broken_accounts_file_is_reported(home: Path, tmp_path: Path) -> None:
+    (home / "config" / "accounts.json").write_text("[{not json", encoding="utf-8")
+    asked = botpsy(home, "ask", "--replay", replay(tmp_path, "Hi."), "hi")
+    assert asked.returncode == 0
+    assert "calendar and mail are off" in asked.stderr and "accounts file" in asked.stderr
+    doctor = botpsy(home, "doctor")
+    no_traceback(doctor)
+    assert "[FAIL] accounts" in doctor.stdout
+
+
+def test_a_deeply_nested_config_is_a_clear_error(home: Path, tmp_path: Path) -> None:
+    (home / "config" / "config.json").write_text("[" * 100_000 + "]" * 100_000, encoding="utf-8")
+    for args in (["doctor"], ["ask", "--replay", replay(tmp_path, "Hi."), "hi"]):
+        run = botpsy(home, *args)
+        no_traceback(run)
+        assert run.returncode == 1
+        assert "nested too deeply" in run.stderr and "RecursionError" not in run.stderr
+
+
+def test_control_characters_in_names_are_shown_escaped(
+    home: Path, files: Path, tmp_path: Path
+) -> None:
+    # "report\u202etxt.exe" looks like "reportexe.txt" on a terminal that obeys the override
+    (files / "Notes" / "report\u202etxt.exe").write_text("x", encoding="utf-8")
+    (files / "Notes" / "bell\x07.txt").write_text("x", encoding="utf-8")
+    turns = replay(tmp_path, xml_call("list_folder", path="Notes"), "Two files.")
+    asked = botpsy(home, "ask", "--replay", turns, "what is in Notes?")
+    assert asked.returncode == 0, asked.stderr
+    shown = asked.stdout + asked.stderr
+    assert "\u202e" not in shown and "\x07" not in shown
+    assert "report\\u202etxt.exe" in shown and "bell\\u0007.txt" in shown
+    listed = botpsy(home, "history", botpsy(home, "history").stdout.split()[0])
+    assert "\u202e" not in listed.stdout and "report\\u202etxt.exe" in listed.stdout
