@@ -581,3 +581,19 @@ def test_control_characters_in_names_are_shown_escaped(
     assert "report\\u202etxt.exe" in shown and "bell\\u0007.txt" in shown
     listed = botpsy(home, "history", botpsy(home, "history").stdout.split()[0])
     assert "\u202e" not in listed.stdout and "report\\u202etxt.exe" in listed.stdout
+
+
+def test_a_context_filled_by_tool_results_does_not_blame_the_request(
+    home: Path, files: Path, tmp_path: Path
+) -> None:
+    (files / "big.txt").write_text("word " * 2000, encoding="utf-8")
+    config = json.loads((home / "config" / "config.json").read_text("utf-8"))
+    config["model"] = {"n_ctx": 7000, "max_tokens": 256}
+    (home / "config" / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    turn = "\n".join(xml_call("read_text_file", path="big.txt") for _ in range(16))
+    asked = botpsy(home, "ask", "--replay", replay(tmp_path, turn, "Done."), "read it all")
+    no_traceback(asked)
+    assert asked.returncode == 1
+    assert "Write a shorter request" not in asked.stderr
+    assert "The tool calls that ran are done" in asked.stderr, asked.stderr
+    assert "do not simply repeat the request" in asked.stderr
