@@ -211,7 +211,7 @@ class ConversationStore:
             self._db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
             self.recovered = self._recover()
             if existed and self.backup is None and self._has_history():
-                keep_recent_backup(self._db, self.path, SCHEMA_VERSION)
+                self._backing_up = keep_recent_backup(self.path, SCHEMA_VERSION)
         except sqlite3.DatabaseError as exc:
             if is_damage(exc) and getattr(self, "_db", None) is not None:
                 self._refuse_writes([str(exc)])
@@ -229,6 +229,7 @@ class ConversationStore:
     """The copy made before this open upgraded the file's schema (None: no upgrade)."""
     recovered: int = 0
     """Pending rows of dead processes this open marked interrupted."""
+    _backing_up: threading.Thread | None = None
     damaged: tuple[str, ...] = ()
     """What the integrity check found wrong with the file (empty: healthy). A damaged file is
     only read, never written: every write raises StoreError saying how to restore it."""
@@ -311,6 +312,8 @@ class ConversationStore:
                 )
             self._db.close()
             self._owner.release()
+        if self._backing_up is not None:  # a copy this open started: let it finish
+            self._backing_up.join(timeout=60)
 
     # --- replies written as they stream ---------------------------------------------------
 

@@ -7,6 +7,7 @@ import os
 import re
 import shutil
 import sqlite3
+import threading
 import time
 from pathlib import Path
 
@@ -140,20 +141,40 @@ BACKUP_EVERY_S = 24 * 3600
 
 
 def keep_recent_backup(
-    db: sqlite3.Connection, path: Path, version: int, *, every_s: float = BACKUP_EVERY_S
-) -> Path | None:
-    """Copy ``db`` (checked healthy by the caller) next to ``path`` if its newest backup is
-    older than ``every_s``, so that a file damaged later has a recent one to restore. Returns
-    the new backup, or None when none was due or it could not be written (the database is
-    still fine: the next open tries again)."""
+    path: Path, version: int, *, every_s: float = BACKUP_EVERY_S
+) -> threading.Thread | None:
+    """Copy the healthy database at ``path`` next to it if its newest backup is older than
+    ``every_s``, so that a file damaged later has a recent one to restore.
+
+    The copy runs on a thread of its own (its own read-only connection, a snapshot of the
+    file): opening the app never waits for it. Returns the thread to join before the process
+    ends (None: no copy was due). A copy that fails or is cut off (a full disk, the process
+    killed) leaves no backup and is tried again on a later open.
+    """
     backups = list_backups(path)
     with contextlib.suppress(OSError):
         if backups and time.time() - backups[0].stat().st_mtime < every_s:
             return None
-    try:
-        return _copy(db, path, version, keep=KEEP_BACKUPS, why="as a backup")
-    except StoreError:
-        return None
+    for stale in path.parent.glob(f"{path.name.removesuffix('.sqlite3')}.backup-*.part"):
+        with contextlib.suppress(OSError):  # a copy cut off earlier
+            if time.time() - stale.stat().st_mtime > 3600:
+                stale.unlink()
+
+    def copy() -> None:
+        try:
+            db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+        except sqlite3.Error:
+            return
+        try:
+            _copy(db, path, version, keep=KEEP_BACKUPS, why="as a backup")
+        except StoreError:
+            return
+        finally:
+            db.close()
+
+    thread = threading.Thread(target=copy, name="database-backup", daemon=True)
+    thread.start()
+    return thread
 
 
 def _copy(db: sqlite3.Connection, path: Path, version: int, *, keep: int, why: str) -> Path:
@@ -169,9 +190,15 @@ def _copy(db: sqlite3.Connection, path: Path, version: int, *, keep: int, why: s
     try:
         copy = sqlite3.connect(str(partial))
         try:
+            copy.execute("PRAGMA synchronous=OFF")  # flushed once, below
             db.backup(copy)
         finally:
             copy.close()
+        fd = os.open(partial, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
         os.replace(partial, target)
     except (OSError, sqlite3.Error) as exc:
         with contextlib.suppress(OSError):
