@@ -224,7 +224,8 @@ def restore(path: Path, backup: Path | None = None) -> tuple[Path, Path | None]:
         if not backups:
             raise StoreError(
                 f"There is no backup of {path}.",
-                f"Move {path} away to start fresh (backups are made before each upgrade).",
+                f"Move {path} away to start fresh (backups are made before each upgrade and "
+                "once a day).",
             )
         backup = backups[0]
     if not backup.is_file():
