@@ -127,13 +127,22 @@ def test_a_latin1_file_name_is_listed_stored_and_shown_and_chat_goes_on(
     with open(os.fsencode(old) + b"/caf\xe9.txt", "wb") as f:  # an old Latin-1 name
         f.write(b"menu")
     (old / "plain.txt").write_text("x", encoding="utf-8")
-    turns = replay(tmp_path, xml_call("list_folder", path="Old"), "Two files.", "Hello again.")
-    chat = botpsy(home, "chat", "--replay", turns, stdin="what is in Old?\nhello\n/quit\n")
+    turns = replay(
+        tmp_path,
+        xml_call("list_folder", path="Old"),
+        "Two files.",
+        xml_call("read_text_file", path="Old/caf\\xe9.txt"),  # the name as it was shown
+        "It says menu.",
+        "Hello again.",
+    )
+    said = "what is in Old?\nread the first\nhello\n/quit\n"
+    chat = botpsy(home, "chat", "--replay", turns, stdin=said)
     no_traceback(chat)
     assert chat.returncode == 0, chat.stderr
     assert "caf\\xe9.txt" in chat.stderr  # shown readably, byte for byte
     assert "disk space" not in chat.stderr
     assert "Two files." in chat.stdout and "Hello again." in chat.stdout  # chat went on
+    assert '"text":"menu' in chat.stderr.replace(" ", "")  # the file is read by that name
     conversation = chat.stderr.rsplit("Conversation saved as ", 1)[1].split(".")[0]
     shown = botpsy(home, "history", conversation)
     assert shown.returncode == 0, shown.stderr
