@@ -606,3 +606,37 @@ def test_a_context_filled_by_tool_results_does_not_blame_the_request(
     assert "Write a shorter request" not in asked.stderr
     assert "The tool calls that ran are done" in asked.stderr, asked.stderr
     assert "do not simply repeat the request" in asked.stderr
+
+
+# --- the file-change log -------------------------------------------------------------------------
+
+
+def test_a_torn_line_in_the_file_change_log_never_swallows_the_next_entry(
+    home: Path, files: Path, tmp_path: Path
+) -> None:
+    log = home / "data" / "files-actions.jsonl"
+    log.write_text('{"id": "0123456789abcdef", "tool": "write_text_note", "argum', "utf-8")
+    asked = _note_run(home, tmp_path, None)
+    assert asked.returncode == 0, asked.stderr
+    assert (files / "Notes" / "plan.md").exists()
+    undo = botpsy(home, "undo", "--json")
+    assert undo.returncode == 0, undo.stderr
+    assert not (files / "Notes" / "plan.md").exists()  # the entry after the torn line was found
+
+
+def test_a_full_disk_for_the_file_change_log_takes_the_change_back(
+    home: Path, files: Path, tmp_path: Path
+) -> None:
+    _prepared(home, tmp_path)
+    log = home / "data" / "files-actions.jsonl"
+    log.write_text("\n" * 300_000, encoding="utf-8")  # the database's files stay far smaller
+    before = log.read_bytes()
+    asked = _note_run(home, tmp_path, len(before) + 40)  # an entry is cut off after 40 bytes
+    no_traceback(asked)
+    assert asked.returncode == 0, asked.stderr  # the model is told, and answers
+    assert not (files / "Notes" / "plan.md").exists()  # taken back: nothing changed
+    assert log.read_bytes() == before  # and no half line left
+    [entry] = [e for e in actions(home) if e["tool"] == "write_text_note"]
+    assert not entry["ok"] and "taken back" in entry["result"]
+    undo = botpsy(home, "undo", "--json")  # the newest reversible action is the timer
+    assert undo.returncode == 0 and json.loads(undo.stdout)["undone"]["tool"] == "set_timer"
