@@ -531,6 +531,8 @@ def test_a_damaged_model_is_refused_by_import_doctor_and_ask(home: Path, tmp_pat
         no_traceback(imported)
         assert imported.returncode == 1, (kind, imported.stdout)
         assert "is damaged" in imported.stderr and "interrupted" not in imported.stderr, kind
+        if kind != "no layers":  # each kind once through import; doctor and ask with one
+            continue
         doctor = botpsy(home, "doctor", "--model", str(file))
         no_traceback(doctor)
         assert "[FAIL] model" in doctor.stdout and "is damaged" in doctor.stdout, kind
