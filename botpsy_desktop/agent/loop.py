@@ -616,7 +616,8 @@ class AgentSession:
             )
         outcome.action_id = entry
         if outcome.ok:
-            self._done.append(f"{outcome.summary} (#{entry} in `botpsy log`)")
+            first = (outcome.summary.splitlines() or [tool.name])[0]
+            self._done.append(f"{first} (#{entry} in `botpsy log`)")
         try:
             self.audit.complete(
                 entry,
