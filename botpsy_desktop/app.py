@@ -225,6 +225,15 @@ class App:
             return None
         return None
 
+    def account_problem(self) -> ConfigError | None:
+        """Why the accounts file cannot be used (calendar and mail are off until it is fixed),
+        or None when it is fine or absent."""
+        try:
+            AccountBook.for_paths(self.paths).load()
+        except ConfigError as exc:
+            return exc
+        return None
+
     def models(self) -> ModelService:
         """The installed-models service (pull, import, use, verify, remove) for this profile."""
         from botpsy_desktop.llm.models import ModelService
@@ -243,6 +252,7 @@ class App:
             reply_tokens=a.reply_reserve_tokens or self.config.model.max_tokens,
             trim_chunk_turns=a.trim_chunk_turns,
             select_tools=a.tool_selection,
+            max_calls_per_turn=a.max_calls_per_turn,
         )
 
     def session(

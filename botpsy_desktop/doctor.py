@@ -82,9 +82,10 @@ def run_checks(app: App, model: str | None = None) -> list[Check]:
                 "" if ok else "Make the folder writable, or choose --home DIR.",
             )
         )
-    checks.append(
-        Check("conversations", "ok", f"{app.paths.database} (journal {app.store.journal_mode()})")
-    )
+    checks.append(_conversations_check(app))
+    problem = app.account_problem()
+    if problem is not None:
+        checks.append(Check("accounts", "fail", problem.message, problem.hint))
     checks.append(_integrity_check(app))
 
     checks.extend(_engine_checks(app))
@@ -254,6 +255,27 @@ def _tool_server_checks(app: App) -> list[Check]:
         else:
             out.append(Check(name, "ok", detail))
     return out
+
+
+def _conversations_check(app: App) -> Check:
+    """The conversation database as the app opened it: healthy, or damaged (then read only)."""
+    from botpsy_desktop.core.dbsafety import restore_hint
+
+    store = app.store
+    if store.damaged:
+        return Check(
+            "conversations",
+            "fail",
+            f"{app.paths.database} is damaged ({store.damaged[0]}); the app only reads it "
+            "and writes nothing to it",
+            restore_hint(app.paths.database),
+        )
+    try:
+        return Check(
+            "conversations", "ok", f"{app.paths.database} (journal {store.journal_mode()})"
+        )
+    except BotpsyError as exc:
+        return Check("conversations", "fail", exc.message, exc.hint)
 
 
 def _integrity_check(app: App) -> Check:

@@ -302,7 +302,7 @@ class Answer:
 class Error:
     """The request ended without an answer; ``kind`` is machine-readable, ``message`` for people."""
 
-    kind: Literal["step_limit", "cancelled", "model", "internal", "context"]
+    kind: Literal["step_limit", "cancelled", "model", "internal", "context", "storage"]
     message: str
 
 

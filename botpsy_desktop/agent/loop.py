@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import re
 import threading
@@ -45,7 +46,8 @@ from botpsy_desktop.agent.tools import (
     ToolRegistry,
     run_in_context,
 )
-from botpsy_desktop.core.errors import BotpsyError
+from botpsy_desktop.core.errors import BotpsyError, StoreError
+from botpsy_desktop.core.text import readable
 from botpsy_desktop.llm.backend import Backend
 from botpsy_desktop.llm.parser import StreamSplitter, parse_turn
 from botpsy_desktop.llm.types import Completion, PromptProgress, ToolCall, ToolCallError
@@ -69,6 +71,8 @@ class LoopSettings:
     """Older turns are left out of the prompt this many at a time (see agent/budget.py)."""
     select_tools: bool = True
     """Offer each request only the tools of its domains (agent/selection.py), else all."""
+    max_calls_per_turn: int = 16
+    """Tool calls run from one model turn, at most; the model is told the rest did not run."""
 
 
 class _Outcome:
@@ -130,6 +134,8 @@ class AgentSession:
         """Decisions made while a stored run was parked, by call id (see :meth:`resume`)."""
         self._changes = 0
         """The changes the current request has made (agent/gate.py MAX_CHANGES_AT_ONCE)."""
+        self._done: list[str] = []
+        """The changes the current request made, for an error that ends it."""
         if conversation_id is None:
             conversation_id = store.create()
         elif not store.exists(conversation_id):
@@ -201,11 +207,32 @@ class AgentSession:
         dropped) is kept marked interrupted; one cut off by a crash is marked on the next open.
         """
         self._reply = PendingReply(self.store, self.conversation_id)
+        self._done = []
+        cancel = cancel or threading.Event()
+        writer = self.store.writer(self.conversation_id)
+        if not writer.acquire(cancel):  # another request to this conversation is running
+            yield Error("cancelled", "Stopped.")
+            return
         try:
             events = self._run(text, cancel=cancel, think=think, origin=origin)
             yield from logged_events(events, self.conversation_id, text)  # agent/logs.py
+        except StoreError as exc:
+            yield Error("storage", self._storage_message(exc))
         finally:
-            self._reply.abandon()
+            try:
+                with contextlib.suppress(StoreError):  # the next open marks the row
+                    self._reply.abandon()
+            finally:
+                writer.release()
+
+    def _storage_message(self, exc: StoreError) -> str:
+        """A failed write in words: what failed, and what this request had done before."""
+        done = (
+            " Before that, this request did: " + "; ".join(self._done) + "."
+            if self._done
+            else " Nothing was changed by this request."
+        )
+        return f"The request stopped: {exc}{done}"
 
     def resume(
         self,
@@ -222,7 +249,12 @@ class AgentSession:
         stored conversation: the request, the model's turn with its calls, what ran before.
         """
         self._reply = PendingReply(self.store, self.conversation_id)
+        self._done = []
         cancel = cancel or threading.Event()
+        writer = self.store.writer(self.conversation_id)  # one writer per conversation
+        if not writer.acquire(cancel):
+            yield Error("cancelled", "Stopped.")
+            return
         try:
             found = _parked_turn(self.store.messages(self.conversation_id), call_id)
             if found is None:
@@ -257,9 +289,15 @@ class AgentSession:
                 yield from self._steps(offer, step + 1, cancel, think)
 
             yield from logged_events(events(), self.conversation_id, text)
+        except StoreError as exc:
+            yield Error("storage", self._storage_message(exc))
         finally:
             self._decided.pop(call_id, None)
-            self._reply.abandon()
+            try:
+                with contextlib.suppress(StoreError):  # the next open marks the row
+                    self._reply.abandon()
+            finally:
+                writer.release()
 
     def _next_row(
         self, stubs: list[dict[str, Any]], step: int, cancel: threading.Event
@@ -332,7 +370,7 @@ class AgentSession:
                     events = _stream_events(splitter.feed(item.text))
                     yield from self._reply.stream(held.feed(events) if held else events)
             except ContextFull as exc:
-                yield Error("context", _context_full_message(exc))
+                yield Error("context", _context_full_message(exc, after_tools=step > 1))
                 return
             except BotpsyError as exc:
                 yield Error("model", str(exc))
@@ -370,6 +408,11 @@ class AgentSession:
                 yield Answer(parsed.content, parsed.thinking, step, note)
                 return
 
+            skipped = len(parsed.calls) - self.settings.max_calls_per_turn
+            if skipped > 0:  # a runaway turn: its first calls run, the model hears the rest did not
+                parsed = dataclasses.replace(
+                    parsed, calls=parsed.calls[: self.settings.max_calls_per_turn]
+                )
             call_ids = [f"call_{uuid.uuid4().hex[:12]}" for _ in parsed.calls]
             content = parsed.content
             tool_calls = []
@@ -397,7 +440,7 @@ class AgentSession:
             ]
             self._reply.finish(assistant, then=stubs.pop(0))
             calls = list(zip(call_ids, parsed.calls, strict=True))
-            if (yield from self._calls(calls, stubs, step, cancel)):
+            if (yield from self._calls(calls, stubs, step, cancel, skipped)):
                 return
             if cancel.is_set():
                 yield Error("cancelled", "Stopped.")
@@ -414,6 +457,7 @@ class AgentSession:
         stubs: list[dict[str, Any]],
         step: int,
         cancel: threading.Event,
+        skipped: int = 0,
     ) -> Generator[Event, None, bool]:
         """Check, run and record one turn's calls (the first one's row is open); True when the
         run ended here: an approval nobody gave in time ends a background run without another
@@ -439,6 +483,12 @@ class AgentSession:
                 if outcome.ran
                 else _clip(outcome.output, self.settings.max_observation_chars)
             )
+            if skipped > 0 and call_id == calls[-1][0]:
+                output += (
+                    f"\n[Only the first {len(calls)} tool calls of this turn were run "
+                    f"(at most {len(calls)} per turn); the other {skipped} were not run. "
+                    "Make fewer calls at a time.]"
+                )
             if outcome.arguments is not None:
                 args = outcome.arguments
             message: dict[str, Any] = {
@@ -535,16 +585,23 @@ class AgentSession:
     ) -> Generator[Event, None, _Outcome]:
         """Run an allowed call, or ask (or use an allowance) and run it once approved."""
         if verdict.decision is Decision.ALLOW:
+            entry: int | _Outcome | None = None
+            at_once = "ran at once (a reversible change you asked for)"
+            if verdict.tier is not Tier.READ:  # a reversible change runs at once: log it
+                entry = self._begin(call_id, tool, arguments, verdict, at_once)
+                if isinstance(entry, _Outcome):  # the log could not record it: not run
+                    return entry
             outcome = _run_with_timeout(
                 lambda: run_in_context(call_context, lambda: tool.call(args_model)),
                 *self._timeout(tool),
                 tool.name,
                 "allowed",
                 cancel,
+                call_context.stop,
             )
-            if verdict.tier is not Tier.READ:  # a reversible change ran at once: log it
-                outcome.decided_by = "ran at once (a reversible change you asked for)"
-                self._audit(call_id, tool, arguments, verdict, outcome.decided_by, outcome)
+            if isinstance(entry, int):
+                outcome.decided_by = at_once
+                self._audit(entry, tool, arguments, verdict, outcome)
             return outcome
 
         # ASK: a conversation-wide allowance, or the user's decision on this exact call
@@ -604,16 +661,20 @@ class AgentSession:
             if request.scoped and request.scope is not None:
                 self.gate.grants.add(request.scope)
             decided_by = request.decided_by or "user"
+        ran_with = arguments if edited is None else edited
+        entry = self._begin(call_id, tool, ran_with, verdict, decided_by)
+        if isinstance(entry, _Outcome):  # the log could not record it: not run
+            return entry
         outcome = _run_with_timeout(
             lambda: run_in_context(call_context, lambda: tool.call(args_model)),
             *self._timeout(tool),
             tool.name,
             "approved",
             cancel,
+            call_context.stop,
         )
         outcome.decided_by = decided_by
-        ran_with = arguments if edited is None else edited
-        self._audit(call_id, tool, ran_with, verdict, decided_by, outcome)
+        self._audit(entry, tool, ran_with, verdict, outcome)
         if edited is not None:
             outcome.arguments = edited
             shown = json.dumps(edited, ensure_ascii=False)
@@ -673,21 +734,47 @@ class AgentSession:
             f"The user declined {tool}; it was not run. Do not try it again unless the user asks."
         )
 
-    def _audit(
-        self,
-        call_id: str,
-        tool: Tool,
-        arguments: dict[str, Any],
-        verdict: Verdict,
-        decided_by: str,
-        outcome: _Outcome,
-    ) -> None:
-        """Log a change that ran; the outcome learns its entry, summary and undo."""
+    def _begin(
+        self, call_id: str, tool: Tool, arguments: dict[str, Any], verdict: Verdict, by: str
+    ) -> int | _Outcome:
+        """Log a change before it runs (agent/audit.py ``begin``): its entry, or, when the log
+        cannot be written, the outcome of a call that was not run."""
         effects = (
             sorted(e.value for e in verdict.assessment.effects)
             if verdict.assessment is not None
             else []
         )
+        try:
+            entry = self.audit.begin(
+                conversation_id=self.conversation_id,
+                call_id=call_id,
+                tool=tool.name,
+                arguments=arguments,
+                effects=effects,
+                approved_by=by,
+                receipt=verdict.receipt,
+            )
+        except StoreError as exc:
+            return _Outcome(
+                False,
+                f"{tool.name} was not run: the audit log could not record it first "
+                f"({exc.message}). Nothing was changed. Tell the user; do not try it again now.",
+                "not-run",
+            )
+        return entry
+
+    def _audit(
+        self,
+        entry: int,
+        tool: Tool,
+        arguments: dict[str, Any],
+        verdict: Verdict,
+        outcome: _Outcome,
+    ) -> None:
+        """Record how a logged change ended; the outcome learns its entry, summary and undo.
+
+        If that cannot be written, the entry stays in the log as not confirmed and the
+        outcome says so (what the model reads, and the person in the request's error)."""
         inverse: Inverse | str = (
             tool.inverse_of(arguments, outcome.value)
             if outcome.ok
@@ -700,19 +787,25 @@ class AgentSession:
             outcome.undo = (
                 target.summarize(inverse.arguments) if target is not None else inverse.tool
             )
-        outcome.action_id = self.audit.record(
-            conversation_id=self.conversation_id,
-            call_id=call_id,
-            tool=tool.name,
-            inverse=inverse,
-            arguments=arguments,
-            effects=effects,
-            approved_by=decided_by,
-            receipt=verdict.receipt,
-            ok=outcome.ok,
-            output=clean_output(outcome.output, 2000, self._secrets),
-            value=outcome.value,
-        )
+        outcome.action_id = entry
+        if outcome.ok:
+            first = (outcome.summary.splitlines() or [tool.name])[0]
+            self._done.append(f"{first} (#{entry} in `botpsy log`)")
+        try:
+            self.audit.complete(
+                entry,
+                tool=tool.name,
+                inverse=inverse,
+                ok=outcome.ok,
+                output=clean_output(outcome.output, 2000, self._secrets),
+                value=outcome.value,
+            )
+        except StoreError as exc:
+            outcome.undo = ""
+            outcome.output = (
+                f"{outcome.output}\n(The app could not record how this ended: {exc.message} "
+                f"It is in the audit log as #{entry}, not confirmed.)"
+            )
 
 
 NOBODY_IN_TIME = "nobody in time"
@@ -814,11 +907,14 @@ def _run_with_timeout(
     name: str,
     verdict: GateDecision,
     cancel: threading.Event | None = None,
+    stop: threading.Event | None = None,
 ) -> _Outcome:
     """Run a tool on its own thread; give up after ``timeout`` s or as soon as ``cancel`` is set.
 
-    An abandoned call's thread is left to finish in the background (a thread cannot be killed);
-    whatever it returns or raises then is dropped, never reported or applied a second time.
+    Giving up sets ``stop`` (the call's CallContext.stop): a tool doing long work checks it and
+    ends there. A thread cannot be killed, so one that does not check it finishes in the
+    background; whatever it returns or raises then is dropped, never reported or applied a
+    second time.
     """
     result: dict[str, Any] = {}
     lock = threading.Lock()
@@ -850,6 +946,8 @@ def _run_with_timeout(
     with lock:
         finished = done.is_set()
         abandoned = not finished
+    if abandoned and stop is not None:
+        stop.set()
     duration = time.perf_counter() - started
     if abandoned:
         if cancel.is_set():
@@ -868,10 +966,11 @@ def _run_with_timeout(
         outcome = _Outcome(False, message, verdict, duration)
         outcome.ran = True
         return outcome
+    # a file name that is not UTF-8 reaches the model, the store and the screen as "caf\xe9"
     if "error" in result:
-        outcome = _Outcome(False, str(result["error"]), verdict, duration)
+        outcome = _Outcome(False, readable(str(result["error"])), verdict, duration)
     else:
-        outcome = _Outcome(True, _render(result.get("value")), verdict, duration)
+        outcome = _Outcome(True, readable(_render(result.get("value"))), verdict, duration)
         outcome.value = result.get("value")
     outcome.ran = True
     return outcome
@@ -914,7 +1013,15 @@ def _trimmed_event(fitted: Fitted, n_ctx: int) -> ContextTrimmed:
     )
 
 
-def _context_full_message(exc: ContextFull) -> str:
+def _context_full_message(exc: ContextFull, *, after_tools: bool = False) -> str:
+    if after_tools:  # the request was short enough: what its tools returned filled the context
+        return (
+            f"The request stopped before an answer: with what its tool calls returned it needs "
+            f"{exc.needed} tokens, more than the {max(exc.limit, 0)} of the model's "
+            f"{exc.n_ctx} left after keeping {exc.reply_tokens} for the reply. The tool calls "
+            "that ran are done (see them above and in `botpsy log`); do not simply repeat the "
+            "request. Ask for a smaller part at a time, or raise model.n_ctx in the settings."
+        )
     return (
         f"This request does not fit the model's context: the system prompt, the tools and the "
         f"request need {exc.needed} tokens, but only {max(exc.limit, 0)} of the {exc.n_ctx} are "

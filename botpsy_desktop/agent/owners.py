@@ -5,9 +5,12 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import threading
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import ClassVar
 
 if sys.platform == "win32":  # pragma: no cover - exercised on Windows only
     import msvcrt
@@ -88,3 +91,57 @@ class OwnerLock:
         self._fd = None
         with contextlib.suppress(OSError):
             self._file(self.token).unlink()
+
+
+class WriterLock:
+    """One request at a time per conversation, across threads and processes.
+
+    A conversation's history is written as its request runs (the user's message, the reply as
+    it streams, each tool call); two requests at once would interleave them, and each would
+    answer from a history the other is changing. The lock is an OS file lock on
+    ``DB.writers/ID.lock`` (or, for an in-memory database, a lock within this process); the OS
+    frees it when its process ends in any way, so a crashed request never blocks the next.
+    """
+
+    _memory: ClassVar[dict[str, threading.Lock]] = {}
+    _memory_guard: ClassVar[threading.Lock] = threading.Lock()
+
+    def __init__(self, database: Path | None, conversation_id: str) -> None:
+        self._file = (
+            None
+            if database is None
+            else database.with_name(database.name + ".writers") / f"{conversation_id}.lock"
+        )
+        self._id = conversation_id
+        self._fd: int | None = None
+        self._held: threading.Lock | None = None
+
+    def acquire(self, cancel: threading.Event | None = None, poll_s: float = 0.05) -> bool:
+        """Wait until this is the conversation's only writer (True), or ``cancel`` is set
+        while waiting (False)."""
+        if self._file is None:
+            with WriterLock._memory_guard:
+                lock = WriterLock._memory.setdefault(self._id, threading.Lock())
+            while not lock.acquire(timeout=poll_s):
+                if cancel is not None and cancel.is_set():
+                    return False
+            self._held = lock
+            return True
+        self._file.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self._file, os.O_RDWR | os.O_CREAT, 0o600)
+        while not _try_lock(fd):
+            if cancel is not None and cancel.wait(poll_s):
+                os.close(fd)
+                return False
+            if cancel is None:
+                time.sleep(poll_s)
+        self._fd = fd
+        return True
+
+    def release(self) -> None:
+        if self._held is not None:
+            self._held.release()
+            self._held = None
+        if self._fd is not None:
+            os.close(self._fd)  # closing the file frees its lock
+            self._fd = None

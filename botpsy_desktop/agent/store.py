@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import sqlite3
 import threading
 import time
@@ -12,13 +13,26 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from botpsy_desktop.agent.owners import OwnerLock
-from botpsy_desktop.core.dbsafety import backup_before_migration, restore_hint
+from botpsy_desktop.agent.owners import OwnerLock, WriterLock
+from botpsy_desktop.core.dbsafety import (
+    backup_before_migration,
+    integrity_errors,
+    is_damage,
+    keep_recent_backup,
+    restore_hint,
+    write_failure,
+)
 from botpsy_desktop.core.errors import StoreError
+from botpsy_desktop.core.text import readable
 
 SCHEMA_VERSION = 3
 # 3: messages.state ('done', 'pending': being written by its owner process, 'interrupted': its
 #    owner died or stopped before finishing it) and messages.owner (see agent/owners.py)
+
+UNCONFIRMED = "Started; how it ended was never recorded (the app could not save it)."
+"""The result of an audit entry written before its action ran, until it is completed."""
+UNDOING = 0
+"""``undone_by`` of an entry while an undo has claimed it (entry ids start at 1)."""
 
 INTERRUPTED_NOTE = "[This reply was cut off before it was finished.]"
 """How an interrupted partial reply appears in the prompt: its text, then this note."""
@@ -83,6 +97,19 @@ CREATE TABLE IF NOT EXISTS conversation_settings (
 """
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _dumps(value: Any, **kwargs: Any) -> str:
+    """JSON for a column: non-ASCII kept as it is, a lone surrogate (a file name's byte that is
+    not UTF-8, core/text.py) as a ``\\udce9`` escape, so that it is stored and read back
+    unchanged instead of failing the write."""
+    text = json.dumps(value, ensure_ascii=False, **kwargs)
+    if _SURROGATE.search(text):
+        text = _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+    return text
+
+
 def prompt_view(message: dict[str, Any]) -> dict[str, Any] | None:
     """How a stored message goes into the prompt (None: left out).
 
@@ -109,6 +136,15 @@ def prompt_view(message: dict[str, Any]) -> dict[str, Any] | None:
 def prompt_history(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Stored messages as the prompt shows them (see :func:`prompt_view`)."""
     return [v for v in map(prompt_view, messages) if v is not None]
+
+
+def _first(rows: list[Any]) -> Any:
+    return rows[0] if rows else None
+
+
+def _bindable(params: tuple[Any, ...]) -> tuple[Any, ...]:
+    """Parameters SQLite can store: a lone surrogate in text becomes a readable escape."""
+    return tuple(readable(p) if isinstance(p, str) else p for p in params)
 
 
 @dataclass(frozen=True)
@@ -139,6 +175,7 @@ class ConversationStore:
         self.path = Path(path)
         self._lock = threading.Lock()
         memory = str(path) == ":memory:"
+        self._memory = memory
         try:
             self._owner = OwnerLock(None if memory else self.path)
         except OSError as exc:
@@ -149,11 +186,18 @@ class ConversationStore:
         try:
             if not memory:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
+            existed = not memory and self.path.exists() and self.path.stat().st_size > 0
             self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
+            self._db.execute("PRAGMA busy_timeout=5000")
+            # a damaged file is found before anything is written to it (quick_check reads
+            # every page: milliseconds at the size a conversation database has)
+            problems = integrity_errors(self._db, quick=True) if existed else []
+            if problems:
+                self._refuse_writes(problems)
+                return
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=FULL")
             self._db.execute("PRAGMA foreign_keys=ON")
-            self._db.execute("PRAGMA busy_timeout=5000")
             version = self._db.execute("PRAGMA user_version").fetchone()[0]
             if version > SCHEMA_VERSION:
                 raise StoreError(
@@ -166,7 +210,12 @@ class ConversationStore:
             self._migrate()
             self._db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
             self.recovered = self._recover()
+            if existed and self.backup is None and self._has_history():
+                self._backing_up = keep_recent_backup(self.path, SCHEMA_VERSION)
         except sqlite3.DatabaseError as exc:
+            if is_damage(exc) and getattr(self, "_db", None) is not None:
+                self._refuse_writes([str(exc)])
+                return
             self._abandon()
             raise StoreError(
                 f"Cannot open the conversation database {self.path}: {exc}.",
@@ -180,6 +229,31 @@ class ConversationStore:
     """The copy made before this open upgraded the file's schema (None: no upgrade)."""
     recovered: int = 0
     """Pending rows of dead processes this open marked interrupted."""
+    _backing_up: threading.Thread | None = None
+    damaged: tuple[str, ...] = ()
+    """What the integrity check found wrong with the file (empty: healthy). A damaged file is
+    only read, never written: every write raises StoreError saying how to restore it."""
+
+    def _refuse_writes(self, problems: list[str]) -> None:
+        """Keep the damaged file as it is: reads go on where they can, writes are refused."""
+        self.damaged = tuple(problems) or ("the file is damaged",)
+        with contextlib.suppress(sqlite3.Error):
+            self._db.execute("PRAGMA query_only=ON")
+
+    def damage_error(self, what: str = "nothing") -> StoreError:
+        """The error for a write refused because the file is damaged."""
+        shown = "; ".join(self.damaged[:2]) + (" ..." if len(self.damaged) > 2 else "")
+        return StoreError(
+            f"The conversation database {self.path} is damaged (integrity check: {shown}); "
+            f"{what} was written to it, and nothing will be until it is repaired.",
+            restore_hint(self.path),
+        )
+
+    def _has_history(self) -> bool:
+        row = self._db.execute(
+            "SELECT EXISTS (SELECT 1 FROM messages) OR EXISTS (SELECT 1 FROM actions)"
+        ).fetchone()
+        return bool(row[0])
 
     def _abandon(self) -> None:
         if getattr(self, "_db", None) is not None:
@@ -238,33 +312,69 @@ class ConversationStore:
                 )
             self._db.close()
             self._owner.release()
+        if self._backing_up is not None:  # a copy this open started: let it finish
+            self._backing_up.join(timeout=60)
 
     # --- replies written as they stream ---------------------------------------------------
 
     def _commit(self, steps: list[tuple[str, tuple[Any, ...]]], *, durable: bool = True) -> int:
-        """Run ``steps`` in one transaction; returns the last statement's lastrowid."""
+        """Run ``steps`` in one transaction; returns the last statement's lastrowid.
+
+        All or nothing: on any failure (a full disk, a value SQLite cannot take) the
+        transaction is rolled back, so no lock is left held for the next write.
+        """
         with self._lock:
-            if not durable:
-                self._db.execute("PRAGMA synchronous=NORMAL")
+            if self.damaged:
+                raise self.damage_error()
             last = 0
             try:
+                if not durable:
+                    self._db.execute("PRAGMA synchronous=NORMAL")
                 self._db.execute("BEGIN IMMEDIATE")
                 for sql, params in steps:
-                    cur = self._db.execute(sql, params)
+                    cur = self._db.execute(sql, _bindable(params))
                     if sql.startswith("INSERT"):
                         last = int(cur.lastrowid or 0)
                 self._db.execute("COMMIT")
             except sqlite3.Error as exc:
-                if self._db.in_transaction:
-                    self._db.execute("ROLLBACK")
-                raise StoreError(
-                    f"Could not save a message to {self.path}: {exc}.",
-                    "Check free disk space and permissions.",
-                ) from exc
+                self._rollback()
+                raise self._failure(exc, "a message") from exc
+            except BaseException:
+                self._rollback()
+                raise
             finally:
                 if not durable:
-                    self._db.execute("PRAGMA synchronous=FULL")
+                    with contextlib.suppress(sqlite3.Error):
+                        self._db.execute("PRAGMA synchronous=FULL")
             return last
+
+    def _rollback(self) -> None:
+        if self._db.in_transaction:
+            with contextlib.suppress(sqlite3.Error):  # SQLite may have rolled back itself
+                self._db.execute("ROLLBACK")
+
+    def _failure(self, exc: sqlite3.Error, what: str) -> StoreError:
+        """The StoreError for a failed write; a damaged file is written no more."""
+        if is_damage(exc):
+            self._refuse_writes([str(exc)])
+        return write_failure(self.path, exc, what)
+
+    def _read(self, sql: str, params: tuple[Any, ...] = ()) -> list[Any]:
+        """Rows of a query; a damaged page is a StoreError that says how to restore."""
+        with self._lock:
+            try:
+                return self._db.execute(sql, _bindable(params)).fetchall()
+            except sqlite3.DatabaseError as exc:
+                if is_damage(exc):
+                    self._refuse_writes([str(exc)])
+                    raise StoreError(
+                        f"The conversation database {self.path} is damaged ({exc}).",
+                        restore_hint(self.path),
+                    ) from exc
+                raise StoreError(
+                    f"Could not read the conversation database {self.path}: {exc}.",
+                    "Try again; if it keeps happening, run `botpsy doctor`.",
+                ) from exc
 
     def _insert(
         self, conversation_id: str, message: dict[str, Any], state: str
@@ -277,7 +387,7 @@ class ConversationStore:
                 (
                     conversation_id,
                     message["role"],
-                    json.dumps(message, ensure_ascii=False),
+                    _dumps(message),
                     now,
                     state,
                     self._owner.token if state == "pending" else None,
@@ -302,7 +412,7 @@ class ConversationStore:
             [
                 (
                     "UPDATE messages SET payload = ? WHERE id = ? AND state = 'pending'",
-                    (json.dumps(message, ensure_ascii=False), row_id),
+                    (_dumps(message), row_id),
                 )
             ],
             durable=False,
@@ -333,7 +443,7 @@ class ConversationStore:
                     "UPDATE messages SET payload = ?, state = ?, owner = NULL "
                     "WHERE id = ? AND state = 'pending'",
                     (
-                        json.dumps(message, ensure_ascii=False),
+                        _dumps(message),
                         "interrupted" if interrupted else "done",
                         row_id,
                     ),
@@ -345,30 +455,32 @@ class ConversationStore:
         return last if then is not None and row is not None else None
 
     def _db_row_conversation(self, row_id: int) -> str | None:
-        with self._lock:
-            found = self._db.execute(
-                "SELECT conversation_id FROM messages WHERE id = ?", (row_id,)
-            ).fetchone()
+        found = _first(self._read("SELECT conversation_id FROM messages WHERE id = ?", (row_id,)))
         return None if found is None else str(found[0])
 
     def state(self, row_id: int) -> str | None:
         """A message row's state: 'done', 'pending', 'interrupted' (None: no such row)."""
-        with self._lock:
-            found = self._db.execute(
-                "SELECT state FROM messages WHERE id = ?", (row_id,)
-            ).fetchone()
+        found = _first(self._read("SELECT state FROM messages WHERE id = ?", (row_id,)))
         return None if found is None else str(found[0])
 
-    def _write(self, sql: str, params: tuple[Any, ...]) -> int:
+    def _write(self, sql: str, params: tuple[Any, ...], what: str = "the change") -> int:
+        """Run one statement (its own transaction); returns its lastrowid."""
+        return self._execute(sql, params, what)[0]
+
+    def _execute(self, sql: str, params: tuple[Any, ...], what: str) -> tuple[int, int]:
+        """Run one statement (its own transaction); returns its lastrowid and rowcount."""
         with self._lock:
+            if self.damaged:
+                raise self.damage_error()
             try:
-                cur = self._db.execute(sql, params)
+                cur = self._db.execute(sql, _bindable(params))
             except sqlite3.Error as exc:
-                raise StoreError(
-                    f"Could not save to {self.path}: {exc}.",
-                    "Check free disk space and permissions.",
-                ) from exc
-            return int(cur.lastrowid or 0)
+                self._rollback()
+                raise self._failure(exc, what) from exc
+            except BaseException:
+                self._rollback()
+                raise
+            return int(cur.lastrowid or 0), int(cur.rowcount)
 
     def create(self, title: str = "New conversation") -> str:
         conv_id = uuid.uuid4().hex
@@ -386,31 +498,33 @@ class ConversationStore:
     def delete(self, conversation_id: str) -> None:
         """Delete a conversation with its messages and tool-call records."""
         self._write("DELETE FROM conversations WHERE id = ?", (conversation_id,))
+        if self._memory is False:
+            with contextlib.suppress(OSError):
+                (
+                    self.path.with_name(self.path.name + ".writers") / f"{conversation_id}.lock"
+                ).unlink()
+
+    def writer(self, conversation_id: str) -> WriterLock:
+        """The lock a request holds while it writes ``conversation_id`` (agent/owners.py)."""
+        return WriterLock(None if self._memory else self.path, conversation_id)
 
     def title(self, conversation_id: str) -> str | None:
-        with self._lock:
-            row = self._db.execute(
-                "SELECT title FROM conversations WHERE id = ?", (conversation_id,)
-            ).fetchone()
+        row = _first(self._read("SELECT title FROM conversations WHERE id = ?", (conversation_id,)))
         return None if row is None else str(row[0])
 
     def search(self, text: str) -> list[str]:
         """Ids of conversations whose title or messages contain ``text`` (case-insensitive)."""
         like = f"%{text.lower()}%"
-        with self._lock:
-            rows = self._db.execute(
-                "SELECT DISTINCT c.id FROM conversations c LEFT JOIN messages m "
-                "ON m.conversation_id = c.id WHERE lower(c.title) LIKE ? "
-                "OR (m.role IN ('user', 'assistant') AND lower(m.payload) LIKE ?)",
-                (like, like),
-            ).fetchall()
+        rows = self._read(
+            "SELECT DISTINCT c.id FROM conversations c LEFT JOIN messages m "
+            "ON m.conversation_id = c.id WHERE lower(c.title) LIKE ? "
+            "OR (m.role IN ('user', 'assistant') AND lower(m.payload) LIKE ?)",
+            (like, like),
+        )
         return [str(r[0]) for r in rows]
 
     def exists(self, conversation_id: str) -> bool:
-        with self._lock:
-            row = self._db.execute(
-                "SELECT 1 FROM conversations WHERE id = ?", (conversation_id,)
-            ).fetchone()
+        row = _first(self._read("SELECT 1 FROM conversations WHERE id = ?", (conversation_id,)))
         return row is not None
 
     def append(self, conversation_id: str, message: dict[str, Any]) -> int:
@@ -424,7 +538,7 @@ class ConversationStore:
                     (
                         conversation_id,
                         message["role"],
-                        json.dumps(message, ensure_ascii=False),
+                        _dumps(message),
                         now,
                     ),
                 ),
@@ -436,11 +550,10 @@ class ConversationStore:
         """The conversation's messages in order. An interrupted one carries ``interrupted:
         True``; rows still being written are left out unless ``pending`` (then ``pending:
         True``)."""
-        with self._lock:
-            rows = self._db.execute(
-                "SELECT payload, state FROM messages WHERE conversation_id = ? ORDER BY id",
-                (conversation_id,),
-            ).fetchall()
+        rows = self._read(
+            "SELECT payload, state FROM messages WHERE conversation_id = ? ORDER BY id",
+            (conversation_id,),
+        )
         out = []
         for payload, state in rows:
             if state == "pending" and not pending:
@@ -469,7 +582,7 @@ class ConversationStore:
                 conversation_id,
                 call_id,
                 name,
-                json.dumps(arguments, ensure_ascii=False, default=str),
+                _dumps(arguments, default=str),
                 decision,
                 int(ok),
                 result,
@@ -478,12 +591,11 @@ class ConversationStore:
         )
 
     def tool_calls(self, conversation_id: str) -> list[dict[str, Any]]:
-        with self._lock:
-            rows = self._db.execute(
-                "SELECT call_id, name, arguments, decision, ok, result FROM tool_calls "
-                "WHERE conversation_id = ? ORDER BY id",
-                (conversation_id,),
-            ).fetchall()
+        rows = self._read(
+            "SELECT call_id, name, arguments, decision, ok, result FROM tool_calls "
+            "WHERE conversation_id = ? ORDER BY id",
+            (conversation_id,),
+        )
         return [
             {
                 "call_id": r[0],
@@ -497,18 +609,16 @@ class ConversationStore:
         ]
 
     def conversations(self) -> list[ConversationInfo]:
-        with self._lock:
-            rows = self._db.execute(
-                "SELECT c.id, c.title, c.created_at, c.updated_at, COUNT(m.id) "
-                "FROM conversations c LEFT JOIN messages m ON m.conversation_id = c.id "
-                "GROUP BY c.id "
-                "ORDER BY c.updated_at DESC"
-            ).fetchall()
+        rows = self._read(
+            "SELECT c.id, c.title, c.created_at, c.updated_at, COUNT(m.id) "
+            "FROM conversations c LEFT JOIN messages m ON m.conversation_id = c.id "
+            "GROUP BY c.id "
+            "ORDER BY c.updated_at DESC"
+        )
         return [ConversationInfo(r[0], r[1], r[2], r[3], r[4]) for r in rows]
 
     def journal_mode(self) -> str:
-        with self._lock:
-            return str(self._db.execute("PRAGMA journal_mode").fetchone()[0])
+        return str(self._read("PRAGMA journal_mode")[0][0])
 
     # --- the audit log (agent/audit.py reads and writes it) ---------------------------------
 
@@ -539,21 +649,66 @@ class ConversationStore:
                 conversation_id,
                 call_id,
                 tool,
-                json.dumps(arguments, ensure_ascii=False, default=str),
+                _dumps(arguments, default=str),
                 json.dumps(effects),
                 approved_by,
                 receipt,
                 int(ok),
                 result,
-                None if inverse is None else json.dumps(inverse, ensure_ascii=False),
+                None if inverse is None else _dumps(inverse),
                 not_reversible,
                 undoes,
             ),
         )
 
+    def complete_action(
+        self,
+        action_id: int,
+        *,
+        ok: bool,
+        result: str,
+        inverse: dict[str, Any] | None,
+        not_reversible: str | None,
+    ) -> None:
+        """Record how an action begun with :meth:`record_action` (``ok`` False, result
+        :data:`UNCONFIRMED`) ended. Raises StoreError if that cannot be written (the entry
+        then stays unconfirmed: the action is logged, its outcome is not)."""
+        self._write(
+            "UPDATE actions SET ok = ?, result = ?, inverse = ?, not_reversible = ? "
+            "WHERE id = ? AND result = ?",
+            (
+                int(ok),
+                result,
+                None if inverse is None else _dumps(inverse),
+                not_reversible,
+                action_id,
+                UNCONFIRMED,
+            ),
+            what=f"how action #{action_id} ended",
+        )
+
+    def claim_undo(self, action_id: int) -> bool:
+        """Mark entry ``action_id`` as being undone, atomically: True for exactly one caller
+        (across threads and processes) while it is not undone or being undone."""
+        _, changed = self._execute(
+            "UPDATE actions SET undone_by = ? WHERE id = ? AND undone_by IS NULL",
+            (UNDOING, action_id),
+            what=f"the start of undoing action #{action_id}",
+        )
+        return changed == 1
+
+    def release_undo(self, action_id: int) -> None:
+        """Give back a claim from :meth:`claim_undo` whose undo did not happen."""
+        self._write(
+            "UPDATE actions SET undone_by = NULL WHERE id = ? AND undone_by = ?",
+            (action_id, UNDOING),
+        )
+
     def mark_undone(self, action_id: int, by: int) -> None:
         self._write(
-            "UPDATE actions SET undone_by = ? WHERE id = ? AND undone_by IS NULL", (by, action_id)
+            "UPDATE actions SET undone_by = ? WHERE id = ? AND (undone_by IS NULL "
+            "OR undone_by = ?)",
+            (by, action_id, UNDOING),
         )
 
     def actions(self, limit: int | None = None) -> list[dict[str, Any]]:
@@ -567,8 +722,7 @@ class ConversationStore:
         if limit is not None:
             sql += " LIMIT ?"
             params = (limit,)
-        with self._lock:
-            rows = self._db.execute(sql, params).fetchall()
+        rows = self._read(sql, params)
         return [
             {
                 "id": r[0],
@@ -592,11 +746,12 @@ class ConversationStore:
 
     def setting(self, conversation_id: str, key: str, default: Any = None) -> Any:
         """A per-conversation setting (e.g. "think"), or ``default`` if it was never set."""
-        with self._lock:
-            row = self._db.execute(
+        row = _first(
+            self._read(
                 "SELECT value FROM conversation_settings WHERE conversation_id = ? AND key = ?",
                 (conversation_id, key),
-            ).fetchone()
+            )
+        )
         return default if row is None else json.loads(row[0])
 
     def set_setting(self, conversation_id: str, key: str, value: Any) -> None:

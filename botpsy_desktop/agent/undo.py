@@ -7,11 +7,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from botpsy_desktop.agent.audit import AuditLog, Undone, describe
+from botpsy_desktop.agent.audit import UNDO_LOCK, AuditLog, Undone, describe
 from botpsy_desktop.agent.events import ApprovalRequest
 from botpsy_desktop.agent.gate import Context, Decision, Gate, Verdict
 from botpsy_desktop.agent.tools import Inverse, Tier, Tool, ToolArgumentsError, ToolRegistry
-from botpsy_desktop.core.errors import BotpsyError
+from botpsy_desktop.core.errors import BotpsyError, StoreError
 
 
 @dataclass
@@ -154,6 +154,19 @@ def carry_out(audit: AuditLog, plan: UndoPlan, by: str = "user (undo)") -> Undon
         if not plan.request.consume(plan.tool.name, args_data):
             raise BotpsyError("Nothing was undone: the approval does not match this undo.")
         approved_by = plan.request.decided_by or by
+    # one undo at a time in a profile (other processes too): an inverse such as
+    # undo_last_file_change acts on the newest change, which another undo may be taking back
+    lock = audit.store.writer(UNDO_LOCK)
+    lock.acquire()
+    try:
+        return _carry_out(audit, plan, args_data, approved_by)
+    finally:
+        lock.release()
+
+
+def _carry_out(
+    audit: AuditLog, plan: UndoPlan, args_data: dict[str, Any], approved_by: str
+) -> Undone:
     entry = plan.entry
     if plan.state is not None and plan.tool.state is not None:  # changed since it was planned?
         now = plan.tool.state(args_data)
@@ -162,29 +175,53 @@ def carry_out(audit: AuditLog, plan: UndoPlan, by: str = "user (undo)") -> Undon
                 f"Nothing was undone: {describe(entry)} changed while the undo waited.",
                 "Undo it again to see what it would do now.",
             )
+    # the entry is claimed before its inverse runs: of several undos of one entry at once,
+    # exactly one carries it out; the others say it was taken
+    if not audit.store.claim_undo(int(entry["id"])):
+        raise BotpsyError(
+            f"Nothing was undone: #{entry['id']} {describe(entry)} was undone already (or is "
+            "being undone by another undo right now).",
+            "See `botpsy log`.",
+        )
     try:
         value = plan.tool.call(plan.tool.validate(args_data))
-    except ToolArgumentsError as exc:
-        raise BotpsyError(f"The recorded inverse of {describe(entry)} is invalid: {exc}") from exc
-    except BotpsyError as exc:
-        raise BotpsyError(f"Could not undo {describe(entry)}: {exc}") from exc
-    except Exception as exc:  # an adapter bug: say so, change nothing in the log
-        raise BotpsyError(f"Could not undo {describe(entry)}: {type(exc).__name__}: {exc}") from exc
+    except BaseException as exc:
+        audit.store.release_undo(int(entry["id"]))  # it did not happen: free to try again
+        if isinstance(exc, ToolArgumentsError):
+            raise BotpsyError(
+                f"The recorded inverse of {describe(entry)} is invalid: {exc}"
+            ) from exc
+        if isinstance(exc, BotpsyError):
+            raise BotpsyError(f"Could not undo {describe(entry)}: {exc}") from exc
+        if isinstance(exc, Exception):  # an adapter bug: say so, change nothing in the log
+            raise BotpsyError(
+                f"Could not undo {describe(entry)}: {type(exc).__name__}: {exc}"
+            ) from exc
+        raise
     output = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
     assessment = plan.verdict.assessment
-    new_id = audit.record(
-        conversation_id=entry["conversation_id"],
-        call_id=f"undo_{entry['id']}",
-        tool=plan.tool.name,
-        arguments=args_data,
-        effects=sorted(e.value for e in (assessment.effects if assessment else plan.tool.effects)),
-        approved_by=approved_by,
-        receipt=f"Undo #{entry['id']}: {plan.summary}",
-        ok=True,
-        output=output,
-        value=value,
-        undoes=int(entry["id"]),
-    )
+    try:
+        new_id = audit.record(
+            conversation_id=entry["conversation_id"],
+            call_id=f"undo_{entry['id']}",
+            tool=plan.tool.name,
+            arguments=args_data,
+            effects=sorted(
+                e.value for e in (assessment.effects if assessment else plan.tool.effects)
+            ),
+            approved_by=approved_by,
+            receipt=f"Undo #{entry['id']}: {plan.summary}",
+            ok=True,
+            output=output,
+            value=value,
+            undoes=int(entry["id"]),
+        )
+    except StoreError as exc:  # the claim stays: the log shows the undo started, unrecorded
+        raise StoreError(
+            f"Undid #{entry['id']} {describe(entry)} ({output}), but the audit log could not "
+            f"record it: {exc.message}",
+            exc.hint,
+        ) from exc
     return Undone(entry, plan.inverse, output, new_id)
 
 

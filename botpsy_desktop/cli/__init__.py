@@ -29,6 +29,7 @@ from botpsy_desktop.cli import (
 from botpsy_desktop.cli.common import EXIT_CANCELLED, EXIT_ERROR, EXIT_OK, EXIT_USAGE
 from botpsy_desktop.core.errors import BotpsyError
 from botpsy_desktop.core.paths import Paths
+from botpsy_desktop.core.text import terminal_safe
 from botpsy_desktop.eval.command import add_eval_command, cmd_eval
 
 __all__ = ["COMMANDS", "EXIT_CANCELLED", "EXIT_ERROR", "EXIT_OK", "EXIT_USAGE", "main"]
@@ -93,7 +94,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         app = build_app(args.home)
     except BotpsyError as exc:
-        print(f"botpsy: {exc}", file=err)
+        print(terminal_safe(f"botpsy: {exc}"), file=err)
         return EXIT_ERROR
     from botpsy_desktop.agent.logs import setup_logging
 
@@ -101,7 +102,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return COMMANDS[args.command](app, args, out, err)
     except BotpsyError as exc:
-        print(f"botpsy: {exc}", file=err)
+        print(terminal_safe(f"botpsy: {exc}"), file=err)
         return EXIT_ERROR
     except KeyboardInterrupt:
         print("\nbotpsy: stopped.", file=err)

@@ -10,6 +10,8 @@ from botpsy_desktop import __version__
 from botpsy_desktop.app import App
 from botpsy_desktop.cli.common import EXIT_ERROR, EXIT_OK, first_run
 from botpsy_desktop.cli.turns import add_run_options, opened_session, run_request
+from botpsy_desktop.core.errors import BotpsyError
+from botpsy_desktop.core.text import terminal_safe
 
 
 def add_command(sub: Any) -> None:
@@ -40,4 +42,7 @@ def cmd_chat(app: App, args: argparse.Namespace, out: TextIO, err: TextIO) -> in
             if not line.strip():
                 continue
             out.write("botpsy> ")
-            run_request(app, args, line.strip(), session, out, err, False)
+            try:
+                run_request(app, args, line.strip(), session, out, err, False)
+            except BotpsyError as exc:  # this request failed; the conversation goes on
+                print(terminal_safe(f"\nbotpsy: {exc}"), file=err)

@@ -8,6 +8,7 @@ from typing import Any, TextIO
 
 from botpsy_desktop.app import App
 from botpsy_desktop.cli.common import EXIT_ERROR, EXIT_OK
+from botpsy_desktop.core.text import terminal_safe
 
 
 def add_command(sub: Any) -> None:
@@ -66,7 +67,7 @@ def cmd_history(app: App, args: argparse.Namespace, out: TextIO, err: TextIO) ->
             json.dump([vars(i) for i in infos], out, ensure_ascii=False, indent=2)
             out.write("\n")
         for i in [] if args.json else infos:
-            print(f"{i.id}  {i.message_count:4d} messages  {i.title}", file=out)
+            print(terminal_safe(f"{i.id}  {i.message_count:4d} messages  {i.title}"), file=out)
         return EXIT_OK
     if not app.store.exists(args.conversation):
         print(f"botpsy: there is no conversation {args.conversation}.", file=err)
@@ -77,5 +78,5 @@ def cmd_history(app: App, args: argparse.Namespace, out: TextIO, err: TextIO) ->
         out.write("\n")
     else:
         calls = app.store.tool_calls(args.conversation)
-        print("\n".join(format_history(messages, calls)), file=out)
+        print(terminal_safe("\n".join(format_history(messages, calls))), file=out)
     return EXIT_OK

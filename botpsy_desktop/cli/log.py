@@ -33,6 +33,9 @@ def cmd_log(app: App, args: argparse.Namespace, out: TextIO, err: TextIO) -> int
     """The audit log, newest first: what ran, when, who approved it, and how to undo it."""
     from botpsy_desktop.agent.audit import AuditLog, format_entry
 
+    if app.store.damaged:  # shown as far as it can be read; said first
+        warning = app.store.damage_error("nothing")
+        print(f"botpsy: warning: {warning}", file=err)
     entries = AuditLog(app.store).entries(max(args.limit, 1))
     if args.json:
         json.dump(entries, out, ensure_ascii=False, indent=2)
@@ -49,6 +52,7 @@ def cmd_undo(app: App, args: argparse.Namespace, out: TextIO, err: TextIO) -> in
     through the gate: the undo's receipt is shown, and one that sends or deletes asks first."""
     from botpsy_desktop.agent.audit import describe
     from botpsy_desktop.cli.turns import Approver
+    from botpsy_desktop.core.text import terminal_safe
 
     plan = app.plan_undo(args.action)
     if plan.request is not None:
@@ -59,5 +63,6 @@ def cmd_undo(app: App, args: argparse.Namespace, out: TextIO, err: TextIO) -> in
         json.dump({**data, "entry_id": done.entry_id}, out, ensure_ascii=False, indent=2)
         out.write("\n")
     else:
-        print(f"Undid #{done.action['id']} {describe(done.action)}: {done.result}", file=out)
+        shown = f"Undid #{done.action['id']} {describe(done.action)}: {done.result}"
+        print(terminal_safe(shown), file=out)
     return EXIT_OK

@@ -29,6 +29,7 @@ from botpsy_desktop.agent.events import (
 from botpsy_desktop.agent.loop import AgentSession
 from botpsy_desktop.app import App
 from botpsy_desktop.cli.common import EXIT_CANCELLED, EXIT_ERROR, EXIT_OK
+from botpsy_desktop.core.text import terminal_safe
 from botpsy_desktop.llm.backend import Backend
 from botpsy_desktop.llm.types import PromptProgress
 
@@ -67,6 +68,14 @@ def add_run_options(sp: argparse.ArgumentParser) -> None:
 def opened_session(app: App, args: argparse.Namespace) -> Iterator[tuple[Backend, AgentSession]]:
     """The backend (per --model or --replay) and the session (per --conversation) of `ask` and
     `chat`; the backend is closed when the command is done."""
+    problem = app.account_problem()
+    if problem is not None:  # said once at the start, not only when a calendar tool fails
+        print(
+            terminal_safe(
+                f"botpsy: warning: calendar and mail are off: {problem.message} {problem.hint}"
+            ),
+            file=sys.stderr,
+        )
     backend = app.backend(model=args.model, replay=args.replay, engine=args.engine)
     try:
         yield backend, app.session(backend, args.conversation)
@@ -89,13 +98,13 @@ class Approver:
             return
         if not (self.stdin.isatty() and self.stderr.isatty()):
             print(
-                f"\n[approval needed] {request.receipt}\n"
+                f"\n[approval needed] {terminal_safe(request.receipt)}\n"
                 "Denied: no terminal to ask on (use --approve all to allow).",
                 file=self.stderr,
             )
             request.deny(by="no terminal")
             return
-        print(f"\n[approval needed] {request.receipt}", file=self.stderr)
+        print(f"\n[approval needed] {terminal_safe(request.receipt)}", file=self.stderr)
         if request.scope is not None:
             print(f"  a = {request.scope.describe()}", file=self.stderr)
         self.stderr.write("Allow this? [y/N" + ("/a] " if request.scope is not None else "] "))
@@ -185,21 +194,21 @@ def run_request(
             if not in_thinking:
                 err.write("[thinking] ")
                 in_thinking = True
-            err.write(event.text)
+            err.write(terminal_safe(event.text))
             err.flush()
         elif isinstance(event, Token):
             if in_thinking:
                 err.write("\n")
                 in_thinking = False
-            out.write(event.text)
+            out.write(terminal_safe(event.text))
             out.flush()
         elif isinstance(event, ToolStarted):
             args_text = json.dumps(event.arguments, ensure_ascii=False)
-            print(f"\n[tool] {event.name} {args_text}", file=err)
+            print(terminal_safe(f"\n[tool] {event.name} {args_text}"), file=err)
         elif isinstance(event, ToolResult):
             status = "ok" if event.ok else "failed"
             preview = event.output if len(event.output) < 300 else event.output[:300] + " ..."
-            print(f"[tool {status}, {event.decision}] {preview}", file=err)
+            print(terminal_safe(f"[tool {status}, {event.decision}] {preview}"), file=err)
             outcomes.append(outcome_line(event))
         elif isinstance(event, Answer):
             out.write("\n")
@@ -209,11 +218,11 @@ def run_request(
             for line in outcomes:
                 print(f"[outcome] {line}", file=err)
         elif isinstance(event, Error):
-            print(f"\n{event.message}", file=err)
+            print(terminal_safe(f"\n{event.message}"), file=err)
             for line in outcomes:
-                print(f"[outcome] {line}", file=err)
+                print(terminal_safe(f"[outcome] {line}"), file=err)
         elif isinstance(event, ContextTrimmed):
-            print(f"[context] {event.message}", file=err)
+            print(terminal_safe(f"[context] {event.message}"), file=err)
         elif isinstance(event, TurnFinished):
             pass
     if transcript.error is not None:

@@ -154,6 +154,11 @@ class AccountBook:
                 f"Cannot read the accounts file {self.file}: {exc}.",
                 "Fix the JSON, or delete the file and add the accounts again.",
             ) from exc
+        except RecursionError:
+            raise ConfigError(
+                f"The accounts file {self.file} is nested too deeply to be a list of accounts.",
+                "Fix it, or delete it and add the accounts again with `botpsy account add`.",
+            ) from None
         if not isinstance(data, list):
             raise ConfigError(
                 f"The accounts file {self.file} must hold a JSON list of accounts.",

@@ -157,6 +157,9 @@ class AgentSettings(_Section):
     """How the agent loop runs."""
 
     max_steps: int = Field(8, ge=1, le=64, description="Most model turns for one request.")
+    max_calls_per_turn: int = Field(
+        16, ge=1, le=256, description="Most tool calls run from one model turn (the rest are not)."
+    )
     tool_timeout_s: float = Field(30.0, gt=0, description="Seconds a tool may run.")
     tool_timeouts: dict[str, float] = Field(
         default_factory=lambda: {"email": 60.0, "calendar": 60.0},
@@ -434,8 +437,20 @@ class Config(_Section):
                 f"Cannot read the config file {file}: {exc}.",
                 "Fix the JSON or delete the file to start from defaults.",
             ) from exc
+        except RecursionError:
+            raise ConfigError(
+                f"The config file {file} is nested too deeply to be a configuration.",
+                "Fix it (settings are at most a few levels deep) or delete it to start from "
+                "defaults.",
+            ) from None
         try:
             return cls.model_validate(data)
+        except RecursionError:
+            raise ConfigError(
+                f"The config file {file} is nested too deeply to be a configuration.",
+                "Fix it (settings are at most a few levels deep) or delete it to start from "
+                "defaults.",
+            ) from None
         except ValidationError as exc:
             problems = "; ".join(
                 f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextvars
 import inspect
 import json
+import threading
 import unicodedata
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -155,6 +156,9 @@ class CallContext:
     """
 
     sources: tuple[str, ...] = ()
+    stop: threading.Event = field(default_factory=threading.Event, compare=False)
+    """Set when the call was abandoned (past its time limit, or the user pressed Stop): a tool
+    doing long work checks it (:func:`check_stopped`) and ends, instead of running on unseen."""
 
     @property
     def tainted(self) -> bool:
@@ -169,6 +173,18 @@ _CALL_CONTEXT: contextvars.ContextVar[CallContext | None] = contextvars.ContextV
 def current_call_context() -> CallContext:
     """The context of the tool call running now (clean when none is set)."""
     return _CALL_CONTEXT.get() or CallContext()
+
+
+class CallStopped(BotpsyError):
+    """The tool call was abandoned while it ran; raised by :func:`check_stopped`."""
+
+
+def check_stopped() -> None:
+    """Raise CallStopped if the tool call running now was abandoned (see CallContext.stop)."""
+    if current_call_context().stop.is_set():
+        raise CallStopped(
+            "The call was stopped: it ran past its time limit or the user stopped it."
+        )
 
 
 def run_in_context(context: CallContext, fn: Callable[[], Any]) -> Any:

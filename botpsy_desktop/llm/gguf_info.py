@@ -63,8 +63,20 @@ _MAX_STRING = 64 * 1024 * 1024
 _CHUNK = 1024 * 1024
 
 
+GGML_MAX_DIMS = 4
+
+_DAMAGED_HINT = (
+    "The file is damaged, not just incomplete: download it again from where it came from, or "
+    "choose another model (`botpsy model list`)."
+)
+
+
 class _Truncated(Exception):
     pass
+
+
+class _Damaged(Exception):
+    """The header holds a value no valid GGUF file has (not the end of a cut-off download)."""
 
 
 @dataclass
@@ -184,6 +196,8 @@ def _value(f: BinaryIO, vtype: int, keep: bool, end: int) -> Any:
     if vtype == 9:
         (etype,) = struct.unpack("<I", _read(f, 4))
         (count,) = struct.unpack("<Q", _read(f, 8))
+        if count > 1 << 32 or (keep and count > 1 << 20):
+            raise _Damaged(f"an array of {count:,} values")
         if keep:
             return [_value(f, etype, keep, end) for _ in range(count)]
         if etype in _SCALARS:
@@ -227,37 +241,60 @@ def read_gguf_info(path: str | os.PathLike[str]) -> GGUFInfo:
                     "Get a file written by a current llama.cpp.",
                 )
             n_tensors, n_kv = struct.unpack("<QQ", _read(f, 16))
+            # far more than any model has (a few dozen entries, a few thousand tensors)
+            if n_kv > 1 << 20 or n_tensors > 1 << 24:
+                raise _Damaged(f"it declares {n_kv:,} metadata entries and {n_tensors:,} tensors")
             metadata: dict[str, Any] = {}
             for _ in range(n_kv):
                 key = _string(f)
                 (vtype,) = struct.unpack("<I", _read(f, 4))
                 keep = vtype != 9 or key.endswith(_KEEP_ARRAYS)
                 metadata[key] = _value(f, vtype, keep, size)
-            alignment = int(metadata.get("general.alignment", 32))
+            alignment = metadata.get("general.alignment", 32)
+            if not isinstance(alignment, int) or alignment <= 0 or alignment & (alignment - 1):
+                raise _Damaged(f"its alignment is {alignment!r}, not a power of two")
             data_end = 0
             tensors: list[TensorSpec] = []
+            running: int | None = 0  # where the next tensor must start (llama.cpp checks it)
             for _ in range(n_tensors):
-                tensor_name = _string(f)
+                name = _string(f)
                 (n_dims,) = struct.unpack("<I", _read(f, 4))
+                if n_dims > GGML_MAX_DIMS:
+                    raise _Damaged(f"tensor {name!r} has {n_dims:,} dimensions (at most 4)")
                 dims = struct.unpack(f"<{n_dims}Q", _read(f, 8 * n_dims))
                 ttype, offset = struct.unpack("<IQ", _read(f, 12))
-                tensors.append(TensorSpec(tensor_name, ttype, tuple(dims)))
+                count = 1
+                for d in dims:
+                    count *= d
+                if count >= 2**62:
+                    raise _Damaged(f"tensor {name!r} has {count:,} elements")
+                if offset % alignment:
+                    raise _Damaged(f"tensor {name!r} starts at {offset:,}, not aligned")
+                if running is not None and offset != running:
+                    raise _Damaged(f"tensor {name!r} starts at {offset:,}, not at {running:,}")
+                tensors.append(TensorSpec(name, ttype, tuple(dims)))
                 block, nbytes = GGML_TYPE_SIZES.get(ttype, (0, 0))
                 if block:
-                    count = 1
-                    for d in dims:
-                        count *= d
-                    data_end = max(data_end, offset + count // block * nbytes)
+                    if count % block:
+                        raise _Damaged(f"tensor {name!r} has {count:,} elements of type {ttype}")
+                    end = offset + count // block * nbytes
+                    data_end = max(data_end, end)
+                    running = (end + alignment - 1) // alignment * alignment
+                else:  # a type this version does not know: its size cannot be checked
+                    running = None
             header_end = f.tell()
     except _Truncated:
         raise ModelError(
             f"{file} is truncated: its header ends early ({size} bytes on disk).",
             "The download is incomplete; download it again.",
         ) from None
-    except (ValueError, struct.error, UnicodeDecodeError) as exc:
+    except _Damaged as exc:
         raise ModelError(
-            f"{file} has a damaged GGUF header ({exc}).", "Download the file again."
-        ) from exc
+            f"{file} is damaged: its GGUF header is not one llama.cpp can load ({exc}).",
+            _DAMAGED_HINT,
+        ) from None
+    except (ValueError, struct.error, UnicodeDecodeError) as exc:
+        raise ModelError(f"{file} has a damaged GGUF header ({exc}).", _DAMAGED_HINT) from exc
     data_start = (header_end + alignment - 1) // alignment * alignment
     expected = data_start + data_end if data_end else header_end
     arch = str(metadata.get("general.architecture", ""))
@@ -284,6 +321,7 @@ def read_gguf_info(path: str | os.PathLike[str]) -> GGUFInfo:
         )
     if not arch:
         raise ModelError(f"{file} does not name its architecture.", "Use another GGUF file.")
+    _check_hyperparameters(info)
     if arch in NON_CHAT_ARCHITECTURES:
         raise ModelError(
             f"{file} is a {arch} model, not a chat model.",
@@ -295,6 +333,44 @@ def read_gguf_info(path: str | os.PathLike[str]) -> GGUFInfo:
             "Choose a model of a supported family (e.g. BotPsy/Qwen3.5), or update botpsy-desktop.",
         )
     return info
+
+
+MAX_LAYERS = 512
+"""llama.cpp's limit on a model's layers (LLAMA_MAX_LAYERS): more aborts the process."""
+MAX_CONTEXT = 1 << 24
+"""The largest training context accepted (16,777,216 tokens; today's largest models have ~10M)."""
+
+
+def _check_hyperparameters(info: GGUFInfo) -> None:
+    """Refuse numbers llama.cpp would abort on (it kills the process, logging nothing), or that
+    no real model has: the layer count, the training context, the embedding and head counts."""
+    arch = info.architecture
+
+    def number(key: str) -> int | None:
+        value = info.metadata.get(f"{arch}.{key}")
+        if isinstance(value, list):  # per-layer values: each must be sane
+            return max(value) if value and all(isinstance(v, int) for v in value) else None
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+    problems = []
+    layers = number("block_count")
+    if layers is not None and not 1 <= layers <= MAX_LAYERS:
+        problems.append(f"{layers:,} layers (a model has 1 to {MAX_LAYERS})")
+    context = number("context_length")
+    if context is not None and not 1 <= context <= MAX_CONTEXT:
+        problems.append(f"a training context of {context:,} tokens (1 to {MAX_CONTEXT:,})")
+    width = number("embedding_length")
+    if width is not None and not 1 <= width <= 1 << 20:
+        problems.append(f"an embedding length of {width:,}")
+    heads = number("attention.head_count")
+    if heads is not None and not 0 <= heads <= 1 << 16:
+        problems.append(f"{heads:,} attention heads")
+    if problems:
+        raise ModelError(
+            f"{info.path} is damaged: its header declares {', '.join(problems)}, which "
+            "llama.cpp cannot load; it was not loaded.",
+            _DAMAGED_HINT,
+        )
 
 
 def available_memory() -> int | None:

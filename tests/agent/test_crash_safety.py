@@ -313,10 +313,16 @@ def test_a_damaged_database_is_refused_before_migrating_with_the_restore_command
     db = tmp_path / "conversations.sqlite3"
     _v2_database(db, rows=200)
     _corrupt(db)
-    with pytest.raises(StoreError) as err:
-        ConversationStore(db)
-    assert "is damaged" in err.value.message and "was not upgraded" in err.value.message
-    assert "botpsy db restore conversations.sqlite3" in err.value.hint
+    store = ConversationStore(db)  # found on open: read only, never upgraded or written
+    try:
+        assert store.damaged
+        with pytest.raises(StoreError) as err:
+            store.create()
+    finally:
+        store.close()
+    assert "is damaged" in err.value.message and "nothing was written" in err.value.message
+    # no backup exists: the advice is to move the file away, not a restore that cannot work
+    assert "There is no backup" in err.value.hint and "db restore" not in err.value.hint
     con = sqlite3.connect(db)
     assert con.execute("PRAGMA user_version").fetchone()[0] == 2  # left as it was
     con.close()

@@ -66,8 +66,17 @@ def test_a_newer_schema_is_refused_clearly(tmp_path: Path) -> None:
 def test_a_damaged_file_is_reported(tmp_path: Path) -> None:
     db = tmp_path / "c.sqlite3"
     db.write_bytes(b"this is not a database" * 100)
-    with pytest.raises(StoreError, match="Cannot open"):
-        ConversationStore(db)
+    store = ConversationStore(db)  # opened to be reported (doctor), never written
+    try:
+        assert store.damaged
+        with pytest.raises(StoreError, match="is damaged") as error:
+            store.create()
+        assert "There is no backup" in str(error.value)
+        with pytest.raises(StoreError, match="is damaged"):
+            store.conversations()
+    finally:
+        store.close()
+    assert db.read_bytes() == b"this is not a database" * 100
 
 
 def test_rename_search_and_delete(tmp_path: Path) -> None:

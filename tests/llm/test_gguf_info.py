@@ -136,3 +136,65 @@ def test_truncated_inside_the_vocabulary_is_detected(tmp_path: Path, fraction: f
     with pytest.raises(ModelError, match=r"truncated|incomplete") as info:
         read_gguf_info(cut)
     assert "download" in str(info.value).lower()
+
+
+# --- damaged headers: refused before llama.cpp sees them, in true words ----------------------
+
+
+def _write_with(path: Path, *, layers: int = 4, context: int = 4096) -> Path:
+    writer = gguf.GGUFWriter(str(path), "qwen35")
+    writer.add_name("damaged-model")
+    writer.add_block_count(layers)
+    writer.add_context_length(context)
+    writer.add_embedding_length(64)
+    writer.add_head_count(2)
+    writer.add_file_type(1)
+    writer.add_tensor("token_embd.weight", np.zeros((16, 64), dtype=np.float16))
+    writer.add_tensor("output_norm.weight", np.ones(64, dtype=np.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path
+
+
+def _patch_after(path: Path, marker: bytes, offset: int, data: bytes) -> Path:
+    """Overwrite bytes ``offset`` bytes after the end of ``marker`` (a tensor's name)."""
+    raw = bytearray(path.read_bytes())
+    at = raw.index(marker) + len(marker) + offset
+    raw[at : at + len(data)] = data
+    path.write_bytes(bytes(raw))
+    return path
+
+
+def damaged_files(folder: Path) -> dict[str, Path]:
+    """One file per kind of damage the header check refuses."""
+    import struct
+
+    dims = _patch_after(  # output_norm.weight: its dimension count, then its dims
+        _write_with(folder / "dims.gguf"), b"output_norm.weight", 0, struct.pack("<I", 2**32 - 1)
+    )
+    offset = _patch_after(  # its data offset: past the end, as a flipped byte makes it
+        _write_with(folder / "offset.gguf"), b"output_norm.weight", 4 + 8 + 4, b"\x00\x00\x10"
+    )
+    return {
+        "no layers": _write_with(folder / "zero.gguf", layers=0),
+        "too many layers": _write_with(folder / "many.gguf", layers=513),
+        "huge context": _write_with(folder / "ctx.gguf", context=0xFFFFFFFF),
+        "huge dimension count": dims,
+        "tensor offset": offset,
+    }
+
+
+@pytest.mark.parametrize(
+    "kind",
+    ["no layers", "too many layers", "huge context", "huge dimension count", "tensor offset"],
+)
+def test_a_damaged_header_is_refused_as_damaged(tmp_path: Path, kind: str) -> None:
+    file = damaged_files(tmp_path)[kind]
+    with pytest.raises(ModelError) as info:
+        read_gguf_info(file)
+    said = str(info.value)
+    assert "is damaged" in said, said
+    assert "was interrupted" not in said and "is incomplete" not in said
+    assert "download it again" in said or "choose another model" in said

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta, tzinfo
 from typing import TYPE_CHECKING, Any, Literal
 
+from botpsy_desktop.adapters.untrusted import one_line
 from botpsy_desktop.core.errors import ToolError
 
 if TYPE_CHECKING:
@@ -305,12 +306,91 @@ def zone_name(value: datetime | date) -> str | None:
     return None
 
 
+MAX_REPEAT_STEPS = 200_000
+"""Steps a repeat rule may take from its first date to the end of a range (about a second of
+work): an event repeating every second since last year would take 30 million."""
+MAX_OCCURRENCES = 2_000
+"""Occurrences of one calendar object expanded for one range, at most (each is a copy)."""
+
+_PERIOD_S = {
+    "SECONDLY": 1,
+    "MINUTELY": 60,
+    "HOURLY": 3600,
+    "DAILY": 86400,
+    "WEEKLY": 7 * 86400,
+    "MONTHLY": 28 * 86400,
+    "YEARLY": 365 * 86400,
+}
+_BY_PARTS = ("BYSECOND", "BYMINUTE", "BYHOUR", "BYDAY", "BYMONTHDAY", "BYYEARDAY", "BYWEEKNO")
+
+
+def _first(value: Any) -> Any:
+    return value[0] if isinstance(value, list) and value else value
+
+
+def _as_datetime(value: Any, tz: tzinfo | None) -> datetime | None:
+    if isinstance(value, datetime):
+        return value if value.tzinfo is not None else value.replace(tzinfo=tz)
+    if isinstance(value, date):
+        return datetime(value.year, value.month, value.day, tzinfo=tz)
+    return None
+
+
+def check_repeats(cal: icalendar.Calendar, start: datetime, end: datetime, kind: Kind) -> None:
+    """Raise CalendarDataError for a repeat rule too costly to expand between ``start`` and
+    ``end`` (an estimate from its frequency, interval, BY parts, COUNT and UNTIL): too many
+    steps from its first date, or too many occurrences in the range."""
+    for comp in cal.walk(kind):
+        rule = comp.get("RRULE")
+        begin = comp.get("DTSTART")
+        if rule is None or begin is None:
+            continue
+        freq = str(_first(rule.get("FREQ")) or "").upper()
+        period = _PERIOD_S.get(freq)
+        first = _as_datetime(getattr(begin, "dt", None), end.tzinfo)
+        if period is None or first is None:
+            continue
+        try:
+            interval = max(int(_first(rule.get("INTERVAL")) or 1), 1)
+        except (TypeError, ValueError):
+            interval = 1
+        last = end
+        until = _as_datetime(_first(rule.get("UNTIL")), end.tzinfo)
+        if until is not None:
+            last = min(last, until)
+        per_step = 1
+        for part in _BY_PARTS:
+            values = rule.get(part)
+            if values:
+                per_step *= len(values) if isinstance(values, list) else 1
+        step_s = period * interval
+        steps = max((last - first).total_seconds(), 0) / step_s + 1
+        in_range = max((last - max(first, start)).total_seconds(), 0) / step_s * per_step + 1
+        count = _first(rule.get("COUNT"))
+        if isinstance(count, int):
+            steps, in_range = min(steps, count), min(in_range, count)
+        if steps > MAX_REPEAT_STEPS or in_range > MAX_OCCURRENCES:
+            title = one_line(str(comp.get("SUMMARY", "")) or "(no title)", 80)
+            every = f"every {interval} {freq.lower()}" if interval > 1 else freq.lower()
+            raise CalendarDataError(
+                f"The event {title!r} ({uid_of(cal)}) repeats {every} (RRULE FREQ={freq}): "
+                f"about {int(max(steps, in_range)):,} repeats up to this range, too many to "
+                "list, so it was left out.",
+                "Fix its repeat rule or remove it in your calendar app.",
+            )
+
+
 def occurrences(
     cal: icalendar.Calendar, start: datetime, end: datetime, kind: Kind = "VEVENT"
 ) -> list[Component]:
-    """The occurrences of the object's events between two aware times, repeats expanded."""
+    """The occurrences of the object's events between two aware times, repeats expanded.
+
+    Bounded in work and memory: a rule that repeats too often for the range is refused
+    (:func:`check_repeats`) before it is expanded.
+    """
     import recurring_ical_events  # type: ignore[import-untyped]
 
+    check_repeats(cal, start, end, kind)
     try:
         found: list[Component] = list(
             recurring_ical_events.of(cal, components=[kind]).between(start, end)

@@ -28,6 +28,7 @@ from botpsy_desktop.adapters.calendar.ical import (
 )
 from botpsy_desktop.core.accounts import CalDAVAccount
 from botpsy_desktop.core.errors import BotpsyError, ToolError
+from botpsy_desktop.core.tools import check_stopped
 
 if TYPE_CHECKING:
     import icalendar
@@ -273,6 +274,7 @@ class CalDAVSource:
                 else:
                     objects = cal.search(event=True)
                 for obj in objects:
+                    check_stopped()
                     where = f"An object of calendar '{label}' of account '{self.name}' ({obj.url})"
                     try:
                         ical = parse_ics(obj.data, where)

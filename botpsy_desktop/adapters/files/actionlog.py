@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import threading
@@ -67,13 +68,29 @@ class ActionLog:
             entry["undoes"] = undoes
         line = json.dumps(entry, ensure_ascii=False, sort_keys=True) + "\n"
         with self._lock:
-            fd = os.open(self.file, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-            try:
-                os.write(fd, line.encode("utf-8"))
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+            self._append(line.encode("utf-8", "backslashreplace"))
         return entry
+
+    def _append(self, data: bytes) -> None:
+        """Append one line whole or not at all: a write cut short (a full disk) is cut off
+        again, and a line left torn by an older crash is ended first, so it can never swallow
+        the entry written after it."""
+        fd = os.open(self.file, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
+        try:
+            start = os.lseek(fd, 0, os.SEEK_END)
+            if start > 0 and os.pread(fd, 1, start - 1) != b"\n":
+                data = b"\n" + data
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view) :]
+                os.fsync(fd)
+            except OSError:
+                with contextlib.suppress(OSError):
+                    os.ftruncate(fd, start)
+                raise
+        finally:
+            os.close(fd)
 
     def entries(self) -> list[dict[str, Any]]:
         """Every readable entry, oldest first (a damaged line is skipped, not fatal)."""

@@ -445,16 +445,35 @@ class FileChanges:
         **extra: Any,
     ) -> None:
         """Log a change that was made (its log id goes in the result: ``change_id``, which an
-        undo of exactly this change names); if the log fails now, say so in the result."""
+        undo of exactly this change names). If the log cannot be written (a full disk), the
+        change is taken back and the call fails: a change the log does not know could not be
+        undone. Only what has no inverse (an undo, a trashing that cannot be restored) stays,
+        with a warning in its result."""
         try:
             entry = self.log.record(tool, arguments, result, inverse, **extra)
             if inverse is not None and tool != UNDO_TOOL:
                 result["change_id"] = entry["id"]
         except OSError as exc:
-            result["warning"] = (
-                f"The change was made but could not be written to the action log "
-                f"({reason(exc)}), so undo_last_file_change cannot take it back."
-            )
+            if inverse is None:
+                result["warning"] = (
+                    f"The change was made but could not be written to the action log "
+                    f"({reason(exc)})."
+                )
+                return
+            try:
+                self._apply(inverse)
+            except (ToolError, OSError) as undo_exc:
+                result["warning"] = (
+                    f"The change was made but could not be written to the action log "
+                    f"({reason(exc)}), and taking it back failed too ({undo_exc}); "
+                    "undo_last_file_change cannot take it back."
+                )
+                return
+            raise ToolError(
+                f"The action log {self.log.file} could not be written ({reason(exc)}), so the "
+                f"change was taken back: {_NOTHING_CHANGED}",
+                "Tell the user the disk may be full; free some space, then try again.",
+            ) from exc
 
     def _changeable(self, user_path: str, verb: str) -> Path:
         """An existing file or folder that may be moved or trashed (not a link, root or device)."""

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Sequence
 from pathlib import Path
 
 from botpsy_desktop.core.errors import ToolError
+
+_BYTE = re.compile(r"\\x([89a-fA-F][0-9a-fA-F])")
+"""A byte that is not UTF-8 as core/text.py readable() shows it."""
 
 _SETTINGS_HINT = "Ask the user to add the folder in Settings."
 
@@ -67,7 +71,14 @@ class FolderJail:
                 f"'{text}' contains '..'; paths may not step up out of a folder.",
                 "Give the full path instead, for example ~/Documents/notes.txt.",
             )
-        return text, expanded if expanded.is_absolute() else self._roots[0] / expanded
+        path = expanded if expanded.is_absolute() else self._roots[0] / expanded
+        if "\\x" in text and not os.path.lexists(path):
+            # a name that is not UTF-8 is shown as "caf\xe9.txt" (core/text.py): the same name
+            # given back means that file
+            raw = Path(_BYTE.sub(lambda m: chr(0xDC00 + int(m.group(1), 16)), str(path)))
+            if os.path.lexists(raw):
+                path = raw
+        return text, path
 
     def _inside(self, text: str, path: str | os.PathLike[str]) -> Path:
         """``path`` with every symlink resolved, or ToolError when that leaves the folders."""
