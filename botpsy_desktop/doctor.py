@@ -99,7 +99,10 @@ def run_checks(app: App, model: str | None = None) -> list[Check]:
             )
         )
     else:
-        checks.extend(_model_checks(path, app.config.model.n_ctx))
+        model_checks = _model_checks(path, app.config.model.n_ctx)
+        checks.extend(model_checks)
+        if model_checks[0].status == "ok":
+            checks.append(_engine_check(app, path))
     checks.append(_installed_models_check(app))
     checks.append(_prefix_cache_check(app))
 
@@ -132,6 +135,24 @@ def run_checks(app: App, model: str | None = None) -> list[Check]:
         Check("logs", "info", f"{log_folder(app.paths)} (`botpsy doctor --bundle` for a report)")
     )
     return checks
+
+
+def _engine_check(app: App, path: str) -> Check:
+    """A real decode in a worker process, as every request runs it: proves the engine here."""
+    from botpsy_desktop.llm.engine_process import prove_model
+
+    try:
+        probe = prove_model(app.config.model, path, work_dir=app.paths.cache_dir / "engine")
+    except BotpsyError as exc:
+        return Check("engine", "fail", exc.message, exc.hint)
+    layout = probe.get("layout") or "llama.cpp's default"
+    return Check(
+        "engine",
+        "ok",
+        f"loaded and decoded in a worker process: {probe['prompt_tokens']} prompt tokens in "
+        f"{probe['prefill_s']:.2f} s, {probe['completion_tokens']} generated; weight layout "
+        f"{layout}",
+    )
 
 
 def _prefix_cache_check(app: App) -> Check:

@@ -106,10 +106,24 @@ class ModelService:
     SHA-256 was checked: when it is downloaded or imported, and again by ``use``.
     """
 
-    def __init__(self, paths: Paths, config: Config) -> None:
+    def __init__(self, paths: Paths, config: Config, *, prove_loads: bool = True) -> None:
+        """``prove_loads``: import and verify load the model and decode a few tokens in an
+        engine worker (llm/engine_process.py ``prove_model``), refusing a file llama.cpp cannot
+        run; False checks headers and SHA-256 only (for files that are not real models)."""
         self.paths, self.config = paths, config
         self.dir = paths.models_dir
         self.catalog = load_catalog()
+        self.prove_loads = prove_loads
+
+    def prove(self, path: Path) -> str:
+        """Load ``path`` and decode with it in a worker process, where a crash costs nothing;
+        a short description of the run, or ModelError saying why the model cannot be used."""
+        if not self.prove_loads:
+            return ""
+        from botpsy_desktop.llm.engine_process import prove_model
+
+        probe = prove_model(self.config.model, path, work_dir=self.paths.cache_dir / "engine")
+        return f"loads and decodes ({probe['completion_tokens']} tokens generated)"
 
     # -- registry --------------------------------------------------------------------------------
 
@@ -259,7 +273,17 @@ class ModelService:
             return VerifyResult(
                 model, False, f"its SHA-256 is {got[:12]}…, expected {model.sha256[:12]}…"
             )
-        return VerifyResult(model, True, f"SHA-256 {got[:12]}… matches")
+        try:
+            proof = self.prove(path)
+        except ModelError as exc:
+            return VerifyResult(
+                model,
+                False,
+                f"SHA-256 matches, but {exc.message[:1].lower()}{exc.message[1:].rstrip('.')}",
+            )
+        return VerifyResult(
+            model, True, f"SHA-256 {got[:12]}… matches" + (f"; {proof}" if proof else "")
+        )
 
     def verify(
         self,
@@ -513,6 +537,15 @@ class ModelService:
         """
         src = Path(path).expanduser().resolve()
         gguf = read_gguf_info(src)
+        if self.prove_loads:
+            on_event(Status(f"Checking that {src.name} loads and answers..."))
+            try:
+                self.prove(src)
+            except ModelError as exc:
+                raise ModelError(
+                    f"{src.name} cannot be used, so nothing was imported: {exc.message}",
+                    exc.hint,
+                ) from exc
         model_id = (name or src.stem).strip().lower()
         if not model_id or any(c in model_id for c in "/\\ "):
             raise ModelError(
