@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import importlib.metadata
 import os
@@ -221,6 +222,42 @@ class ModelService:
             f"No model is set up yet: run `botpsy model pull` to download {entry.name} "
             f"({quant}{about}) from Hugging Face, or `botpsy model import PATH` to add a GGUF "
             "file you already have."
+        )
+
+    # -- the offline demo ------------------------------------------------------------------------
+
+    def demo_fallback(self) -> InstalledModel | None:
+        """The offline demo model for someone with no model set up, if its package (the
+        ``demo`` extra) is installed: registered (linked in place, not made active, so that the
+        first model pulled or imported becomes active), else None."""
+        entry = next((e for e in self.catalog.models if isinstance(e.source, PackageSource)), None)
+        if entry is None or not isinstance(entry.source, PackageSource):
+            return None
+        for model in self.installed():
+            if model.catalog_id == entry.id and self.path_of(model).is_file():
+                return model
+        if (
+            next(iter(importlib.metadata.distributions(name=entry.source.distribution)), None)
+            is None
+        ):
+            return None
+        try:
+            return self._pull_package(entry, entry.source, False, _ignore, None)
+        except ModelError:
+            return None
+
+    def demo_notice(self, model: InstalledModel) -> str | None:
+        """What to say the first time the demo answers in this profile (then None)."""
+        marker = self.paths.data_dir / ".demo-notice-shown"
+        if marker.exists():
+            return None
+        with contextlib.suppress(OSError):
+            marker.touch()
+        default = self.catalog.default_entry
+        return (
+            f"Using {model.name}: a tiny offline demo model, too small to use the tools "
+            f"reliably. Get {default.name}, the model this app is made for, with "
+            "`botpsy model pull`."
         )
 
     # -- activation ------------------------------------------------------------------------------
