@@ -365,13 +365,15 @@ class EngineProcess:
             return message
 
     # -- calls --------------------------------------------------------------------------
-    def _stream(
+    def stream(
         self,
         method: str,
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
         cancel: threading.Event | None,
     ) -> Iterator[Any]:
+        """Run a streaming method in the worker (worker_protocol.STREAMING), yielding its
+        items as they come; ``cancel`` stops it within a token."""
         with self._lock:
             worker = self._worker_now()
             call_id = next(self._ids)
@@ -406,7 +408,11 @@ class EngineProcess:
             worker.conn.send(Cancel(call_id))
             while True:
                 message = self._receive(worker, None, call_id)
-                if isinstance(message, Done | Failed):
+                if isinstance(message, Done):  # it ran to its end (the caller had enough)
+                    worker.decoded = True
+                    self._crashes = 0
+                    return
+                if isinstance(message, Failed):
                     return
         except EngineCrashed:
             pass
@@ -505,12 +511,12 @@ class EngineProcess:
         """As ``LlamaBackend.complete`` (``options``: max_tokens, force_tool_call): every item
         the engine yields is passed on as it is."""
         kwargs = {"enable_thinking": enable_thinking, **options}
-        return self._stream("complete", (_plain(messages), _plain(tools)), kwargs, cancel)
+        return self.stream("complete", (_plain(messages), _plain(tools)), kwargs, cancel)
 
     def generate(
         self, prompt: str, *, cancel: threading.Event | None = None, **options: Any
     ) -> Iterator[TextPiece | Completion]:
-        return self._stream("generate", (prompt,), options, cancel)
+        return self.stream("generate", (prompt,), options, cancel)
 
     def count_tokens(
         self,

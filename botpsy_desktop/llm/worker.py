@@ -158,7 +158,9 @@ class Worker:
             if call.method == "bench":
                 self.sender.send(Done(call.id, bench_raw.worker_op(self.engine, *call.args)))
                 return
-            method: Callable[..., Any] = functools.partial(bench_raw.stream_items, self.engine)
+            method: Callable[..., Any] = functools.partial(
+                bench_raw.STREAMS[call.method], self.engine
+            )
         else:
             method = getattr(self.engine, call.method)
         kwargs = dict(call.kwargs)

@@ -26,7 +26,7 @@ streams an answer, the worker deletes the file and crashes itself the way the fi
 crash the engine mid-answer with a real signal, once, in a long-running process. The app never
 sets it."""
 
-STREAMING = frozenset({"complete", "generate", "bench_stream"})
+STREAMING = frozenset({"complete", "generate", "bench_stream", "bench_complete"})
 """Methods whose items are streamed (``Item`` messages, then ``Done``)."""
 
 METHODS = frozenset(
