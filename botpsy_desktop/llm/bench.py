@@ -184,15 +184,24 @@ class ScriptedBackend(BackendWrapper[EngineProcess]):
         started = time.perf_counter()
         first = math.nan
         last = math.nan  # when the previous piece came, less the raw step run since
-        options = {
-            "enable_thinking": enable_thinking,
-            "force_tool_call": force,
-            "max_tokens": self.call_tokens if force else self.answer_tokens,
-        }
+        max_tokens = self.call_tokens if force else self.answer_tokens
+        items: Iterator[Any]
         if self.raw is None:
-            items = self.engine.complete(messages, tools, **options, cancel=cancel)
+            items = self.engine.complete(
+                messages,
+                tools,
+                enable_thinking=enable_thinking,
+                cancel=cancel,
+                force_tool_call=force,
+                max_tokens=max_tokens,
+            )
         else:
             args = (self.raw.handle, [dict(m) for m in messages], list(tools))
+            options = {
+                "enable_thinking": enable_thinking,
+                "force_tool_call": force,
+                "max_tokens": max_tokens,
+            }
             items = self.engine.stream("bench_complete", args, options, cancel)
         try:
             for item in items:

@@ -12,7 +12,7 @@ import ctypes
 import math
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import llama_cpp
@@ -175,7 +175,10 @@ def complete_interleaved(
             yield RawStep(spent, app)
 
 
-STREAMS = {"bench_stream": stream_items, "bench_complete": complete_interleaved}
+STREAMS: dict[str, Callable[..., Iterator[Any]]] = {
+    "bench_stream": stream_items,
+    "bench_complete": complete_interleaved,
+}
 """The worker's streaming bench methods."""
 
 _contexts: dict[int, RawContext] = {}
