@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -47,6 +47,12 @@ class ModelSettings(_Section):
         le=32,
         description="Saved model states that spare re-evaluating the system prompt, tools and "
         "earlier turns (hybrid models such as BotPsy; about 20 MB each); 0 turns this off.",
+    )
+    cpu_layout: Literal["auto", "extra", "repack", "plain"] = Field(
+        "auto",
+        description="How llama.cpp lays out the weights on a CPU: auto (repacked weights, "
+        "without the AMX layout that crashes llama.cpp on Intel CPUs with AMX), extra "
+        "(llama.cpp's own choice), repack, or plain (no repacking: safest, slowest).",
     )
     prefix_cache_mb: int = Field(
         1024,

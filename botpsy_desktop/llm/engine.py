@@ -19,9 +19,11 @@ import llama_cpp
 import numpy as np
 import numpy.typing as npt
 from llama_cpp import _internals as internals
+from llama_cpp._ggml import libggml
 
 from botpsy_desktop.core.config import ModelSettings
 from botpsy_desktop.core.errors import ModelError
+from botpsy_desktop.llm import cpu_layout
 from botpsy_desktop.llm.backend import Message
 from botpsy_desktop.llm.gguf_info import GGUFInfo, check_fits, read_gguf_info
 from botpsy_desktop.llm.grammar import build_tool_call_grammar, grammar_key
@@ -79,10 +81,12 @@ class LlamaBackend:
         *,
         prefix_store: PrefixStore | None = None,
         model_sha256: str | None = None,
+        layout: cpu_layout.LayoutSetting | None = None,
     ) -> None:
         """``prefix_store`` keeps prefix states on disk for later processes (see
         ``prefix_store``); ``model_sha256`` is the file's checked SHA-256 when the model
-        registry knows it (else the file is identified by size, time and header)."""
+        registry knows it (else the file is identified by size, time and header); ``layout``
+        overrides ``settings.cpu_layout`` (how the weights are laid out on a CPU)."""
         model_path = path if path is not None else settings.path
         if not model_path:
             raise ModelError(
@@ -100,22 +104,27 @@ class LlamaBackend:
         # Q4_K_M, 2 threads) with half the scratch of 128 (61 MiB reserved at 16k instead of
         # 123): about 30 MiB less resident at a 5.4k-token prompt, about 60 at 16k.
         n_ubatch = settings.n_batch if settings.n_gpu_layers else min(settings.n_batch, 64)
+        features = cpu_layout.cpu_features(system_info())
+        chosen = cpu_layout.choose_layout(layout or settings.cpu_layout, features)
+        self.layout = cpu_layout.layout_params(chosen, self.info.tensors, features, libggml)
+        """The weight layout the model is loaded with (``cpu_layout``)."""
         try:
-            self._llama = llama_cpp.Llama(
-                model_path=str(self.info.path),
-                n_ctx=n_ctx,
-                n_batch=settings.n_batch,
-                n_ubatch=n_ubatch,
-                n_threads=settings.n_threads,
-                n_threads_batch=settings.n_threads_batch,
-                n_gpu_layers=settings.n_gpu_layers,
-                # On a CPU llama.cpp repacks most weights into its own buffers; with mmap the
-                # file's pages stay mapped too and resident memory counts the weights twice
-                # (about +200 MB for BotPsy Q4_K_M). Read the file instead.
-                use_mmap=settings.n_gpu_layers != 0,
-                seed=settings.seed if settings.seed >= 0 else llama_cpp.LLAMA_DEFAULT_SEED,
-                verbose=False,
-            )
+            with cpu_layout.default_model_params(llama_cpp.llama_cpp, self.layout):
+                self._llama = llama_cpp.Llama(
+                    model_path=str(self.info.path),
+                    n_ctx=n_ctx,
+                    n_batch=settings.n_batch,
+                    n_ubatch=n_ubatch,
+                    n_threads=settings.n_threads,
+                    n_threads_batch=settings.n_threads_batch,
+                    n_gpu_layers=settings.n_gpu_layers,
+                    # On a CPU llama.cpp repacks most weights into its own buffers; with mmap the
+                    # file's pages stay mapped too and resident memory counts the weights twice
+                    # (about +200 MB for BotPsy Q4_K_M). Read the file instead.
+                    use_mmap=settings.n_gpu_layers != 0,
+                    seed=settings.seed if settings.seed >= 0 else llama_cpp.LLAMA_DEFAULT_SEED,
+                    verbose=False,
+                )
         except (ValueError, RuntimeError, OSError) as exc:
             raise ModelError(
                 f"llama.cpp could not load {self.info.path.name} ({self.info.architecture}, "

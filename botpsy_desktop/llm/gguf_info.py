@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from botpsy_desktop.core.errors import ModelError
+from botpsy_desktop.llm.cpu_layout import TensorSpec
 
 GGUF_MAGIC = b"GGUF"
 
@@ -79,6 +80,8 @@ class GGUFInfo:
     expected_size: int
     tensor_count: int
     metadata: dict[str, Any] = field(repr=False, default_factory=dict)
+    tensors: tuple[TensorSpec, ...] = field(repr=False, default=())
+    """Every tensor's name, ggml type and shape (the CPU layout decision reads them)."""
 
     @property
     def chat_template(self) -> str | None:
@@ -232,11 +235,13 @@ def read_gguf_info(path: str | os.PathLike[str]) -> GGUFInfo:
                 metadata[key] = _value(f, vtype, keep, size)
             alignment = int(metadata.get("general.alignment", 32))
             data_end = 0
+            tensors: list[TensorSpec] = []
             for _ in range(n_tensors):
-                _string(f)
+                tensor_name = _string(f)
                 (n_dims,) = struct.unpack("<I", _read(f, 4))
                 dims = struct.unpack(f"<{n_dims}Q", _read(f, 8 * n_dims))
                 ttype, offset = struct.unpack("<IQ", _read(f, 12))
+                tensors.append(TensorSpec(tensor_name, ttype, tuple(dims)))
                 block, nbytes = GGML_TYPE_SIZES.get(ttype, (0, 0))
                 if block:
                     count = 1
@@ -269,6 +274,7 @@ def read_gguf_info(path: str | os.PathLike[str]) -> GGUFInfo:
         expected_size=expected,
         tensor_count=n_tensors,
         metadata=metadata,
+        tensors=tuple(tensors),
     )
     if size < expected:
         raise ModelError(

