@@ -146,13 +146,22 @@ def _engine_check(app: App, path: str) -> Check:
     except BotpsyError as exc:
         return Check("engine", "fail", exc.message, exc.hint)
     layout = probe.get("layout") or "llama.cpp's default"
-    return Check(
-        "engine",
-        "ok",
+    detail = (
         f"loaded and decoded in a worker process: {probe['prompt_tokens']} prompt tokens in "
         f"{probe['prefill_s']:.2f} s, {probe['completion_tokens']} generated; weight layout "
-        f"{layout}",
+        f"{layout}"
     )
+    fallback = probe.get("fallback")
+    if fallback:
+        return Check(
+            "engine",
+            "warn",
+            f"{detail}, since the {fallback['after']} layout crashed llama.cpp "
+            f"({fallback['reason']}) in this model's first decode on {fallback['at']}",
+            "The plain layout is slower but safe on this CPU; it is remembered for this model "
+            "and llama.cpp build. Set model.cpu_layout to try another layout again.",
+        )
+    return Check("engine", "ok", detail)
 
 
 def _prefix_cache_check(app: App) -> Check:

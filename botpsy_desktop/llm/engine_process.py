@@ -16,7 +16,10 @@ worker. Crashes in a row back off and say what to do.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import importlib.metadata
 import itertools
+import json
 import logging
 import os
 import secrets
@@ -115,6 +118,94 @@ def worker_command(address: str) -> list[str]:
     return [sys.executable, "-m", "botpsy_desktop.llm.worker", address]
 
 
+LAYOUT_FILE = "layouts.json"
+FAULTS = frozenset(
+    getattr(signal, name)
+    for name in ("SIGSEGV", "SIGILL", "SIGBUS", "SIGABRT", "SIGFPE")
+    if hasattr(signal, name)
+)
+"""Signals of a fault in native code: a first decode that ends in one of these is blamed on the
+weight layout (not SIGKILL: the out-of-memory killer is no fault of the layout)."""
+
+
+def llama_build() -> str:
+    """The llama.cpp build the workers run (llama-cpp-python's version), without importing it."""
+    try:
+        return "llama-cpp-python " + importlib.metadata.version("llama-cpp-python")
+    except importlib.metadata.PackageNotFoundError:
+        return "llama-cpp-python (bundled)"
+
+
+class LayoutMemory:
+    """Which weight layouts (llm/cpu_layout.py) each model has decoded with on this llama.cpp
+    build, and the models that fell back to the plain layout after a crash in their first decode
+    (the profile's ``cache/engine/layouts.json``; `botpsy doctor` shows it)."""
+
+    def __init__(self, folder: Path | None) -> None:
+        self.path = folder / LAYOUT_FILE if folder is not None else None
+
+    @staticmethod
+    def key(path: Path) -> str:
+        """The model file (where, size, time) and the llama.cpp build."""
+        try:
+            st = path.stat()
+            ident = f"{path.resolve()}:{st.st_size}:{st.st_mtime_ns}"
+        except OSError:
+            ident = str(path)
+        return f"{ident} {llama_build()}"
+
+    def _load(self) -> dict[str, Any]:
+        if self.path is None:
+            return {}
+        try:
+            data = json.loads(self.path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}
+        models = data.get("models") if isinstance(data, dict) else None
+        return models if isinstance(models, dict) else {}
+
+    def _save(self, models: dict[str, Any]) -> None:
+        if self.path is None:
+            return
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+            tmp.write_text(json.dumps({"version": 1, "models": models}, indent=1), "utf-8")
+            os.replace(tmp, self.path)
+        except OSError as exc:
+            log.warning("could not write %s: %s", self.path, exc)
+
+    def get(self, key: str) -> dict[str, Any]:
+        entry = self._load().get(key)
+        return entry if isinstance(entry, dict) else {}
+
+    def decoded(self, key: str, layout: str) -> None:
+        """``layout`` answered with this model: a later crash is not blamed on it."""
+        models = self._load()
+        entry = models.setdefault(key, {})
+        if layout not in entry.setdefault("ok", []):
+            entry["ok"].append(layout)
+            self._save(models)
+
+    def fall_back(self, key: str, name: str, layout: str, reason: str) -> None:
+        models = self._load()
+        models.setdefault(key, {})["plain"] = {
+            "model": name,
+            "after": layout,
+            "reason": reason,
+            "at": time.strftime("%Y-%m-%d %H:%M:%S"),
+        }
+        self._save(models)
+
+    def fallbacks(self) -> list[dict[str, Any]]:
+        """Every model that runs plain after a crash, with the layout that crashed and why."""
+        return [
+            {"key": key, **entry["plain"]}
+            for key, entry in self._load().items()
+            if isinstance(entry, dict) and isinstance(entry.get("plain"), dict)
+        ]
+
+
 class _Worker:
     """One running worker: its process, connection and the file its stderr goes to."""
 
@@ -176,6 +267,16 @@ class EngineProcess:
             layout=layout,
         )
         self.work_dir = work_dir
+        self.layouts = LayoutMemory(work_dir)
+        self._layout_key = LayoutMemory.key(self.path)
+        self.fallback: dict[str, Any] | None = None
+        """Why this model runs with the plain layout here (a crash in its first decode with
+        another one), or None."""
+        if layout is None and settings.cpu_layout == "auto":
+            remembered = self.layouts.get(self._layout_key).get("plain")
+            if isinstance(remembered, dict):
+                self.fallback = remembered
+                self.spec = dataclasses.replace(self.spec, layout="plain")
         self._lock = threading.RLock()
         self._ids = itertools.count(1)
         self._worker: _Worker | None = None
@@ -322,6 +423,39 @@ class EngineProcess:
             self._worker = None
         self._crashes += 1
         self._last_crash = time.monotonic()
+        layout = worker.ready.layout if worker.ready is not None else None
+        if (
+            returncode is not None
+            and -returncode in FAULTS
+            and not worker.decoded
+            and doing != "while idle"
+            and layout not in (None, "plain")
+            and self.settings.cpu_layout == "auto"
+            and layout not in self.layouts.get(self._layout_key).get("ok", [])
+        ):
+            # its first decode with this layout crashed: run the model plain from now on
+            self.layouts.fall_back(self._layout_key, self.path.name, str(layout), reason)
+            self.fallback = self.layouts.get(self._layout_key).get("plain")
+            self.spec = dataclasses.replace(self.spec, layout="plain")
+            self._crashes = 0  # the next worker runs otherwise
+            log.warning(
+                "%s crashed llama.cpp in its first decode with the %s weight layout: it runs "
+                "with the plain layout from now on (llama.cpp build %s)",
+                self.path.name,
+                layout,
+                llama_build(),
+            )
+            error = EngineCrashed(
+                f"The model engine stopped unexpectedly ({reason}) {doing}, the first time it "
+                f"ran {self.path.name} with the {layout} weight layout. It will restart with "
+                "the plain layout for your next request (slower, but safe here; `botpsy "
+                "doctor` shows it); nothing was lost.",
+                reason=reason,
+                returncode=returncode,
+                doing=doing,
+            )
+            self.last_crash = error
+            return error
         if self._crashes >= CRASHES_BEFORE_BACKOFF:
             error = EngineCrashed(
                 f"The model engine stopped unexpectedly ({reason}) {doing}, "
@@ -389,8 +523,7 @@ class EngineProcess:
                         yield message.value
                     elif isinstance(message, Done):
                         ended = True
-                        worker.decoded = True
-                        self._crashes = 0
+                        self._decoded(worker)
                         return
                     elif isinstance(message, Failed):
                         ended = True
@@ -409,8 +542,7 @@ class EngineProcess:
             while True:
                 message = self._receive(worker, None, call_id)
                 if isinstance(message, Done):  # it ran to its end (the caller had enough)
-                    worker.decoded = True
-                    self._crashes = 0
+                    self._decoded(worker)
                     return
                 if isinstance(message, Failed):
                     return
@@ -438,7 +570,17 @@ class EngineProcess:
                 raise _error(message)
             if not isinstance(message, Done):
                 raise ModelError(f"The model engine answered {type(message).__name__}.")
+            if method in ("warm", "probe"):
+                self._decoded(worker)
             return message.value
+
+    def _decoded(self, worker: _Worker) -> None:
+        """A call that decodes finished: the crash count ends, the layout is known to work."""
+        self._crashes = 0
+        if not worker.decoded:
+            worker.decoded = True
+            if worker.ready is not None and worker.ready.layout is not None:
+                self.layouts.decoded(self._layout_key, worker.ready.layout)
 
     def _reworded(self, exc: EngineCrashed, doing: str) -> EngineCrashed:
         error = EngineCrashed(
@@ -643,7 +785,12 @@ def prove_model(
     try:
         engine = EngineProcess(small, path, work_dir=work_dir, layout=layout)
         try:
-            result = engine.probe()
+            try:
+                result = engine.probe()
+            except EngineCrashed:
+                if engine.spec.layout != "plain" or engine.fallback is None:
+                    raise
+                result = engine.probe()  # it fell back to the plain layout: prove that one
         finally:
             engine.close()
     except EngineCrashed as exc:
@@ -654,4 +801,5 @@ def prove_model(
             "(`botpsy doctor --bundle`).",
         ) from exc
     result["layout"] = engine.layout
+    result["fallback"] = engine.fallback
     return result

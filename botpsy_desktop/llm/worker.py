@@ -238,7 +238,7 @@ def ready(engine: Any, spec: WorkerSpec) -> Ready:
         template=renderer.source if not renderer.uses_fallback else None,
         bos_token=renderer.bos_token,
         eos_token=renderer.eos_token,
-        layout=getattr(engine, "layout", spec.layout),
+        layout=engine.layout.layout,  # the layout llm/cpu_layout.py chose
     )
 
 

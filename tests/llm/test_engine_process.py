@@ -114,6 +114,7 @@ def test_a_crash_mid_answer_costs_that_answer_and_the_next_one_starts_a_new_work
     assert isinstance(backend, EngineProcess)
     try:
         first = backend.pid
+        answer(backend)  # the model has answered with this layout: a crash is not blamed on it
         crash_file.write_text(how, encoding="utf-8")
         pieces: list[str] = []
         with pytest.raises(EngineCrashed) as err:
@@ -200,3 +201,59 @@ def test_a_model_llama_cpp_cannot_load_is_refused_with_its_reason(app: App, tmp_
     with pytest.raises(ModelError, match=r"llama\.cpp could not load not-a-model\.gguf"):
         app.backend(model=str(fake))
     assert not list((app.paths.cache_dir / "engine").glob("engine-worker-*.log"))  # cleaned up
+
+
+def test_a_fault_in_a_models_first_decode_falls_back_to_the_plain_layout_for_good(
+    app: App, crash_file: Path
+) -> None:
+    from botpsy_desktop.doctor import run_checks
+
+    model = str(tiny_qwen35_gguf())
+    backend = app.backend(model=model)
+    assert isinstance(backend, EngineProcess)
+    try:
+        chosen = backend.layout  # from llama.cpp's feature report: repack with AMX, else extra
+        assert chosen in ("repack", "extra")
+        crash_file.write_text("SIGSEGV", encoding="utf-8")
+        with pytest.raises(EngineCrashed) as err:
+            answer(backend)
+        assert err.value.message == (
+            "The model engine stopped unexpectedly (segmentation fault) while answering, the "
+            f"first time it ran {tiny_qwen35_gguf().name} with the {chosen} weight layout. It "
+            "will restart with the plain layout for your next request (slower, but safe here; "
+            "`botpsy doctor` shows it); nothing was lost."
+        )
+        _, completion = answer(backend)
+        assert completion.finish_reason == "length" and backend.layout == "plain"
+    finally:
+        backend.close()
+    # remembered for this model and llama.cpp build: the next load is plain at once
+    again = app.backend(model=model)
+    try:
+        assert isinstance(again, EngineProcess) and again.layout == "plain"
+        assert again.fallback is not None and again.fallback["after"] == chosen
+    finally:
+        again.close()
+    app.config.model.path = model
+    (engine,) = [c for c in run_checks(app) if c.name == "engine"]
+    assert engine.status == "warn" and "weight layout plain, since the " in engine.detail
+    assert f"the {chosen} layout crashed llama.cpp (segmentation fault)" in engine.detail
+    # a layout the model has already answered with is not blamed for a later crash
+    other = build_app(app.paths.config_dir.parent / "other")
+    other.config.model = ModelSettings(**SETTINGS)  # type: ignore[arg-type]
+    try:
+        fresh = other.backend(model=model)
+        assert isinstance(fresh, EngineProcess) and fresh.layout == chosen
+        try:
+            answer(fresh)
+            fresh.close()
+            fresh = other.backend(model=model)
+            crash_file.write_text("SIGSEGV", encoding="utf-8")
+            with pytest.raises(EngineCrashed, match="It will restart for your next request"):
+                answer(fresh)
+            answer(fresh)
+            assert fresh.layout == chosen
+        finally:
+            fresh.close()
+    finally:
+        other.close()
