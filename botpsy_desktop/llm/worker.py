@@ -124,6 +124,9 @@ class Worker:
                     event.set()
             elif isinstance(message, Shutdown):
                 break
+        with self.lock:  # the app left (or closed the engine): stop what runs, within a token
+            for event in self.cancels.values():
+                event.set()
         self.calls.put(None)
 
     def serve(self) -> None:
