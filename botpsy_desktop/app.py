@@ -44,8 +44,11 @@ if TYPE_CHECKING:
     from botpsy_desktop.agent.approvals import ApprovalQueue
     from botpsy_desktop.agent.audit import Undone
     from botpsy_desktop.agent.undo import UndoPlan
+    from botpsy_desktop.core.config import ModelSettings
+    from botpsy_desktop.llm.engine_process import EngineProcess
     from botpsy_desktop.llm.models import ModelService
     from botpsy_desktop.llm.remote import RemoteBackend
+    from botpsy_desktop.llm.replay import ReplayBackend
 
 log = logging.getLogger(__name__)
 
@@ -172,11 +175,19 @@ class App:
         return self._approvals
 
     def backend(
-        self, *, model: str | None = None, replay: str | None = None, engine: str | None = None
-    ) -> Backend:
+        self,
+        *,
+        model: str | None = None,
+        replay: str | None = None,
+        engine: str | None = None,
+        settings: ModelSettings | None = None,
+        prefix_states: bool = True,
+    ) -> EngineProcess | ReplayBackend | RemoteBackend:
         """A replay backend if ``replay`` is given; a llama-server at ``engine`` (or the
         configured engine, unless ``model`` is given); else llama.cpp on ``model`` or the
-        config's."""
+        config's, in its own worker process (llm/engine_process.py). ``settings`` replace the
+        config's model settings (the evaluation's); ``prefix_states`` False keeps no prefix
+        states on disk (the fidelity check)."""
         if replay is not None:
             from botpsy_desktop.llm.replay import ReplayBackend
 
@@ -184,6 +195,7 @@ class App:
         url = engine or (None if model else self.config.engine.url)
         if url:
             return self.remote_backend(url)
+        settings = settings or self.config.model
         path = model or self.config.model.path
         if not path:
             raise ModelError(
@@ -191,12 +203,16 @@ class App:
                 "Download BotPsy-0.8B with `botpsy model pull`, add a GGUF file with "
                 "`botpsy model import PATH`, or pass --model PATH.",
             )
-        from botpsy_desktop.llm.engine import LlamaBackend
-        from botpsy_desktop.llm.prefix_store import PrefixStore
+        from botpsy_desktop.llm.engine_process import EngineProcess
 
-        store = PrefixStore.for_profile(self.paths.cache_dir, self.config.model.prefix_cache_mb)
-        return LlamaBackend(
-            self.config.model, path, prefix_store=store, model_sha256=self._checked_sha256(path)
+        # the engine runs in a worker process: a crash there costs one answer, not the app
+        return EngineProcess(
+            settings,
+            path,
+            prefix_cache_dir=self.paths.cache_dir if prefix_states else None,
+            prefix_cache_mb=self.config.model.prefix_cache_mb,
+            model_sha256=self._checked_sha256(path),
+            work_dir=self.paths.cache_dir / "engine",
         )
 
     def remote_backend(self, url: str) -> RemoteBackend:

@@ -103,7 +103,10 @@ def run_checks(app: App, model: str | None = None) -> list[Check]:
             )
         )
     else:
-        checks.extend(_model_checks(path, app.config.model.n_ctx))
+        model_checks = _model_checks(path, app.config.model.n_ctx)
+        checks.extend(model_checks)
+        if model_checks[0].status == "ok":
+            checks.append(_engine_check(app, path))
     checks.append(_installed_models_check(app))
     checks.append(_prefix_cache_check(app))
 
@@ -142,7 +145,7 @@ def _engine_checks(app: App) -> list[Check]:
     """Where the model runs; for a llama-server: its model, round trip and prefix caching."""
     url = app.config.engine.url
     if url is None:
-        return [Check("engine", "info", "this computer (llama.cpp in the app)")]
+        return [Check("engine", "info", "this computer (llama.cpp in a worker process)")]
     try:
         backend = app.remote_backend(url)
     except BotpsyError as exc:
@@ -179,6 +182,33 @@ def _engine_checks(app: App) -> list[Check]:
         return [Check("engine", "fail", f"llama-server at {url}: {exc.message}", exc.hint)]
     finally:
         backend.close()
+
+
+def _engine_check(app: App, path: str) -> Check:
+    """A real decode in a worker process, as every request runs it: proves the engine here."""
+    from botpsy_desktop.llm.engine_process import prove_model
+
+    try:
+        probe = prove_model(app.config.model, path, work_dir=app.paths.cache_dir / "engine")
+    except BotpsyError as exc:
+        return Check("engine", "fail", exc.message, exc.hint)
+    layout = probe.get("layout") or "llama.cpp's default"
+    detail = (
+        f"loaded and decoded in a worker process: {probe['prompt_tokens']} prompt tokens in "
+        f"{probe['prefill_s']:.2f} s, {probe['completion_tokens']} generated; weight layout "
+        f"{layout}"
+    )
+    fallback = probe.get("fallback")
+    if fallback:
+        return Check(
+            "engine",
+            "warn",
+            f"{detail}, since the {fallback['after']} layout crashed llama.cpp "
+            f"({fallback['reason']}) in this model's first decode on {fallback['at']}",
+            "The plain layout is slower but safe on this CPU; it is remembered for this model "
+            "and llama.cpp build. Set model.cpu_layout to try another layout again.",
+        )
+    return Check("engine", "ok", detail)
 
 
 def _prefix_cache_check(app: App) -> Check:

@@ -2,6 +2,11 @@
 
 import sys
 
+if len(sys.argv) > 1 and sys.argv[1] == "--engine-worker":  # the engine's worker process
+    from botpsy_desktop.llm.worker import main as worker_main
+
+    sys.exit(worker_main(sys.argv[1:]))
+
 from botpsy_desktop.cli import main
 
 sys.exit(main())

@@ -46,6 +46,13 @@ def first_run(app: App, args: argparse.Namespace, err: TextIO) -> bool:
     if args.model or args.replay or args.engine or app.config.engine.url or app.config.model.path:
         return True
     models = app.models()
+    demo = models.demo_fallback()  # the `demo` extra: a first answer with no download
+    if demo is not None:
+        args.model = str(models.path_of(demo))
+        notice = models.demo_notice(demo)
+        if notice:
+            print(notice, file=err)
+        return True
     print(models.first_run_message(), file=err)
     if models.installed() or not (sys.stdin.isatty() and err.isatty()):
         return False

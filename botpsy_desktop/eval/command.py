@@ -158,15 +158,11 @@ def cmd_eval(app: App, args: argparse.Namespace, out: TextIO, err: TextIO) -> in
             return ReplayBackend(wrong_turns(case, index, schemas)[0], source=f"wrong:{case.id}")
 
     else:
-        from botpsy_desktop.llm.engine import LlamaBackend
-        from botpsy_desktop.llm.prefix_store import PrefixStore
-
         path = _model_path(app, args)
         label = str(path)
         print(f"loading {path.name}...", file=err, flush=True)
         # the profile's prefix states: each tool set's prefix is evaluated once, not per run
-        store = PrefixStore.for_profile(app.paths.cache_dir, app.config.model.prefix_cache_mb)
-        loaded = LlamaBackend(ModelSettings.model_validate(settings), path, prefix_store=store)
+        loaded = app.backend(model=str(path), settings=ModelSettings.model_validate(settings))
         backend = loaded
 
         def backend_for(case: Case, index: int) -> Backend:
@@ -218,10 +214,13 @@ def cmd_eval(app: App, args: argparse.Namespace, out: TextIO, err: TextIO) -> in
 def _fidelity(app: App, args: argparse.Namespace, out: TextIO) -> int:
     from botpsy_desktop.core.config import ModelSettings
     from botpsy_desktop.eval.fidelity import check_fidelity
-    from botpsy_desktop.llm.engine import LlamaBackend
 
     path = _model_path(app, args)
-    backend = LlamaBackend(ModelSettings.model_validate(_model_settings(app, args)), path)
+    backend = app.backend(
+        model=str(path),
+        settings=ModelSettings.model_validate(_model_settings(app, args)),
+        prefix_states=False,
+    )
     try:
         result = check_fidelity(path, backend)
     finally:
@@ -275,11 +274,11 @@ def _selection(app: App, args: argparse.Namespace, out: TextIO, err: TextIO) -> 
     think = app.config.model.think if args.think is None else args.think
     backend = None
     if args.model or app.config.model.path:
-        from botpsy_desktop.llm.engine import LlamaBackend
-
         path = _model_path(app, args)
         print(f"counting tokens with {path.name}...", file=err, flush=True)
-        backend = LlamaBackend(ModelSettings.model_validate(_model_settings(app, args)), path)
+        backend = app.backend(
+            model=str(path), settings=ModelSettings.model_validate(_model_settings(app, args))
+        )
     try:
         count = (
             None

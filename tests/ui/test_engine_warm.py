@@ -11,7 +11,8 @@ from pytestqt.qtbot import QtBot
 
 from botpsy_desktop.agent.tools import ToolRegistry
 from botpsy_desktop.app import build_app
-from botpsy_desktop.llm.engine import PREFIX, LlamaBackend
+from botpsy_desktop.llm.engine import PREFIX
+from botpsy_desktop.llm.engine_process import EngineProcess
 from botpsy_desktop.ui.bridge import EngineWorker
 from tests.helpers.models import tiny_qwen35_gguf
 
@@ -35,9 +36,9 @@ def test_the_worker_warms_the_prefix_then_each_conversation(qtbot: QtBot, tmp_pa
         worker.load(str(tiny_qwen35_gguf()), "")
         idle(qtbot, worker)  # loaded, then the prefix warmed
         backend = worker.backend
-        assert isinstance(backend, LlamaBackend) and backend.states is not None
-        (prefix,) = backend.states.checkpoints
-        assert prefix.label == PREFIX and prefix.pinned
+        assert isinstance(backend, EngineProcess)  # the engine in its worker process
+        (prefix,) = backend.state()["checkpoints"]
+        assert prefix["label"] == PREFIX and prefix["pinned"]
 
         started: list[str] = []
         stats: list[Any] = []
@@ -45,7 +46,7 @@ def test_the_worker_warms_the_prefix_then_each_conversation(qtbot: QtBot, tmp_pa
         worker.turnFinished.connect(lambda rid, event: stats.append(event.stats))
         worker.submit("", "List my Documents folder.", False)
         idle(qtbot, worker)  # the request, then its conversation warmed
-        assert stats[-1].reused_tokens == prefix.n_tokens  # the warmed prefix, not evaluated
+        assert stats[-1].reused_tokens == prefix["n_tokens"]  # the warmed prefix, not evaluated
         # after the request the worker warmed the conversation as the next request renders it
         worker.submit(started[0], "And the Music folder?", False)
         idle(qtbot, worker)
@@ -57,7 +58,7 @@ def test_the_worker_warms_the_prefix_then_each_conversation(qtbot: QtBot, tmp_pa
         worker._warm(started[0], False)
         worker.submit(started[0], "Thanks.", False)
         idle(qtbot, worker)
-        assert backend._llama.n_tokens > prefix.n_tokens
+        assert backend.state()["n_tokens"] > prefix["n_tokens"]
     finally:
         worker.shutdown()
         app.close()

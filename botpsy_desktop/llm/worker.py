@@ -1,0 +1,274 @@
+"""The engine worker process: loads one model and serves the engine to the app over a connection.
+
+Started by llm/engine_process.py as ``python -m botpsy_desktop.llm.worker ADDRESS`` with the
+connection's key on stdin. A crash in here (llama.cpp, a damaged model, the out-of-memory killer)
+ends this process only: the app reports it and starts another. ``faulthandler`` writes the
+stack of every thread to stderr on a fatal signal, and stderr goes to a file the app reads into
+its log when the worker dies. The worker imports no Qt and nothing of the agent.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import faulthandler
+import functools
+import logging
+import os
+import queue
+import signal
+import sys
+import threading
+from collections.abc import Callable
+from multiprocessing.connection import Client, Connection
+from pathlib import Path
+from typing import Any
+
+from botpsy_desktop.core.errors import BotpsyError
+from botpsy_desktop.llm.worker_protocol import (
+    CRASH_FILE_ENV,
+    METHODS,
+    STREAMING,
+    Call,
+    Cancel,
+    Done,
+    Failed,
+    Item,
+    LogLine,
+    Ready,
+    Shutdown,
+    WorkerSpec,
+)
+
+PROBE_MESSAGES = [
+    {"role": "system", "content": "You are a helpful assistant."},
+    {"role": "user", "content": "Say hello in one short sentence."},
+]
+
+
+class _Sender:
+    """The connection's sending side, shared by the serving thread and log records."""
+
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+        self.lock = threading.Lock()
+
+    def send(self, message: Any) -> None:
+        with self.lock:
+            self.conn.send(message)
+
+
+class _ForwardLogs(logging.Handler):
+    """Sends the worker's log records to the app, which logs them as its own."""
+
+    def __init__(self, sender: _Sender) -> None:
+        super().__init__(logging.INFO)
+        self.sender = sender
+
+    def emit(self, record: logging.LogRecord) -> None:
+        with contextlib.suppress(OSError, ValueError):  # the app is gone: nothing to tell
+            self.sender.send(LogLine(record.levelno, record.name, record.getMessage()))
+
+
+def _crash_if_asked(sent: int) -> None:
+    """The test-only crash hook (worker_protocol.CRASH_FILE_ENV), after ``sent`` items."""
+    path = os.environ.get(CRASH_FILE_ENV)
+    if not path or not os.path.exists(path):
+        return
+    try:
+        words = Path(path).read_text(encoding="utf-8").split() or ["SIGSEGV"]
+    except OSError:
+        return
+    how, after = words[0], int(words[1]) if len(words) > 1 else 1
+    if sent < after:
+        return
+    try:
+        os.unlink(path)
+    except OSError:
+        return  # another worker took it
+    sys.stderr.write(f"engine worker: crashing on purpose ({how}), as the test hook asked\n")
+    sys.stderr.flush()
+    if how == "exit":
+        os._exit(3)
+    if how == "SIGSEGV":
+        ctypes.string_at(0)  # a real invalid read in native code
+    os.kill(os.getpid(), getattr(signal, how))
+
+
+class Worker:
+    """Serves one loaded engine: one call at a time, Cancel and Shutdown read alongside."""
+
+    def __init__(self, conn: Connection, engine: Any, sender: _Sender) -> None:
+        self.conn = conn
+        self.sender = sender
+        self.engine = engine
+        self.calls: queue.Queue[Call | None] = queue.Queue()
+        self.cancels: dict[int, threading.Event] = {}
+        self.lock = threading.Lock()
+        self.crash_hook = bool(os.environ.get(CRASH_FILE_ENV))
+
+    def _read(self) -> None:
+        while True:
+            try:
+                message = self.conn.recv()
+            except (EOFError, OSError):
+                break
+            if isinstance(message, Call):
+                with self.lock:
+                    self.cancels[message.id] = threading.Event()
+                self.calls.put(message)
+            elif isinstance(message, Cancel):
+                with self.lock:
+                    event = self.cancels.get(message.id)
+                if event is not None:
+                    event.set()
+            elif isinstance(message, Shutdown):
+                break
+        with self.lock:  # the app left (or closed the engine): stop what runs, within a token
+            for event in self.cancels.values():
+                event.set()
+        self.calls.put(None)
+
+    def serve(self) -> None:
+        threading.Thread(target=self._read, name="engine-worker-reader", daemon=True).start()
+        while (call := self.calls.get()) is not None:
+            with self.lock:
+                cancel = self.cancels[call.id]
+            try:
+                self._run(call, cancel)
+            except BotpsyError as exc:
+                self.sender.send(Failed(call.id, type(exc).__name__, exc.message, exc.hint))
+            except Exception as exc:  # a bug or an unexpected library error: told, not fatal
+                logging.getLogger(__name__).exception("engine call %s failed", call.method)
+                self.sender.send(Failed(call.id, type(exc).__name__, str(exc)))
+            finally:
+                with self.lock:
+                    self.cancels.pop(call.id, None)
+        self.engine.close()
+
+    def _run(self, call: Call, cancel: threading.Event) -> None:
+        if call.method not in METHODS:
+            raise BotpsyError(f"The engine has no method {call.method!r}.")
+        if call.method == "probe":
+            self.sender.send(Done(call.id, probe(self.engine, cancel)))
+            return
+        if call.method == "state":
+            self.sender.send(Done(call.id, engine_state(self.engine)))
+            return
+        if call.method.startswith("bench"):  # the bench's raw llama.cpp side (llm/bench_raw.py)
+            from botpsy_desktop.llm import bench_raw
+
+            if call.method == "bench":
+                self.sender.send(Done(call.id, bench_raw.worker_op(self.engine, *call.args)))
+                return
+            method: Callable[..., Any] = functools.partial(
+                bench_raw.STREAMS[call.method], self.engine
+            )
+        else:
+            method = getattr(self.engine, call.method)
+        kwargs = dict(call.kwargs)
+        if call.method in STREAMING or call.method == "warm":
+            kwargs["cancel"] = cancel
+        if call.method not in STREAMING:
+            self.sender.send(Done(call.id, method(*call.args, **kwargs)))
+            return
+        for n, value in enumerate(method(*call.args, **kwargs)):
+            if n and self.crash_hook:
+                _crash_if_asked(n)
+            self.sender.send(Item(call.id, value))
+        self.sender.send(Done(call.id))
+
+
+def probe(engine: Any, cancel: threading.Event | None = None) -> dict[str, Any]:
+    """Prove the engine: evaluate a short prompt in one batch and generate a few tokens."""
+    completion = None
+    for item in engine.complete(
+        PROBE_MESSAGES, [], enable_thinking=False, cancel=cancel, max_tokens=4
+    ):
+        completion = item
+    stats = getattr(completion, "stats", None)
+    return {
+        "prompt_tokens": getattr(stats, "prompt_tokens", 0),
+        "completion_tokens": getattr(stats, "completion_tokens", 0),
+        "prefill_s": round(getattr(stats, "prefill_s", 0.0), 4),
+        "decode_s": round(getattr(stats, "decode_s", 0.0), 4),
+        "text": getattr(completion, "text", ""),
+    }
+
+
+def engine_state(engine: Any) -> dict[str, Any]:
+    """Counters the bench and the fidelity check read after a call."""
+    states = getattr(engine, "states", None)
+    return {
+        "disk_restores": engine.disk_restores,
+        "disk_saves": engine.disk_saves,
+        "last_disk_read_s": engine.last_disk_read_s,
+        "last_disk_restore_s": engine.last_disk_restore_s,
+        "last_prompt_tokens": list(engine.last_prompt_tokens),
+        "checkpoints_nbytes": states.nbytes if states is not None else 0,
+        "checkpoints": [
+            {"label": c.label, "n_tokens": c.n_tokens, "pinned": c.pinned}
+            for c in (states.checkpoints if states is not None else [])
+        ],
+        "n_tokens": int(engine._llama.n_tokens),  # what the context holds now
+    }
+
+
+def load(spec: WorkerSpec) -> Any:
+    from botpsy_desktop.core.config import ModelSettings
+    from botpsy_desktop.llm.engine import LlamaBackend
+    from botpsy_desktop.llm.prefix_store import PrefixStore
+
+    settings = ModelSettings.model_validate(spec.settings)
+    store = None
+    if spec.prefix_cache_dir is not None:
+        store = PrefixStore.for_profile(Path(spec.prefix_cache_dir), spec.prefix_cache_mb)
+    kwargs: dict[str, Any] = {"prefix_store": store, "model_sha256": spec.model_sha256}
+    if spec.layout is not None:
+        kwargs["layout"] = spec.layout
+    return LlamaBackend(settings, spec.model_path, **kwargs)
+
+
+def ready(engine: Any, spec: WorkerSpec) -> Ready:
+    renderer = engine.renderer
+    return Ready(
+        pid=os.getpid(),
+        name=engine.name,
+        n_ctx=engine.n_ctx,
+        info=engine.info,
+        memory_estimate=dict(engine.memory_estimate),
+        hybrid=bool(engine.hybrid),
+        template=renderer.source if not renderer.uses_fallback else None,
+        bos_token=renderer.bos_token,
+        eos_token=renderer.eos_token,
+        layout=engine.layout.layout,  # the layout llm/cpu_layout.py chose
+    )
+
+
+def main(argv: list[str]) -> int:
+    faulthandler.enable(sys.stderr, all_threads=True)
+    if len(argv) != 2:
+        sys.stderr.write("usage: python -m botpsy_desktop.llm.worker ADDRESS (key on stdin)\n")
+        return 2
+    authkey = bytes.fromhex(sys.stdin.readline().strip())
+    conn = Client(argv[1], authkey=authkey)
+    sender = _Sender(conn)
+    root = logging.getLogger()
+    root.addHandler(_ForwardLogs(sender))
+    root.setLevel(logging.INFO)
+    spec: WorkerSpec = conn.recv()
+    try:
+        engine = load(spec)
+    except BotpsyError as exc:
+        sender.send(Failed(0, type(exc).__name__, exc.message, exc.hint))
+        return 1
+    except Exception as exc:
+        sender.send(Failed(0, type(exc).__name__, str(exc)))
+        return 1
+    sender.send(ready(engine, spec))
+    Worker(conn, engine, sender).serve()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

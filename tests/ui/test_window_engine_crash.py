@@ -1,0 +1,64 @@
+"""The window survives the engine: its worker crashes mid-answer (a real SIGSEGV, then SIGKILL),
+the window stays up and shows the error, and the next request answers with a new worker."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from pytestqt.qtbot import QtBot
+
+from botpsy_desktop.agent.tools import ToolRegistry
+from botpsy_desktop.app import build_app
+from botpsy_desktop.llm.engine_process import EngineProcess
+from botpsy_desktop.llm.worker_protocol import CRASH_FILE_ENV
+from botpsy_desktop.ui.main_window import MainWindow
+from tests.helpers.models import tiny_qwen35_gguf
+
+pytestmark = pytest.mark.model
+
+
+def notes(window: MainWindow) -> list[str]:
+    return [w.text() for w in window.chat.widget().findChildren(type(window.model_label))]
+
+
+def ask(qtbot: QtBot, window: MainWindow, text: str) -> None:
+    window.input.setPlainText(text)
+    window.send_button.click()
+    qtbot.waitUntil(lambda: not window.busy, timeout=120_000)
+
+
+def test_the_window_stays_up_when_the_engine_crashes_and_the_next_request_answers(
+    qtbot: QtBot, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    crash = tmp_path / "crash-now"
+    monkeypatch.setenv(CRASH_FILE_ENV, str(crash))
+    app = build_app(tmp_path / "profile")
+    # the tiny model's context (4096 tokens) holds a few tools, not the whole set
+    app.registry = ToolRegistry([t for t in app.registry if t.name == "list_folder"])
+    app.config.model.max_tokens = 24
+    app.config.model.temperature = 1.0  # sampled: the random-weight model writes visible text
+    app.config.model.seed = 3
+    try:
+        window = MainWindow(app, model=str(tiny_qwen35_gguf()))
+        qtbot.addWidget(window)
+        window.show()
+        qtbot.waitUntil(lambda: window.model_label.text() != "Loading model…", timeout=60_000)
+        backend = window.engine.worker.backend
+        assert isinstance(backend, EngineProcess)
+        qtbot.waitUntil(lambda: window.engine.worker.wait_idle(0.01), timeout=120_000)  # warmed
+        for how, reason in (("SIGSEGV", "segmentation fault"), ("SIGKILL", "killed")):
+            crash.write_text(f"{how} 8", encoding="utf-8")  # after 8 streamed pieces
+            ask(qtbot, window, "Tell me a story.")
+            assert window.isVisible()
+            assert any(
+                f"The model engine stopped unexpectedly ({reason}" in n for n in notes(window)
+            ), notes(window)
+            assert not crash.exists()
+            ask(qtbot, window, "Tell me another one.")
+            bubbles = window.chat.bubbles()
+            assert bubbles[-1].role == "assistant" and bubbles[-1].text, notes(window)
+        assert backend.restarts == 2
+    finally:
+        window.close()
+        app.close()
