@@ -28,40 +28,10 @@ from tests.helpers.models import (
     synthetic_model_module,
     tiny_qwen35_gguf,
 )
+from tests.helpers.tool_schemas import TOOLS
 
 pytestmark = pytest.mark.model
 
-TOOLS = [
-    {
-        "type": "function",
-        "function": {
-            "name": "set_alarm",
-            "description": "Set an alarm.",
-            "parameters": {
-                "type": "object",
-                "properties": {
-                    "hour": {"type": "integer", "minimum": 0, "maximum": 23},
-                    "minute": {"type": "integer"},
-                    "repeat": {"type": "string", "enum": ["never", "daily", "weekdays"]},
-                    "loud": {"type": "boolean"},
-                },
-                "required": ["hour", "minute", "repeat", "loud"],
-            },
-        },
-    },
-    {
-        "type": "function",
-        "function": {
-            "name": "get_weather",
-            "description": "Weather for a city.",
-            "parameters": {
-                "type": "object",
-                "properties": {"unit": {"type": "string", "enum": ["c", "f"]}},
-                "required": ["unit"],
-            },
-        },
-    },
-]
 MESSAGES = [
     {"role": "system", "content": "You are a test."},
     {"role": "user", "content": "Wake me at seven."},

@@ -28,40 +28,10 @@ from tests.helpers import llama_server
 from tests.helpers.keyring_service import SecretService
 from tests.helpers.models import REPO_ROOT, smollm2_gguf, tiny_qwen35_gguf
 from tests.helpers.services import keyring_env, missing, secret_service  # noqa: F401
+from tests.helpers.tool_schemas import TOOLS
 
 pytestmark = pytest.mark.model
 
-TOOLS = [
-    {
-        "type": "function",
-        "function": {
-            "name": "set_alarm",
-            "description": "Set an alarm.",
-            "parameters": {
-                "type": "object",
-                "properties": {
-                    "hour": {"type": "integer", "minimum": 0, "maximum": 23},
-                    "minute": {"type": "integer"},
-                    "repeat": {"type": "string", "enum": ["never", "daily", "weekdays"]},
-                    "loud": {"type": "boolean"},
-                },
-                "required": ["hour", "minute", "repeat", "loud"],
-            },
-        },
-    },
-    {
-        "type": "function",
-        "function": {
-            "name": "get_weather",
-            "description": "Weather for a city.",
-            "parameters": {
-                "type": "object",
-                "properties": {"unit": {"type": "string", "enum": ["c", "f"]}},
-                "required": ["unit"],
-            },
-        },
-    },
-]
 MESSAGES = [
     {"role": "system", "content": "You are a test."},
     {"role": "user", "content": "Wake me at seven."},
