@@ -499,7 +499,7 @@ def test_tool_schemas_are_described_and_typed(home: Path, tmp_path: Path) -> Non
         "write_text_note": {"path": "string", "text": "string"},
         "rename_or_move": {"source": "string", "destination": "string"},
         "move_to_trash": {"path": "string"},
-        "undo_last_file_change": {},
+        "undo_last_file_change": {"change": "string"},
     }
     tools = {t.name: t for t in files_tools([home], data_dir=tmp_path / "data")}
     assert set(tools) == set(expected)
