@@ -87,7 +87,7 @@ def test_ask_survives_an_engine_crash_mid_answer_and_the_next_ask_answers(
     # a request about files: only the files tools are offered, which the tiny model's 4096
     # tokens of context hold. The model answers once first (a crash in a model's very first
     # decode is blamed on the weight layout: tests/llm/test_engine_process.py)
-    first = botpsy(home, "ask", "List the files in my Music folder.")
+    first = botpsy(home, "ask", "Show me the files in my Documents folder.")
     assert first.returncode == 0, first.stderr
     run = botpsy(home, "ask", "--json", "List the files in my Documents folder.", env=env)
     assert run.returncode == 1, run.stderr
