@@ -118,7 +118,10 @@ def test_the_daemon_runs_a_routine_and_gives_up_on_its_approval_after_the_timeou
     assert approval["event"] == "routine_approval" and approval["id"] == new_id
     assert approval["tool"] == "cancel_alarm" and approval["arguments"] == {"alarm": "all"}
     assert approval["waits_s"] == 1 and approval["approval"] == 1
-    assert approval["receipt"].startswith("Cancel ALL alarms")
+    # the receipt names what "all" selects (the gate decides from the resolved effect): here
+    # the one routine there is, cancelled for good
+    assert approval["receipt"].startswith("Cancel alarm 1 (routine")
+    assert "for good" in approval["receipt"]
     assert denied == {
         "event": "routine_denied",
         "id": new_id,
