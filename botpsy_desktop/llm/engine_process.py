@@ -29,7 +29,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from multiprocessing.connection import Client, Connection, Listener
 from pathlib import Path
 from typing import Any
@@ -37,7 +37,7 @@ from typing import Any
 from botpsy_desktop.core.config import ModelSettings
 from botpsy_desktop.core.errors import BotpsyError, ModelError
 from botpsy_desktop.llm.backend import Message
-from botpsy_desktop.llm.types import Completion, GenerationStats, TextPiece
+from botpsy_desktop.llm.types import Completion, GenerationStats, PromptProgress, TextPiece
 from botpsy_desktop.llm.worker_protocol import (
     Call,
     Cancel,
@@ -552,6 +552,9 @@ class EngineProcess:
     def call(self, method: str, *args: Any, **kwargs: Any) -> Any:
         """Run an engine method in the worker and return its result (worker_protocol.METHODS)."""
         cancel = kwargs.pop("cancel", None)
+        progress: Callable[[Any], None] | None = kwargs.pop("progress", None)
+        if progress is not None:
+            kwargs["progress"] = True  # the worker sends Item messages on the way (warm)
         with self._lock:
             worker = self._worker_now()
             call_id = next(self._ids)
@@ -562,6 +565,10 @@ class EngineProcess:
                 raise self._died(worker, doing) from exc
             try:
                 message = self._receive(worker, cancel, call_id)
+                while isinstance(message, Item):  # progress on the way
+                    if progress is not None:
+                        progress(message.value)
+                    message = self._receive(worker, cancel, call_id)
             except EngineCrashed as exc:
                 if doing != "while answering":
                     raise self._reworded(exc, doing) from None
@@ -680,9 +687,17 @@ class EngineProcess:
         *,
         enable_thinking: bool = False,
         cancel: threading.Event | None = None,
+        progress: Callable[[PromptProgress], None] | None = None,
     ) -> GenerationStats:
+        """Evaluate ahead what the next request will start with (LlamaBackend.warm), in the
+        worker; ``progress`` hears how far it is, passed on from the worker as it goes."""
         stats: GenerationStats = self.call(
-            "warm", _plain(messages), _plain(tools), enable_thinking=enable_thinking, cancel=cancel
+            "warm",
+            _plain(messages),
+            _plain(tools),
+            enable_thinking=enable_thinking,
+            cancel=cancel,
+            progress=progress,
         )
         return stats
 

@@ -169,6 +169,9 @@ class Worker:
         kwargs = dict(call.kwargs)
         if call.method in STREAMING or call.method == "warm":
             kwargs["cancel"] = cancel
+        if call.method == "warm" and kwargs.pop("progress", False):
+            call_id = call.id
+            kwargs["progress"] = lambda p: self.sender.send(Item(call_id, p))
         if call.method not in STREAMING:
             self.sender.send(Done(call.id, method(*call.args, **kwargs)))
             return

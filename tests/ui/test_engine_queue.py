@@ -191,7 +191,8 @@ def test_a_routine_waiting_for_approval_never_delays_the_users_own_request(
             "status",
             f"Routine: {ROUTINE}",
             "Your wake-up alarm is cancelled.\n"
-            "✓ Done (approved by you): Cancel alarm Wake up for good (it cannot be undone).",
+            "✓ Done (approved by you): Cancel alarm 1 (alarm “Wake up”) for good "
+            "(it cannot be undone).",
         )
         tool_rows = [m for m in r.app.store.messages(run.conversation) if m["role"] == "tool"]
         assert [m["name"] for m in tool_rows] == ["cancel_alarm"]
