@@ -116,7 +116,9 @@ def test_ask_survives_an_engine_crash_mid_answer_and_the_next_ask_answers(
     if how == "SIGSEGV":
         assert "Fatal Python error: Segmentation fault" in log
 
-    again = botpsy(home, "ask", "--conversation", conversation, "And the files in Music?", env=env)
+    again = botpsy(
+        home, "ask", "--conversation", conversation, "And the files in Pictures?", env=env
+    )
     assert again.returncode == 0, again.stderr
     assert again.stdout.strip()
 
