@@ -10,9 +10,8 @@ import pytest
 from PySide6.QtWidgets import QLabel
 from pytestqt.qtbot import QtBot
 
-from botpsy_desktop.agent.gate import Gate
 from botpsy_desktop.agent.store import ConversationStore
-from botpsy_desktop.app import App
+from botpsy_desktop.app import App, build_gate
 from botpsy_desktop.core.config import Config
 from botpsy_desktop.core.paths import Paths
 from botpsy_desktop.core.tools import ToolRegistry
@@ -24,7 +23,9 @@ def app(tmp_path: Path) -> Iterator[App]:
     paths = Paths.resolve(tmp_path / "profile")
     paths.ensure()
     config = Config.model_validate({"model": {"n_ctx": 1024, "max_tokens": 64}})
-    built = App(paths, config, ConversationStore(paths.database), ToolRegistry(), Gate())
+    built = App(
+        paths, config, ConversationStore(paths.database), ToolRegistry(), build_gate(config)
+    )
     yield built
     built.close()
 

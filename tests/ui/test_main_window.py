@@ -12,9 +12,8 @@ from PySide6.QtCore import QTimer
 from pytestqt.qtbot import QtBot
 
 from botpsy_desktop.adapters.files import files_tools
-from botpsy_desktop.agent.gate import Gate
 from botpsy_desktop.agent.store import ConversationStore
-from botpsy_desktop.app import App
+from botpsy_desktop.app import App, build_gate
 from botpsy_desktop.core.config import Config
 from botpsy_desktop.core.paths import Paths
 from botpsy_desktop.core.tools import Effect, ToolRegistry, make_tool
@@ -50,7 +49,7 @@ def app(tmp_path: Path, files: Path) -> App:
         return f"wrote {args.name}"
 
     registry.register(make_tool(write_note, effects=[Effect.LOCAL_WRITE]))
-    built = App(paths, config, ConversationStore(paths.database), registry, Gate())
+    built = App(paths, config, ConversationStore(paths.database), registry, build_gate(config))
     yield built
     built.close()
 
