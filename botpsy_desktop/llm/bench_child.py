@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from botpsy_desktop.core.config import ModelSettings
-from botpsy_desktop.llm.types import Completion
+from botpsy_desktop.llm.types import Completion, PromptProgress
 
 
 def _peak_rss_kib() -> int | None:
@@ -51,7 +51,8 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
         first = None
         started = time.perf_counter()
         for item in engine.complete(messages, spec["tools"], enable_thinking=False, max_tokens=2):
-            if first is None:
+            # the first text (or the end), not a progress report of the prompt's evaluation
+            if first is None and not isinstance(item, PromptProgress):
                 first = time.perf_counter() - started
             if isinstance(item, Completion):
                 done = item
