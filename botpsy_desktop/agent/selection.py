@@ -10,16 +10,16 @@ no tool". A request is offered:
 - the domains of the conversation's last exchange: the tools it called and what its user and
   assistant turns were about, so that "move it to 11" or "answer her that Tuesday works" keep
   the calendar or the mail tools even when the earlier turn only talked;
-- every tool when it is unsure (no domain reaches the "sure" score), names no tool server and
-  there is no conversation to go by: a tool missing from the prompt fails the request, while a
-  longer prompt only costs time (on the held-out set, adding the three likeliest domains instead
-  reached a recall of 0.886; every tool 0.944, a third of the requests offered every tool);
+- when it is unsure (no domain reaches the "sure" score), names no tool server and there is no
+  conversation to go by, also every domain with a fair chance (the "wide" score or more), and
+  every tool when no domain has one: a tool missing from the prompt fails the request, while a
+  longer prompt only costs time;
 - the domains of tool servers (an MCP server's ``Tool.domain``, unknown to the model) whose
   name or tool names it mentions (not their descriptions: a server's own free text);
 - tools without a domain, always.
 
 A request that reaches no domain, has no conversation to go by and reads as chit-chat ("thanks!",
-"tell me a joke") is offered no domain's tools. The three thresholds come with the model file:
+"tell me a joke") is offered no domain's tools. The four thresholds come with the model file:
 tools/selection/train.py picks them by cross-validation on its training phrases. Every tool is
 also offered when the model file is missing or damaged (logged), or when the domains chosen are
 all there are. During the request the set grows (:class:`RequestTools`, agent/loop.py): a tool
@@ -52,6 +52,9 @@ SURE = 0.8
 """Below this top score a request with no conversation to go by is unsure: every tool."""
 CHAT = 0.3
 """The "no tool" score above which a request that reaches no domain is taken for chit-chat."""
+WIDE = 2.0
+"""When unsure, also the domains scoring this or more are offered (every tool when none does);
+above 1: every tool when unsure (a model file without its own "wide" threshold)."""
 ASSISTANT = 0.5
 """The score an assistant turn's text must reach for its domain to count as the conversation's."""
 LACKING = 0.5
@@ -155,6 +158,7 @@ class ToolSelector:
         self.offer_at = thresholds.get("offer", OFFER)
         self.sure_at = thresholds.get("sure", SURE)
         self.chat_at = thresholds.get("chat", CHAT)
+        self.wide_at = thresholds.get("wide", WIDE)
 
     def scores(self, text: str) -> dict[str, float]:
         """The model's probability per domain of the registry, and for "none" (no tool)."""
@@ -219,11 +223,15 @@ class ToolSelector:
         if not named and not kept and scores.get("none", 0.0) >= self.chat_at:
             return self.offer(set(), f"no tool needed (chit-chat {scores['none']:.2f})")
         servers = named & set(self.server_words)  # a tool server named by its words
-        if not kept and not servers and max(modelled.values(), default=0.0) < self.sure_at:
+        top = max(modelled.values(), default=0.0)
+        if not kept and not servers and top < self.sure_at:
             # unsure, and no conversation to go by: a missing tool fails the request, a longer
-            # prompt only costs time
-            top = max(modelled.values(), default=0.0)
-            return self._everything(f"unsure (top domain score {top:.2f} < {self.sure_at:g})")
+            # prompt only costs time, so every domain with a fair chance is offered too
+            wide = {d for d, p in modelled.items() if p >= self.wide_at}
+            if self.wide_at > 1 or not wide:
+                return self._everything(f"unsure (top domain score {top:.2f} < {self.sure_at:g})")
+            parts.append(f"unsure (top {top:.2f}): also {', '.join(sorted(wide - named))}")
+            return self.offer(named | wide, "; ".join(parts))
         if not named and not kept:
             return self._everything("no domain recognised in the request")
         return self.offer(named | kept, "; ".join(parts))

@@ -5,9 +5,10 @@ paths and digits replaced by placeholders) and cut into features: whole words, w
 character n-grams of 3 to 5 (padded words; CJK and Hangul runs as 1- to 3-grams, so Japanese and
 Chinese need no word splitting and a typo changes a few features, not the word). Each feature is
 hashed (CRC-32) into one of 2^18 buckets; each bucket holds one int8 weight per class. A class's
-score is the sum of its weights over the request's features plus a bias, its probability the
-logistic of that: one independent yes/no per domain (a request may need several) and one for
-"no tool at all".
+score is the sum of its weights over the request's distinct buckets (divided by the square root
+of their number when the model says so: a long request's many features then do not swamp the
+bias) plus a bias, its probability the logistic of that: one independent yes/no per domain (a
+request may need several) and one for "no tool at all".
 
 The weights are trained offline by ``tools/selection/train.py`` (one-vs-rest logistic regression
 on the phrases in tools/selection/, in eleven languages, with typos and multi-domain joins added)
@@ -123,19 +124,25 @@ class SelectionModel:
     """int8 weights, ``len(classes)`` per bucket, bucket-major."""
     thresholds: dict[str, float]
     """Decision thresholds chosen when the model was trained (agent/selection.py uses them)."""
+    norm: bool = False
+    """Whether a text's summed weights are divided by the square root of its feature count (so
+    a long request's many features do not outweigh the bias)."""
 
     def scores(self, text: str) -> dict[str, float]:
         """Each class's probability for ``text``."""
         k = len(self.classes)
         sums = [0] * k
         table = self.table
-        for f in set(features(text)):
-            at = bucket(f) * k
+        found = {bucket(f) for f in features(text)}  # as in training: each bucket once
+        for b in found:
+            at = b * k
             for j in range(k):
                 w = table[at + j]
                 sums[j] += w - 256 if w > 127 else w
+        damp = 1 / math.sqrt(max(len(found), 1)) if self.norm else 1.0
         return {
-            c: _sigmoid(self.bias[j] + sums[j] * self.scale[j]) for j, c in enumerate(self.classes)
+            c: _sigmoid(self.bias[j] + sums[j] * self.scale[j] * damp)
+            for j, c in enumerate(self.classes)
         }
 
     @classmethod
@@ -158,6 +165,7 @@ class SelectionModel:
             tuple(float(s) for s in header["scale"]),
             table,
             {str(k): float(v) for k, v in header.get("thresholds", {}).items()},
+            header.get("norm") == "sqrt",
         )
 
     def to_bytes(self) -> bytes:
@@ -168,6 +176,7 @@ class SelectionModel:
             "bias": list(self.bias),
             "scale": list(self.scale),
             "thresholds": self.thresholds,
+            **({"norm": "sqrt"} if self.norm else {}),
         }
         return zlib.compress(json.dumps(header).encode() + b"\n" + self.table, 9)
 

@@ -5,7 +5,7 @@ conversation; the choice is deterministic, so it is checked on every request in 
 Two kinds of input: evaluation cases (a case is recalled when every tool it expects is offered
 for its last user turn, its given history being the conversation) and selection sets
 (``{"format": "botpsy-selection/1", "requests": [...]}``: a request or turns, and the domains
-or tools it needs; the shipped held-out set is ``selection_sets/heldout.json``). The prompt
+or tools it needs; the shipped held-out sets are ``selection_sets/heldout*.json``). The prompt
 size is that of an empty request (system prompt, offered schemas, an empty user turn and the
 reply's start, rendered by the model's template), in tokens when a tokenizer is given, else
 the characters of the system prompt and schemas.
@@ -121,7 +121,7 @@ def case_requests(cases: Sequence[Case], registry: ToolRegistry) -> list[Request
 
 
 def heldout_path() -> Path:
-    """The shipped held-out selection set."""
+    """The folder of the shipped held-out selection sets (every ``*.json`` in it)."""
     return Path(str(resources.files("botpsy_desktop.eval").joinpath("selection_sets")))
 
 
