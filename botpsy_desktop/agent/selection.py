@@ -11,8 +11,9 @@ no tool". A request is offered:
   assistant turns were about, so that "move it to 11" or "answer her that Tuesday works" keep
   the calendar or the mail tools even when the earlier turn only talked;
 - when it is unsure (no domain reaches the "sure" score), names no tool server and there is no
-  conversation to go by, also every domain with a fair chance (the "wide" score or more), and
-  every tool when no domain has one: a tool missing from the prompt fails the request, while a
+  conversation to go by, also every domain with a fair chance (the "wide" score or more) and
+  the tool servers' domains (the model cannot rule out what it does not know), and every tool
+  when no domain has a fair chance: a tool missing from the prompt fails the request, while a
   longer prompt only costs time;
 - the domains of tool servers (an MCP server's ``Tool.domain``, unknown to the model) whose
   name or tool names it mentions (not their descriptions: a server's own free text);
@@ -49,7 +50,7 @@ log = logging.getLogger(__name__)
 OFFER = 0.5
 """The score a domain must reach to be offered, unless the model file names its own."""
 SURE = 0.8
-"""Below this top score a request with no conversation to go by is unsure: every tool."""
+"""Below this top score a request with no conversation to go by is unsure (see WIDE)."""
 CHAT = 0.3
 """The "no tool" score above which a request that reaches no domain is taken for chit-chat."""
 WIDE = 2.0
@@ -101,14 +102,17 @@ def fold(text: str) -> str:
 
 
 def _server_words(domain: str, tools: Iterable[Tool], extra: Iterable[str] = ()) -> set[str]:
-    """Words that name a tool server's domain: its name (the user's) and its tools' names (four
-    letters or more, common words left out), and ``extra``. Not the descriptions: they are the
-    server's own free text, and one stuffed with common words would put it in every prompt."""
-    words = set(_WORD.findall(fold(domain).replace("_", " ").replace("-", " ")))
+    """Words that name a tool server's domain: its name (the user's; three letters or more, so
+    "git" counts), its tools' names (four letters or more, common words left out), and
+    ``extra``. Not the descriptions: they are the server's own free text, and one stuffed with
+    common words would put it in every prompt."""
+    own = set(_WORD.findall(fold(domain).replace("_", " ").replace("-", " ")))
+    words: set[str] = set()
     for tool in tools:
         words.update(_WORD.findall(fold(tool.name).replace("_", " ")))
     words.update(fold(w) for w in extra)
-    return {w for w in words if len(w) >= 4 and w not in _STOP and not w.isdigit()}
+    found = {w for w in words if len(w) >= 4 and w not in _STOP and not w.isdigit()}
+    return found | {w for w in own if len(w) >= 3 and w not in _STOP and not w.isdigit()}
 
 
 @dataclass(frozen=True)
@@ -226,10 +230,12 @@ class ToolSelector:
         top = max(modelled.values(), default=0.0)
         if not kept and not servers and top < self.sure_at:
             # unsure, and no conversation to go by: a missing tool fails the request, a longer
-            # prompt only costs time, so every domain with a fair chance is offered too
+            # prompt only costs time, so every domain with a fair chance is offered too, and
+            # the tool servers' (the model knows nothing of them, so it cannot rule them out)
             wide = {d for d, p in modelled.items() if p >= self.wide_at}
             if self.wide_at > 1 or not wide:
                 return self._everything(f"unsure (top domain score {top:.2f} < {self.sure_at:g})")
+            wide |= set(self.server_words)
             parts.append(f"unsure (top {top:.2f}): also {', '.join(sorted(wide - named))}")
             return self.offer(named | wide, "; ".join(parts))
         if not named and not kept:

@@ -266,6 +266,14 @@ def test_an_unsure_request_gets_the_domains_with_a_fair_chance() -> None:
     # no domain with a fair chance: every tool, as before
     none = ToolSelector(registry, model=unsure_model(0.3, wide=0.5)).choose("hmm, that one")
     assert none.everything
+    # a tool server's domain is unknown to the model, so an unsure request gets it too
+    def create_issue(args: Args) -> str:
+        return "opened"
+
+    with_server = ToolRegistry(list(app_tools()))
+    with_server.register(make_tool(create_issue, effects={Effect.READ}, domain="github"))
+    unsure = ToolSelector(with_server, model=unsure_model(0.3, wide=0.05)).choose("hmm")
+    assert unsure.domains == ("github", "music", "weather"), unsure
     # a conversation to go by decides instead
     kept = ToolSelector(registry, model=unsure_model(0.3, wide=0.05)).choose(
         "hmm, that one", ["set_alarm"]
@@ -385,3 +393,14 @@ def test_an_answer_that_says_a_tool_is_missing_is_asked_again_with_its_domain(
         assert len(backend.offered) == 1
     finally:
         app.close()
+
+
+def test_a_short_server_name_names_its_domain() -> None:
+    # "git" (three letters) is the server's name: a request that says it gets the server's tools
+    def git_status(args: Args) -> str:
+        return "clean"
+
+    registry = ToolRegistry(list(app_tools()))
+    registry.register(make_tool(git_status, effects={Effect.READ}, domain="git"))
+    choice = ToolSelector(registry).choose("what changed in my git repository since yesterday?")
+    assert "git" in choice.domains and "git_status" in choice.names, choice

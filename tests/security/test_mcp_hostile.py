@@ -247,7 +247,8 @@ def test_friction_of_direct_requests_with_tool_servers_configured(
                 xml_call("write_text_note", path=str(projects) + "2/ideas.md", text="garden"),
             ],
         ),
-        # reads as chit-chat: no domain's tools, no server's (the timer is called anyway)
+        # the selection is unsure what "go" is about: the likelier domains and the servers'
+        # tools (the timer is called anyway, and asks: server text is in its prompt)
         ("go", [xml_call("set_timer", duration="7 minutes")]),
     ]
     app = build_app(profile)
@@ -274,7 +275,7 @@ def test_friction_of_direct_requests_with_tool_servers_configured(
         f"server's domain or name none (servers' descriptions in the prompt) needed "
         f"{sum(with_servers)} for their {changes_there} changes"
     )
-    assert offers_servers == [False, False, False, True, False]
+    assert offers_servers == [False, False, False, True, True]
     assert sum(clean) == 0
-    assert with_servers == [2]
+    assert with_servers == [2, 1]
     assert projects.is_dir()
