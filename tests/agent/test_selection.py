@@ -266,6 +266,7 @@ def test_an_unsure_request_gets_the_domains_with_a_fair_chance() -> None:
     # no domain with a fair chance: every tool, as before
     none = ToolSelector(registry, model=unsure_model(0.3, wide=0.5)).choose("hmm, that one")
     assert none.everything
+
     # a tool server's domain is unknown to the model, so an unsure request gets it too
     def create_issue(args: Args) -> str:
         return "opened"
