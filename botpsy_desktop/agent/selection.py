@@ -19,8 +19,9 @@ no tool". A request is offered:
   name or tool names it mentions (not their descriptions: a server's own free text);
 - tools without a domain, always.
 
-A request that reaches no domain, has no conversation to go by and reads as chit-chat ("thanks!",
-"tell me a joke") is offered no domain's tools. The four thresholds come with the model file:
+A request that has no conversation to go by, names no tool server and reads as chit-chat ("thanks!",
+"tell me a joke": "no tool" scores the chit-chat threshold or more, and more than any domain) is
+offered no domain's tools. The four thresholds come with the model file:
 tools/selection/train.py picks them by cross-validation on its training phrases. Every tool is
 also offered when the model file is missing or damaged (logged), or when the domains chosen are
 all there are. During the request the set grows (:class:`RequestTools`, agent/loop.py): a tool
@@ -52,7 +53,7 @@ OFFER = 0.5
 SURE = 0.8
 """Below this top score a request with no conversation to go by is unsure (see WIDE)."""
 CHAT = 0.3
-"""The "no tool" score above which a request that reaches no domain is taken for chit-chat."""
+"""The "no tool" score at or above which (and above every domain's) a request is chit-chat."""
 WIDE = 2.0
 """When unsure, also the domains scoring this or more are offered (every tool when none does);
 above 1: every tool when unsure (a model file without its own "wide" threshold)."""
@@ -224,10 +225,11 @@ class ToolSelector:
         parts = [f"named {', '.join(sorted(named))}"] if named else []
         parts += [f"conversation {', '.join(sorted(kept))}"] if kept else []
         modelled = {d: p for d, p in scores.items() if d != "none"}
-        if not named and not kept and scores.get("none", 0.0) >= self.chat_at:
-            return self.offer(set(), f"no tool needed (chit-chat {scores['none']:.2f})")
         servers = named & set(self.server_words)  # a tool server named by its words
         top = max(modelled.values(), default=0.0)
+        chat = scores.get("none", 0.0)
+        if not kept and not servers and chat >= self.chat_at and chat > top:
+            return self.offer(set(), f"no tool needed (chit-chat {chat:.2f}, top domain {top:.2f})")
         if not kept and not servers and top < self.sure_at:
             # unsure, and no conversation to go by: a missing tool fails the request, a longer
             # prompt only costs time, so every domain with a fair chance is offered too, and

@@ -116,7 +116,9 @@ def test_chit_chat_is_never_offered_every_tool(text: str) -> None:
     assert not choice.everything and len(choice.domains) < 6, choice.reason
 
 
-@pytest.mark.parametrize("text", ["how are you?", "thanks!", "Erzähl mir einen Witz"])
+@pytest.mark.parametrize(
+    "text", ["how are you?", "hi", "good morning", "Bonjour !", "Erzähl mir einen Witz"]
+)
 def test_chit_chat_that_reads_as_such_is_offered_no_domains_tools(text: str) -> None:
     choice = ToolSelector(app_tools()).choose(text)
     assert not choice.everything and choice.domains == (), choice.reason

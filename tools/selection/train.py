@@ -310,10 +310,10 @@ def choose_thresholds(records: list[tuple[str, dict[str, float]]]) -> dict[str, 
     offered every tool at EVERY or less, with the fewest domains offered (every tool counts as
     all of them) and the most chit-chat offered none.
 
-    The rule is agent/selection.py's for a request with no conversation to go by: the domains
-    scoring ``offer`` or more; none when no domain does and "none" scores ``chat`` or more; when
-    the top domain scores under ``sure``, also every domain scoring ``wide`` or more (every tool
-    when none does)."""
+    The rule is agent/selection.py's for a request with no conversation to go by: no domain
+    when "none" scores ``chat`` or more and above every domain; else the domains scoring
+    ``offer`` or more, and when the top domain scores under ``sure``, also every domain scoring
+    ``wide`` or more (every tool when none does)."""
     p = np.array([[scores[c] for c in CLASSES] for _, scores in records])
     need = labels_matrix([set(label.split("+")) for label, _ in records]).astype(bool)
     chat_rows = need[:, -1]
@@ -323,7 +323,7 @@ def choose_thresholds(records: list[tuple[str, dict[str, float]]]) -> dict[str, 
     for offer in GRID["offer"]:
         named = dom_p >= offer
         for chat in GRID["chat"]:
-            quiet = ~named.any(axis=1) & (p[:, -1] >= chat)
+            quiet = (p[:, -1] >= chat) & (p[:, -1] > top)
             for sure in GRID["sure"]:
                 unsure = ~quiet & (top < sure)
                 for wide in GRID["wide"]:
