@@ -233,7 +233,7 @@ def test_the_daemon_rings_its_alarm_while_the_engine_crashes_and_runs_the_next_r
         second = later.add(
             AlarmKind.ROUTINE,
             datetime.now(UTC) + timedelta(seconds=1),
-            label="List my Music folder.",
+            label="List the files in my Documents folder.",
         )
         later.shutdown()
         finished = until(lambda e: e["event"] == "routine_finished" and e["id"] == second.id)

@@ -600,6 +600,9 @@ def test_a_context_filled_by_tool_results_does_not_blame_the_request(
     (files / "big.txt").write_text("word " * 2000, encoding="utf-8")
     config = json.loads((home / "config" / "config.json").read_text("utf-8"))
     config["model"] = {"n_ctx": 7000, "max_tokens": 256}
+    # every tool in the prompt (about 6,700 tokens), whatever the selection makes of the words:
+    # the request fits, sixteen file reads do not
+    config.setdefault("agent", {})["tool_selection"] = False
     (home / "config" / "config.json").write_text(json.dumps(config), encoding="utf-8")
     turn = "\n".join(xml_call("read_text_file", path="big.txt") for _ in range(16))
     asked = botpsy(home, "ask", "--replay", replay(tmp_path, turn, "Done."), "read it all")
