@@ -19,9 +19,9 @@ no tool". A request is offered:
   name or tool names it mentions (not their descriptions: a server's own free text);
 - tools without a domain, always.
 
-A request that has no conversation to go by, names no tool server and reads as chit-chat ("thanks!",
-"tell me a joke": "no tool" scores the chit-chat threshold or more, and more than any domain) is
-offered no domain's tools. The four thresholds come with the model file:
+A request that has no conversation to go by, names no tool server and reads as chit-chat ("good
+morning", "how are you?": "no tool" scores the chit-chat threshold or more, and more than any
+domain) is offered no domain's tools. The four thresholds come with the model file:
 tools/selection/train.py picks them by cross-validation on its training phrases. Every tool is
 also offered when the model file is missing or damaged (logged), or when the domains chosen are
 all there are. During the request the set grows (:class:`RequestTools`, agent/loop.py): a tool
