@@ -306,6 +306,12 @@ def test_the_cli_sets_shows_and_uses_a_server_engine(tmp_path: Path) -> None:
         data = json.loads(shown.stdout)
         assert data["engine"] == "llama-server" and data["status"] == "connected"
         assert data["n_ctx"] == 8192 and data["round_trip_ms"] > 0
+        # a short, deterministic answer: SmolLM2 may otherwise write up to max_tokens per step
+        # for several steps, minutes on a loaded machine
+        settings = home / "config" / "config.json"
+        config = json.loads(settings.read_text())
+        config["model"].update(max_tokens=32, temperature=0.0, seed=1)
+        settings.write_text(json.dumps(config))
         answer = cli(home, "ask", "--json", "List the files in my notes folder.")
         assert answer.returncode == 0, answer.stdout + answer.stderr
         transcript = json.loads(answer.stdout)
