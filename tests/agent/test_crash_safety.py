@@ -16,7 +16,6 @@ import pytest
 from botpsy_desktop.adapters.files import files_tools
 from botpsy_desktop.agent import store as store_module
 from botpsy_desktop.agent.events import Answer, Error, Thinking, Token
-from botpsy_desktop.agent.gate import Gate
 from botpsy_desktop.agent.loop import AgentSession, LoopSettings
 from botpsy_desktop.agent.reply import PendingReply
 from botpsy_desktop.agent.store import (
@@ -26,6 +25,8 @@ from botpsy_desktop.agent.store import (
     ConversationStore,
     prompt_view,
 )
+from botpsy_desktop.app import build_gate
+from botpsy_desktop.core.config import Config
 from botpsy_desktop.core.dbsafety import backup_before_migration, list_backups
 from botpsy_desktop.core.errors import ModelError, StoreError
 from botpsy_desktop.core.tools import ToolRegistry
@@ -37,7 +38,7 @@ SETTINGS = LoopSettings(system_prompt="You are a test.", max_steps=3)
 
 
 def session(store: ConversationStore, backend: Any, conv: str | None = None) -> AgentSession:
-    return AgentSession(backend, ToolRegistry(), Gate(), store, SETTINGS, conv)
+    return AgentSession(backend, ToolRegistry(), build_gate(Config()), store, SETTINGS, conv)
 
 
 def states(db: Path) -> list[tuple[str, str]]:
@@ -230,7 +231,9 @@ def test_the_next_request_sees_an_interrupted_reply_as_cut_off_not_complete(
     store.finish(row, {"role": "assistant", "content": ""}, interrupted=True)
 
     backend = ReplayBackend(["Here it is."])
-    s = AgentSession(backend, ToolRegistry(files_tools([root])), Gate(), store, SETTINGS, conv)
+    s = AgentSession(
+        backend, ToolRegistry(files_tools([root])), build_gate(Config()), store, SETTINGS, conv
+    )
     assert isinstance(list(s.run("again please"))[-1], Answer)
     prompt = backend.prompts[0]
     assert [m["role"] for m in prompt] == [

@@ -29,9 +29,10 @@ from typing import Any
 
 from botpsy_desktop.adapters.files import files_tools
 from botpsy_desktop.agent.events import Answer, Token, TurnFinished
-from botpsy_desktop.agent.gate import Gate
 from botpsy_desktop.agent.loop import AgentSession, LoopSettings
 from botpsy_desktop.agent.store import ConversationStore
+from botpsy_desktop.app import build_gate
+from botpsy_desktop.core.config import Config
 from botpsy_desktop.core.tools import ToolRegistry
 from botpsy_desktop.llm.backend import BackendWrapper, Message
 from botpsy_desktop.llm.replay import ReplayBackend
@@ -101,7 +102,7 @@ def child(db: Path, root: Path, conversation: str) -> None:
     session = AgentSession(
         backend,  # type: ignore[arg-type]
         ToolRegistry(files_tools([root])),
-        Gate(),
+        build_gate(Config()),
         store,
         LoopSettings(system_prompt="You are a test.", max_steps=4),
         conversation,

@@ -14,9 +14,8 @@ from pytestqt.qtbot import QtBot
 
 from botpsy_desktop.adapters.alarms import AlarmKind
 from botpsy_desktop.agent.events import ApprovalRequest
-from botpsy_desktop.agent.gate import Gate
 from botpsy_desktop.agent.store import ConversationStore
-from botpsy_desktop.app import App, build_app
+from botpsy_desktop.app import App, build_app, build_gate
 from botpsy_desktop.core.config import Config
 from botpsy_desktop.core.paths import Paths
 from botpsy_desktop.core.tools import Effect, ToolRegistry, make_tool
@@ -46,7 +45,8 @@ def test_a_window_message_waits_behind_a_quick_command_and_says_so(
         return "written"
 
     registry = ToolRegistry([make_tool(write_note, effects=[Effect.LOCAL_WRITE])])
-    app = App(paths, Config(), ConversationStore(paths.database), registry, Gate())
+    config = Config()
+    app = App(paths, config, ConversationStore(paths.database), registry, build_gate(config))
     call = (
         "<tool_call>\n<function=write_note>\n<parameter=text>\nmilk\n</parameter>\n"
         "</function>\n</tool_call>"

@@ -15,10 +15,9 @@ from PySide6.QtWidgets import QWidget
 from pytestqt.qtbot import QtBot
 
 from botpsy_desktop.adapters.alarms import AlarmKind, AlarmService, alarms_tools
-from botpsy_desktop.agent.gate import Gate
 from botpsy_desktop.agent.scheduler import Priority
 from botpsy_desktop.agent.store import ConversationStore
-from botpsy_desktop.app import App
+from botpsy_desktop.app import App, build_gate
 from botpsy_desktop.core.config import Config
 from botpsy_desktop.core.paths import Paths
 from botpsy_desktop.core.tools import Effect, ToolRegistry, make_tool
@@ -68,7 +67,7 @@ def app(tmp_path: Path, files: Path, clock: Clock) -> Iterator[App]:
     registry.register(make_tool(write_note, effects=[Effect.LOCAL_WRITE]))
     config = Config.model_validate({"files": {"roots": [str(files)]}})
     store = ConversationStore(paths.database)
-    built = App(paths, config, store, registry, Gate(), alarms=alarms)
+    built = App(paths, config, store, registry, build_gate(config), alarms=alarms)
     yield built
     for entry in built.gate.inbox.entries():  # a failed test must not leave a run waiting
         entry.request.deny(by="test teardown")
