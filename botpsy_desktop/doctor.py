@@ -87,6 +87,7 @@ def run_checks(app: App, model: str | None = None) -> list[Check]:
     if problem is not None:
         checks.append(Check("accounts", "fail", problem.message, problem.hint))
     checks.append(_integrity_check(app))
+    checks.extend(_alarm_rows_check(app))
 
     checks.extend(_engine_checks(app))
     path = model or app.config.model.path
@@ -326,6 +327,22 @@ def _integrity_check(app: App) -> Check:
             "database integrity", "fail", f"{file} is damaged: {problem}", restore_hint(file)
         )
     return Check("database integrity", "ok", f"{', '.join(checked) or 'no databases yet'}: ok")
+
+
+def _alarm_rows_check(app: App) -> list[Check]:
+    """Stored alarms, timers, reminders and routines that cannot be read (each skipped)."""
+    if app.alarms is None or not (app.paths.data_dir / "alarms.sqlite3").exists():
+        return []
+    try:
+        broken = app.alarms.unreadable()
+    except BotpsyError as exc:  # a damaged file: the integrity check names it
+        return [Check("alarm entries", "fail", exc.message, exc.hint)]
+    if not broken:
+        return [Check("alarm entries", "ok", "every stored alarm, timer and routine is readable")]
+    return [
+        Check("alarm entry", "fail", b.line(), b.hint() + " Doctor changes nothing by itself.")
+        for b in broken
+    ]
 
 
 def _installed_models_check(app: App) -> Check:

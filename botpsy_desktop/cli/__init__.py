@@ -11,6 +11,7 @@ from botpsy_desktop import __version__
 from botpsy_desktop.app import App, build_app
 from botpsy_desktop.cli import (
     account,
+    alarms,
     approvals,
     ask,
     bench,
@@ -46,6 +47,7 @@ COMMANDS: dict[str, Command] = {
     "daemon": daemon.cmd_daemon,
     "approvals": approvals.cmd_approvals,
     "routines": routines.cmd_routines,
+    "alarms": alarms.cmd_alarms,
     "log": log.cmd_log,
     "undo": log.cmd_undo,
     "history": history.cmd_history,
@@ -80,6 +82,7 @@ def _parser() -> argparse.ArgumentParser:
     daemon.add_command(sub)
     approvals.add_command(sub)
     routines.add_command(sub)
+    alarms.add_command(sub)
     log.add_commands(sub)
     history.add_command(sub)
     db.add_command(sub)

@@ -12,6 +12,25 @@ from botpsy_desktop.llm.models import ModelEvent, Status
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_CANCELLED = 0, 1, 2, 130
 
+MAX_ID = 2**63 - 1
+"""The largest number a stored row's id can be (SQLite's 64-bit integer)."""
+
+
+def row_id(text: str) -> int:
+    """An argparse type for the number of a stored row (an approval, a routine, an alarm): a
+    whole number from 1 to 2**63-1, else a usage error saying so (never a traceback)."""
+    try:
+        value = int(text.strip(), 10) if len(text) <= 40 else None
+    except ValueError:
+        value = None
+    if value is None or not 1 <= value <= MAX_ID:
+        shown = text if len(text) <= 30 else text[:27] + "..."
+        raise argparse.ArgumentTypeError(
+            f"{shown!r} is not an ID: give the number the list shows (a whole number from 1 "
+            f"to {MAX_ID})"
+        )
+    return value
+
 
 class EventPrinter:
     """Shows model events: a live bar with speed and time left on a terminal, else a few lines."""

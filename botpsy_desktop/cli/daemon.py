@@ -67,6 +67,9 @@ def cmd_daemon(app: App, args: argparse.Namespace, out: TextIO, err: TextIO) -> 
             assert routines.queue is not None
             routines.queue.watch(adopt=True)  # parked runs of ended processes go on here
         upcoming = [a for a in alarms.alarms() if a.next_ring is not None]
+        from botpsy_desktop.cli.alarms import warn_unreadable
+
+        warn_unreadable(alarms, err)  # the rest rings; these are named with the way out
         print(
             f"botpsy daemon: {len(upcoming)} set to ring, time zone {alarms.time_zone_name}, "
             f"store {alarms.path}. Ctrl-C stops.",

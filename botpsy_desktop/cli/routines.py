@@ -9,7 +9,8 @@ from typing import Any, TextIO
 from botpsy_desktop.adapters.alarms import AlarmKind
 from botpsy_desktop.adapters.alarms.tools import add_routine, describe_alarm
 from botpsy_desktop.app import App
-from botpsy_desktop.cli.common import EXIT_OK
+from botpsy_desktop.cli.alarms import removed_line, service_of
+from botpsy_desktop.cli.common import EXIT_OK, row_id
 from botpsy_desktop.core.errors import BotpsyError
 
 
@@ -39,14 +40,12 @@ def add_command(sub: Any) -> None:
     )
     add.add_argument("--json", action="store_true", default=argparse.SUPPRESS)
     remove = what.add_parser("remove", help="remove routine ID with all its repeats")
-    remove.add_argument("id", type=int, metavar="ID")
+    remove.add_argument("id", type=row_id, metavar="ID")
     remove.add_argument("--json", action="store_true", default=argparse.SUPPRESS)
 
 
 def cmd_routines(app: App, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    alarms = app.alarms
-    if alarms is None:
-        raise BotpsyError("This profile has no alarm service.", "Run the command again.")
+    alarms = service_of(app)
     action = args.action or "list"
     as_json = bool(getattr(args, "json", False))
     if action == "add":
@@ -61,21 +60,26 @@ def cmd_routines(app: App, args: argparse.Namespace, out: TextIO, err: TextIO) -
             )
             print(f"{result['summary']} ({missed}; routine {result['id']})", file=out)
         return EXIT_OK
+    broken = [b for b in alarms.unreadable() if b.kind == AlarmKind.ROUTINE.value]
     if action == "remove":
         alarm = alarms.get(args.id)
-        if alarm is None or alarm.kind is not AlarmKind.ROUTINE:
+        stored_routine = alarm is not None and alarm.kind is AlarmKind.ROUTINE
+        if not stored_routine and args.id not in {b.id for b in broken}:
             raise BotpsyError(
-                f"There is no routine {args.id}.", "List them with `botpsy routines`."
+                f"There is no routine {args.id}.",
+                "List them with `botpsy routines` (or everything with `botpsy alarms`).",
             )
-        alarms.cancel(args.id)
-        print(f"Removed routine {args.id} ({alarm.label}).", file=out)
+        print(removed_line(alarms.remove(args.id)), file=out)
         return EXIT_OK
     items = [describe_alarm(a, alarms) for a in alarms.alarms() if a.kind is AlarmKind.ROUTINE]
     if as_json:
-        print(json.dumps(items, ensure_ascii=False, indent=2), file=out)
+        listed = items + [b.as_dict() for b in broken]
+        print(json.dumps(listed, ensure_ascii=False, indent=2), file=out)
         return EXIT_OK
+    for b in broken:
+        print(f"botpsy: warning: {b.line()}. {b.hint()}", file=err)
     if not items:
-        print("No routines are set.", file=out)
+        print("No routines are set." if not broken else "No readable routines.", file=out)
     for item in items:
         when = item.get("runs") or item.get("missed", "")
         print(

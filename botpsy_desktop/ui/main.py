@@ -154,6 +154,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         missed = app.alarms.start()
         if missed:
             window.show_missed(notifier.missed_text(missed))
+        for broken in app.alarms.unreadable():  # skipped; the others ring
+            window.show_banner(f"{broken.line()[0].upper()}{broken.line()[1:]}. {broken.hint()}")
         for fired in catch_up(app.alarms, missed):  # missed routines that catch up run once
             runner.run(fired)
         queue.watch(adopt=True)  # parked runs of ended processes go on here once decided

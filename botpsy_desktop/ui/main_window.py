@@ -370,7 +370,12 @@ class MainWindow(QMainWindow):
 
     def show_missed(self, text: str) -> None:
         """List alarms that rang while the app was closed, above the chat, until dismissed."""
-        self.banner_text.setText("Missed while BotPsy was closed:\n" + text)
+        self.show_banner("Missed while BotPsy was closed:\n" + text)
+
+    def show_banner(self, text: str) -> None:
+        """Add ``text`` to the note above the chat (shown until dismissed)."""
+        shown = "" if self.banner.isHidden() else self.banner_text.text()
+        self.banner_text.setText(f"{shown}\n{text}" if shown else text)
         self.banner.setVisible(True)
 
     def _on_pick(self, item: QListWidgetItem) -> None:

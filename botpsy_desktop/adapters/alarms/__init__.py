@@ -8,6 +8,7 @@ from botpsy_desktop.adapters.alarms.records import (
     time_zone,
 )
 from botpsy_desktop.adapters.alarms.service import AlarmService
+from botpsy_desktop.adapters.alarms.store import UnreadableRow
 from botpsy_desktop.adapters.alarms.tools import alarms_tools
 
 __all__ = [
@@ -16,6 +17,7 @@ __all__ = [
     "AlarmKind",
     "AlarmService",
     "MissedAlarm",
+    "UnreadableRow",
     "alarms_tools",
     "time_zone",
 ]

@@ -37,7 +37,7 @@ from botpsy_desktop.adapters.alarms.records import (
     time_zone,
 )
 from botpsy_desktop.adapters.alarms.states import AlarmStates
-from botpsy_desktop.adapters.alarms.store import AlarmStore
+from botpsy_desktop.adapters.alarms.store import AlarmStore, UnreadableRow
 from botpsy_desktop.adapters.alarms.wakeups import WakeUps
 from botpsy_desktop.adapters.alarms.when import (
     format_time,
@@ -244,7 +244,13 @@ class AlarmService:
                 .execute("SELECT * FROM alarms WHERE id = ?", (alarm_id,))
                 .fetchone()
             )
-        return self._store.alarm(row) if row is not None else None
+        if row is None:
+            return None
+        try:
+            return self._store.read(row)
+        except UnreadableRow as exc:  # skipped, as by every reader of many rows
+            self._store.warn(exc)
+            return None
 
     def alarms(self) -> list[Alarm]:
         """Every alarm, ringing ones first, then by when they ring next.
@@ -259,7 +265,7 @@ class AlarmService:
                     self._states.mark_missed(db, now)
                 self._states.expire(db, now)
                 rows = db.execute("SELECT * FROM alarms").fetchall()
-        items = [self._store.alarm(r) for r in rows]
+        items = self._store.readable(rows)  # a row that cannot be read is skipped, logged
         far = datetime.max.replace(tzinfo=UTC)
         return sorted(
             items,
@@ -349,7 +355,29 @@ class AlarmService:
                     for i in alarm_ids
                 ]
         self._after_change()
-        return [self._store.alarm(r) if r is not None else None for r in rows]
+        return [self._store.read(r) if r is not None else None for r in rows]
+
+    def unreadable(self) -> list[UnreadableRow]:
+        """Stored rows that cannot be read (skipped by everything else): for doctor and the CLI."""
+        with self._lock:
+            return self._store.unreadable(self._store.connection())
+
+    def remove(self, alarm_id: int) -> Alarm | UnreadableRow:
+        """Delete one stored entry, readable or not (`botpsy alarms remove`): what it was."""
+        with self._lock, self._store.transaction() as db:
+            row = db.execute("SELECT * FROM alarms WHERE id = ?", (alarm_id,)).fetchone()
+            if row is None:
+                raise ToolError(
+                    f"There is no alarm, timer, reminder or routine {alarm_id}.",
+                    "List them with `botpsy alarms`.",
+                )
+            try:
+                entry: Alarm | UnreadableRow = self._store.read(row)
+            except UnreadableRow as exc:
+                entry = exc
+            db.execute("DELETE FROM alarms WHERE id = ?", (alarm_id,))
+        self._after_change()
+        return entry
 
     def set_conversation(self, alarm_id: int, conversation_id: str) -> None:
         """Remember the conversation routine ``alarm_id`` runs in (reused by its next runs)."""
@@ -374,8 +402,8 @@ class AlarmService:
                 rows = db.execute(
                     "SELECT * FROM alarms WHERE due <= ? OR snoozed_until <= ?", (stamp, stamp)
                 ).fetchall()
-                for row in rows:
-                    event = self._states.ring(db, self._store.alarm(row), now)
+                for alarm in self._store.readable(rows):
+                    event = self._states.ring(db, alarm, now)
                     if event is not None:
                         fired.append(event)
             listeners = self._listeners.current()
@@ -402,16 +430,15 @@ class AlarmService:
                 return
             rows = (
                 self._store.connection()
-                .execute(
-                    "SELECT id, MIN(COALESCE(due, snoozed_until), "
-                    "COALESCE(snoozed_until, due)) AS ring FROM alarms "
-                    "WHERE due IS NOT NULL OR snoozed_until IS NOT NULL"
-                )
+                .execute("SELECT * FROM alarms WHERE due IS NOT NULL OR snoozed_until IS NOT NULL")
                 .fetchall()
             )
-            wakeups.schedule(
-                ((row["id"], row["ring"]) for row in rows), datetime.now(UTC) - self.now()
-            )
+            rings = [
+                (a.id, a.next_ring.timestamp())
+                for a in self._store.readable(rows)
+                if a.next_ring is not None
+            ]
+            wakeups.schedule(rings, datetime.now(UTC) - self.now())
 
     def _poll(self) -> None:
         """Every few seconds: notice changes from other processes, end old rings, ring late ones."""

@@ -87,8 +87,7 @@ class AlarmStates:
         rows = db.execute(
             "SELECT * FROM alarms WHERE due < ? OR snoozed_until < ?", (stamp, stamp)
         ).fetchall()
-        for row in rows:
-            alarm = self.store.alarm(row)
+        for alarm in self.store.readable(rows):
             last = alarm.missed_due
             count = alarm.missed_count
             snoozed_until = alarm.snoozed_until
@@ -128,8 +127,7 @@ class AlarmStates:
         ).fetchall()
         db.execute("UPDATE alarms SET missed_reported = 1 WHERE missed_reported = 0")
         missed = []
-        for row in rows:
-            alarm = self.store.alarm(row)
+        for alarm in self.store.readable(rows):
             assert alarm.missed_due is not None
             missed.append(
                 MissedAlarm(

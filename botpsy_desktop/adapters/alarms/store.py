@@ -1,9 +1,21 @@
-"""The alarms table: its SQLite file, schema upgrades (backed up first), transactions and rows."""
+"""The alarms table: its SQLite file, schema upgrades (backed up first), transactions and rows.
+
+Every stored row is read through :meth:`AlarmStore.read` (one place): a row whose values cannot
+be an alarm (a time of day ``25:99``, days that are not weekdays, a due time out of range or of
+the wrong type, an unknown kind; written by an older version, another program or a damaged disk)
+raises :class:`UnreadableRow`, and the readers of many rows (:meth:`AlarmStore.readable`) skip it
+with one warning in the log, so the other alarms keep ringing. ``botpsy doctor`` reports such rows
+and ``botpsy alarms remove ID`` deletes them.
+"""
 
 from __future__ import annotations
 
+import logging
+import math
 import sqlite3
-from datetime import datetime, time, timedelta, tzinfo
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime, time, timedelta, tzinfo
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +23,44 @@ from botpsy_desktop.adapters.alarms.records import Alarm, AlarmKind
 from botpsy_desktop.adapters.alarms.when import repeat_from_key
 from botpsy_desktop.core.dbsafety import backup_before_migration
 from botpsy_desktop.core.errors import StoreError, ToolError
+
+log = logging.getLogger(__name__)
+
+_EARLIEST = 0.0
+"""The earliest stored time that is read as a time (1970-01-01 UTC): before it, a bad value."""
+_LATEST = datetime(9000, 1, 1, tzinfo=UTC).timestamp()
+"""The latest stored time read as a time: far past any alarm (at most a year ahead), and far
+enough from datetime's end that moving to the next occurrence cannot overflow."""
+_LONGEST_S = 10 * 366 * 86400.0
+"""The longest stored timer length read as one (timers are bounded far lower when set)."""
+
+
+class UnreadableRow(ValueError):
+    """A stored row whose values cannot be an alarm: ``problem`` says which value and why."""
+
+    def __init__(self, row_id: int, kind: str, label: str, problem: str) -> None:
+        super().__init__(problem)
+        self.id, self.kind, self.label, self.problem = row_id, kind, label, problem
+
+    def line(self) -> str:
+        """One sentence for a terminal, a log or doctor, naming the row and the way out."""
+        what = f"entry {self.id} ({self.kind}{f' {self.label!r}' if self.label else ''})"
+        return (
+            f"{what} in the alarms database cannot be read: {self.problem}; it is skipped "
+            "(it does not ring or run)"
+        )
+
+    def hint(self) -> str:
+        return f"Remove it with `botpsy alarms remove {self.id}` and set it again if needed."
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "kind": self.kind,
+            "label": self.label,
+            "status": "unreadable",
+            "problem": self.problem,
+        }
 
 SCHEMA_VERSION = 4
 """2: ``conversation`` (the conversation a routine runs in) added to ``alarms``; 3: ``origin``
@@ -52,6 +102,7 @@ class AlarmStore:
         self.tz = tz
         self.closed = False
         self._db: sqlite3.Connection | None = None
+        self._warned: set[tuple[int, str]] = set()
 
     def connection(self) -> sqlite3.Connection:
         if self.closed:
@@ -108,30 +159,102 @@ class AlarmStore:
             self._db.close()
             self._db = None
 
-    def alarm(self, row: sqlite3.Row) -> Alarm:
-        def at(value: float | None) -> datetime | None:
-            return datetime.fromtimestamp(value, self.tz) if value is not None else None
+    def read(self, row: sqlite3.Row) -> Alarm:
+        """The alarm a stored row holds; UnreadableRow when a value cannot be what it should."""
+        row_id = int(row["id"])
+        kind_text = row["kind"] if isinstance(row["kind"], str) else repr(row["kind"])
+        label = row["label"] if isinstance(row["label"], str) else repr(row["label"])
 
-        created = at(row["created"])
+        def bad(problem: str) -> UnreadableRow:
+            return UnreadableRow(row_id, kind_text[:40], label[:80], problem)
+
+        def at(column: str, *, required: bool = False) -> datetime | None:
+            value = row[column]
+            if value is None and not required:
+                return None
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise bad(f"its {column} {_shown(value)} is not a stored time")
+            if not (math.isfinite(value) and _EARLIEST <= value <= _LATEST):
+                raise bad(f"its {column} {_shown(value)} is out of range")
+            return datetime.fromtimestamp(value, self.tz)
+
+        try:
+            kind = AlarmKind(row["kind"])
+        except ValueError:
+            raise bad(f"its kind {_shown(row['kind'])} is unknown") from None
+        days_text = row["days"]
+        if not isinstance(days_text, str) or any(c not in "0123456" for c in days_text):
+            raise bad(f"its days {_shown(days_text)} are not weekday numbers 0 to 6")
+        tod_text = row["time_of_day"]
+        time_of_day: time | None = None
+        if tod_text is not None and tod_text != "":
+            try:
+                time_of_day = time.fromisoformat(tod_text)
+            except (TypeError, ValueError):
+                raise bad(f"its time of day {_shown(tod_text)} is not a time") from None
+        if days_text and time_of_day is None:
+            raise bad("it repeats but has no time of day")
+        count = row["missed_count"]
+        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+            raise bad(f"its missed_count {_shown(count)} is not a count")
+        length = row["duration_s"]
+        duration: timedelta | None = None
+        if length is not None and length != 0:
+            if isinstance(length, bool) or not isinstance(length, int | float):
+                raise bad(f"its duration_s {_shown(length)} is not a number of seconds")
+            if not (math.isfinite(length) and 0 < length <= _LONGEST_S):
+                raise bad(f"its duration_s {_shown(length)} is out of range")
+            duration = timedelta(seconds=length)
+        for column in ("conversation", "origin"):
+            if row[column] is not None and not isinstance(row[column], str):
+                raise bad(f"its {column} {_shown(row[column])} is not text")
+        created = at("created", required=True)
         assert created is not None
         return Alarm(
-            id=int(row["id"]),
-            kind=AlarmKind(row["kind"]),
+            id=row_id,
+            kind=kind,
             label=str(row["label"]),
-            days=repeat_from_key(row["days"]),
-            time_of_day=time.fromisoformat(row["time_of_day"]) if row["time_of_day"] else None,
-            due=at(row["due"]),
-            snoozed_until=at(row["snoozed_until"]),
-            ringing_since=at(row["ringing_since"]),
-            ringing_due=at(row["ringing_due"]),
-            missed_due=at(row["missed_due"]),
-            missed_count=int(row["missed_count"]),
-            duration=timedelta(seconds=row["duration_s"]) if row["duration_s"] else None,
+            days=repeat_from_key(days_text),
+            time_of_day=time_of_day,
+            due=at("due"),
+            snoozed_until=at("snoozed_until"),
+            ringing_since=at("ringing_since"),
+            ringing_due=at("ringing_due"),
+            missed_due=at("missed_due"),
+            missed_count=count,
+            duration=duration,
             created=created,
             conversation=row["conversation"],
             origin=row["origin"],
             catch_up=bool(row["catch_up"]),
         )
+
+    def readable(self, rows: Iterable[sqlite3.Row]) -> list[Alarm]:
+        """The alarms of ``rows``, skipping (with one warning each) those that cannot be read."""
+        alarms = []
+        for row in rows:
+            try:
+                alarms.append(self.read(row))
+            except UnreadableRow as exc:
+                self.warn(exc)
+        return alarms
+
+    def warn(self, exc: UnreadableRow) -> None:
+        """Log an unreadable row once per process and problem (the poll sees it every time)."""
+        key = (exc.id, exc.problem)
+        if key not in self._warned:
+            self._warned.add(key)
+            log.warning("%s. %s", exc.line(), exc.hint())
+
+    def unreadable(self, db: sqlite3.Connection) -> list[UnreadableRow]:
+        """Every stored row that cannot be read, in id order (doctor, `botpsy alarms`)."""
+        found = []
+        for row in db.execute("SELECT * FROM alarms ORDER BY id"):
+            try:
+                self.read(row)
+            except UnreadableRow as exc:
+                found.append(exc)
+        return found
 
     def require(self, db: sqlite3.Connection, alarm_id: int) -> Alarm:
         row = db.execute("SELECT * FROM alarms WHERE id = ?", (alarm_id,)).fetchone()
@@ -140,7 +263,14 @@ class AlarmStore:
                 f"There is no alarm, timer or reminder number {alarm_id}.",
                 "Use list_alarms to see them and their numbers.",
             )
-        return self.alarm(row)
+        try:
+            return self.read(row)
+        except UnreadableRow as exc:
+            self.warn(exc)
+            raise ToolError(
+                f"Alarm {alarm_id} is stored in a form that cannot be read ({exc.problem}).",
+                f"The person can remove it with `botpsy alarms remove {alarm_id}`.",
+            ) from None
 
     @staticmethod
     def delete_finished(db: sqlite3.Connection) -> None:
@@ -183,3 +313,9 @@ class Transaction:
                 f"The alarms database {self.path} failed: {exc}.",
                 "Check the disk and permissions.",
             ) from exc
+
+
+def _shown(value: object) -> str:
+    """A stored value in a message: its repr, cut short (a row may hold anything)."""
+    text = repr(value) if not isinstance(value, int) or abs(value) < 10**30 else "a huge number"
+    return text if len(text) <= 60 else text[:57] + "..."

@@ -148,6 +148,12 @@ def alarms_tools(service: AlarmService) -> list[Tool]:
         }
         if not items:
             result["note"] = "No alarms, timers or reminders are set."
+        broken = service.unreadable()
+        if broken:  # only their numbers: what they hold cannot be trusted to be an alarm
+            result["unreadable"] = (
+                f"Stored entries {', '.join(str(b.id) for b in broken)} cannot be read and "
+                "never ring; the person can remove them with `botpsy alarms remove ID`."
+            )
         return result
 
     def cancel_alarm(args: CancelAlarmArgs) -> dict[str, Any]:
