@@ -40,6 +40,7 @@ from botpsy_desktop.agent.loop import (
     gave_up_sentence,
 )
 from botpsy_desktop.agent.store import ConversationStore
+from botpsy_desktop.core.dbsafety import is_damage
 from botpsy_desktop.core.errors import BotpsyError, StoreError
 
 log = logging.getLogger(__name__)
@@ -203,10 +204,27 @@ class ApprovalQueue:
         self.poll_s = poll_s
         self.me = store.owner_token
         self._lock = threading.RLock()
+        # the same file as the store, so the same verdict: when the store's integrity check
+        # (core/dbsafety.py) found it damaged, this connection only reads (query_only) and
+        # creates nothing; every write says so (see _writable)
         self._db = sqlite3.connect(str(store.path), check_same_thread=False, isolation_level=None)
-        self._db.execute("PRAGMA busy_timeout=5000")
-        self._db.execute("PRAGMA synchronous=FULL")
-        self._db.executescript(_SCHEMA)
+        try:
+            self._db.execute("PRAGMA busy_timeout=5000")
+            if store.damaged:
+                self._db.execute("PRAGMA query_only=ON")
+            else:
+                self._db.execute("PRAGMA synchronous=FULL")
+                self._db.executescript(_SCHEMA)
+        except sqlite3.DatabaseError as exc:
+            if not is_damage(exc):
+                self._db.close()
+                raise StoreError(
+                    f"Cannot open the approvals in {store.path}: {exc}.",
+                    "Check the disk and permissions.",
+                ) from exc
+            store.refuse_writes([str(exc)])
+            with contextlib.suppress(sqlite3.Error):
+                self._db.execute("PRAGMA query_only=ON")
         self._live: dict[int, ApprovalRequest] = {}  # parked here, the run's own request
         self._mirrors: dict[int, ApprovalRequest] = {}  # held here without a run, or elsewhere
         self.arrived: list[Listener] = []
@@ -226,12 +244,28 @@ class ApprovalQueue:
     # -- rows -----------------------------------------------------------------------------------
     def _rows(self, where: str = "1", params: tuple[Any, ...] = ()) -> list[StoredApproval]:
         with self._lock:
-            cur = self._db.execute(
-                f"SELECT * FROM parked_approvals WHERE {where} ORDER BY id", params
-            )
-            names = [d[0] for d in cur.description]
-            rows = cur.fetchall()
+            try:
+                cur = self._db.execute(
+                    f"SELECT * FROM parked_approvals WHERE {where} ORDER BY id", params
+                )
+                names = [d[0] for d in cur.description]
+                rows = cur.fetchall()
+            except sqlite3.DatabaseError as exc:
+                if self.store.damaged and "no such table" in str(exc):
+                    return []  # never created in the damaged file: nothing was parked
+                if is_damage(exc):
+                    self.store.refuse_writes([str(exc)])
+                    raise self.store.damage_error("nothing") from exc
+                raise StoreError(
+                    f"Could not read the approvals in {self.store.path}: {exc}.",
+                    "Try again; if it keeps happening, run `botpsy doctor`.",
+                ) from exc
         return [_stored(dict(zip(names, r, strict=True))) for r in rows]
+
+    def _writable(self, what: str) -> None:
+        """Refuse a write into a file the store found damaged (nothing is written to it)."""
+        if self.store.damaged:
+            raise self.store.damage_error(what)
 
     def get(self, approval_id: int) -> StoredApproval | None:
         found = self._rows("id = ?", (approval_id,))
@@ -247,9 +281,13 @@ class ApprovalQueue:
 
     def _update(self, sql: str, params: tuple[Any, ...]) -> int:
         with self._lock:
+            self._writable("no decision")
             try:
                 return int(self._db.execute(sql, params).rowcount)
             except sqlite3.Error as exc:
+                if is_damage(exc):
+                    self.store.refuse_writes([str(exc)])
+                    raise self.store.damage_error("no decision") from exc
                 raise StoreError(
                     f"Could not save an approval to {self.store.path}: {exc}.",
                     "Check free disk space and permissions.",
@@ -279,6 +317,7 @@ class ApprovalQueue:
             "sources": request.sources,
         }
         with self._lock:
+            self._writable("no approval request")
             cur = self._db.execute(
                 "INSERT INTO parked_approvals (conversation_id, call_id, tool, arguments, digest, "
                 "request, routine_id, routine_request, routine_due, origin, think, asked_at, "

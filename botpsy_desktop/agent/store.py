@@ -193,7 +193,7 @@ class ConversationStore:
             # every page: milliseconds at the size a conversation database has)
             problems = integrity_errors(self._db, quick=True) if existed else []
             if problems:
-                self._refuse_writes(problems)
+                self.refuse_writes(problems)
                 return
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=FULL")
@@ -214,7 +214,7 @@ class ConversationStore:
                 self._backing_up = keep_recent_backup(self.path, SCHEMA_VERSION)
         except sqlite3.DatabaseError as exc:
             if is_damage(exc) and getattr(self, "_db", None) is not None:
-                self._refuse_writes([str(exc)])
+                self.refuse_writes([str(exc)])
                 return
             self._abandon()
             raise StoreError(
@@ -234,8 +234,10 @@ class ConversationStore:
     """What the integrity check found wrong with the file (empty: healthy). A damaged file is
     only read, never written: every write raises StoreError saying how to restore it."""
 
-    def _refuse_writes(self, problems: list[str]) -> None:
-        """Keep the damaged file as it is: reads go on where they can, writes are refused."""
+    def refuse_writes(self, problems: list[str]) -> None:
+        """Keep the damaged file as it is: reads go on where they can, writes are refused
+        (by this store and by every other user of the file that asks it, e.g. the approvals
+        queue)."""
         self.damaged = tuple(problems) or ("the file is damaged",)
         with contextlib.suppress(sqlite3.Error):
             self._db.execute("PRAGMA query_only=ON")
@@ -356,7 +358,7 @@ class ConversationStore:
     def _failure(self, exc: sqlite3.Error, what: str) -> StoreError:
         """The StoreError for a failed write; a damaged file is written no more."""
         if is_damage(exc):
-            self._refuse_writes([str(exc)])
+            self.refuse_writes([str(exc)])
         return write_failure(self.path, exc, what)
 
     def _read(self, sql: str, params: tuple[Any, ...] = ()) -> list[Any]:
@@ -366,7 +368,7 @@ class ConversationStore:
                 return self._db.execute(sql, _bindable(params)).fetchall()
             except sqlite3.DatabaseError as exc:
                 if is_damage(exc):
-                    self._refuse_writes([str(exc)])
+                    self.refuse_writes([str(exc)])
                     raise StoreError(
                         f"The conversation database {self.path} is damaged ({exc}).",
                         restore_hint(self.path),

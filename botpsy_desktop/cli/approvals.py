@@ -10,7 +10,7 @@ from typing import Any, TextIO
 
 from botpsy_desktop.agent.approvals import StoredApproval
 from botpsy_desktop.app import App
-from botpsy_desktop.cli.common import EXIT_OK
+from botpsy_desktop.cli.common import EXIT_OK, row_id
 
 
 def add_command(sub: Any) -> None:
@@ -26,7 +26,7 @@ def add_command(sub: Any) -> None:
     listing.add_argument("--json", action="store_true", default=argparse.SUPPRESS)
     for name, words in (("approve", "run the waiting action"), ("deny", "do not run it")):
         one = what.add_parser(name, help=f"{words}; its run goes on where it runs")
-        one.add_argument("id", type=int, metavar="ID", help="the number `list` shows")
+        one.add_argument("id", type=row_id, metavar="ID", help="the number `list` shows")
         one.add_argument("--json", action="store_true", default=argparse.SUPPRESS)
 
 
@@ -64,6 +64,8 @@ def show(stored: StoredApproval, out: TextIO) -> None:
 
 def cmd_approvals(app: App, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """List the stored queue, or approve or deny one approval in it (the first decision wins)."""
+    if app.store.damaged:  # shown as far as it can be read; nothing is written to it
+        print(f"botpsy: warning: {app.store.damage_error('nothing')}", file=err)
     queue = app.approvals()
     action = args.action or "list"
     as_json = bool(getattr(args, "json", False))

@@ -8,7 +8,7 @@ import sys
 from typing import Any, TextIO
 
 from botpsy_desktop.app import App
-from botpsy_desktop.cli.common import EXIT_OK
+from botpsy_desktop.cli.common import EXIT_OK, row_id
 
 
 def add_commands(sub: Any) -> None:
@@ -18,7 +18,7 @@ def add_commands(sub: Any) -> None:
     log.add_argument("--json", action="store_true", help="print the entries as JSON")
     undo = sub.add_parser("undo", help="reverse the assistant's last reversible action")
     undo.add_argument(
-        "action", nargs="?", type=int, metavar="ID", help="undo this action (see `botpsy log`)"
+        "action", nargs="?", type=row_id, metavar="ID", help="undo this action (see `botpsy log`)"
     )
     undo.add_argument(
         "--approve",
