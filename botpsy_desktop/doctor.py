@@ -36,7 +36,9 @@ def _writable(folder: Path) -> bool:
     return folder.is_dir() and os.access(folder, os.W_OK)
 
 
-def run_checks(app: App, model: str | None = None) -> list[Check]:
+def run_checks(app: App, model: str | None = None, *, retry_layout: bool = False) -> list[Check]:
+    """Every check, in order; ``retry_layout``: first try again the weight layout a crash in
+    this model's first decode was blamed on, and forget that verdict if it decodes now."""
     checks = [
         Check("botpsy-desktop", "info", __version__),
         Check("python", "info", f"{platform.python_version()} on {platform.platform()}"),
@@ -107,6 +109,8 @@ def run_checks(app: App, model: str | None = None) -> list[Check]:
         model_checks = _model_checks(path, app.config.model.n_ctx)
         checks.extend(model_checks)
         if model_checks[0].status == "ok":
+            if retry_layout:
+                checks.append(_retry_layout(app, path))
             checks.append(_engine_check(app, path))
     checks.append(_installed_models_check(app))
     checks.append(_prefix_cache_check(app))
@@ -207,9 +211,45 @@ def _engine_check(app: App, path: str) -> Check:
             f"{detail}, since the {fallback['after']} layout crashed llama.cpp "
             f"({fallback['reason']}) in this model's first decode on {fallback['at']}",
             "The plain layout is slower but safe on this CPU; it is remembered for this model "
-            "and llama.cpp build. Set model.cpu_layout to try another layout again.",
+            "and llama.cpp build. If that crash was a one-off, `botpsy doctor --retry-layout` "
+            f"tries the {fallback['after']} layout again in a worker process (a crash there "
+            "costs nothing) and forgets this verdict if it decodes; or set model.cpu_layout.",
         )
     return Check("engine", "ok", detail)
+
+
+def _retry_layout(app: App, path: str) -> Check:
+    """Try the layout a first-decode crash was blamed on again; forget the verdict if it
+    decodes (a stale verdict: the crash was not the layout's)."""
+    from botpsy_desktop.llm.engine_process import LayoutMemory, prove_model
+
+    work_dir = app.paths.cache_dir / "engine"
+    memory = LayoutMemory(work_dir)
+    key = LayoutMemory.key(Path(path))
+    verdict = memory.get(key).get("plain")
+    if not verdict:
+        return Check("weight layout", "info", "no layout verdict to retry for this model")
+    blamed = verdict["after"]
+    try:
+        probe = prove_model(app.config.model, path, work_dir=work_dir, layout=blamed)
+    except BotpsyError as exc:
+        return Check(
+            "weight layout", "warn", f"the {blamed} layout was tried again: {exc.message}"
+        )
+    if probe.get("layout") != blamed:  # it crashed again and fell back to plain
+        return Check(
+            "weight layout",
+            "warn",
+            f"the {blamed} layout crashed llama.cpp again; the plain layout stays for this model",
+            "Nothing to do: the plain layout is slower but safe on this CPU.",
+        )
+    memory.forget(key)
+    return Check(
+        "weight layout",
+        "ok",
+        f"the {blamed} layout decodes with this model now: the verdict of {verdict['at']} "
+        f"({verdict['reason']}) is forgotten and the model runs with it again",
+    )
 
 
 def _prefix_cache_check(app: App) -> Check:

@@ -17,6 +17,12 @@ def add_command(sub: Any) -> None:
     doctor.add_argument("--model", metavar="PATH", help="check this GGUF instead of the config's")
     doctor.add_argument("--json", action="store_true", help="print the checks as JSON")
     doctor.add_argument(
+        "--retry-layout",
+        action="store_true",
+        help="try again, in a worker process, the weight layout a crash in the model's first "
+        "decode was blamed on, and forget that verdict if it decodes now",
+    )
+    doctor.add_argument(
         "--bundle",
         nargs="?",
         const="",
@@ -29,7 +35,7 @@ def add_command(sub: Any) -> None:
 def cmd_doctor(app: App, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from botpsy_desktop.doctor import run_checks
 
-    checks = run_checks(app, model=args.model)
+    checks = run_checks(app, model=args.model, retry_layout=args.retry_layout)
     if getattr(args, "bundle", None) is not None:
         from botpsy_desktop.bundle import write_bundle
 

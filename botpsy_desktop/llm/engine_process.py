@@ -155,14 +155,33 @@ class LayoutMemory:
         return f"{ident} {llama_build()}"
 
     def _load(self) -> dict[str, Any]:
+        """The models' entries, each checked: a value of the wrong type (the file edited by
+        hand, written by another version, or damaged) is dropped with a warning, and the file
+        is written back without it, so it is repaired once and never stops a run."""
         if self.path is None:
             return {}
         try:
             data = json.loads(self.path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+        except FileNotFoundError:
+            return {}
+        except (OSError, ValueError) as exc:
+            log.warning("%s cannot be read (%s): the layouts it held are tried again", self.path, exc)
             return {}
         models = data.get("models") if isinstance(data, dict) else None
-        return models if isinstance(models, dict) else {}
+        if not isinstance(models, dict):
+            log.warning("%s holds no models: the layouts it held are tried again", self.path)
+            self._save({})
+            return {}
+        clean = {key: _checked_entry(entry) for key, entry in models.items()}
+        clean = {key: entry for key, entry in clean.items() if entry}
+        if clean != models:
+            log.warning(
+                "%s had entries of the wrong type; they were dropped (the layouts they named "
+                "are tried again)",
+                self.path,
+            )
+            self._save(clean)
+        return clean
 
     def _save(self, models: dict[str, Any]) -> None:
         if self.path is None:
@@ -178,6 +197,16 @@ class LayoutMemory:
     def get(self, key: str) -> dict[str, Any]:
         entry = self._load().get(key)
         return entry if isinstance(entry, dict) else {}
+
+    def forget(self, key: str) -> dict[str, Any] | None:
+        """Drop the plain-layout verdict of ``key`` (doctor, once the blamed layout decodes
+        again); what it said, or None when there was none."""
+        models = self._load()
+        entry = models.get(key, {})
+        verdict = entry.pop("plain", None)
+        if verdict is not None:
+            self._save(models)
+        return verdict
 
     def decoded(self, key: str, layout: str) -> None:
         """``layout`` answered with this model: a later crash is not blamed on it."""
@@ -204,6 +233,22 @@ class LayoutMemory:
             for key, entry in self._load().items()
             if isinstance(entry, dict) and isinstance(entry.get("plain"), dict)
         ]
+
+
+def _checked_entry(entry: Any) -> dict[str, Any]:
+    """A model's entry in layouts.json with only well-typed values: ``ok``, a list of layout
+    names; ``plain``, the verdict (model, after, reason, at: text). Anything else is dropped."""
+    if not isinstance(entry, dict):
+        return {}
+    clean: dict[str, Any] = {}
+    ok = entry.get("ok")
+    if isinstance(ok, list) and all(isinstance(x, str) for x in ok):
+        clean["ok"] = ok
+    plain = entry.get("plain")
+    fields = ("model", "after", "reason", "at")
+    if isinstance(plain, dict) and all(isinstance(plain.get(f), str) for f in fields):
+        clean["plain"] = {f: plain[f] for f in fields}
+    return clean
 
 
 class _Worker:
@@ -520,6 +565,8 @@ class EngineProcess:
                 while True:
                     message = self._receive(worker, cancel, call_id)
                     if isinstance(message, Item):
+                        if not worker.decoded and isinstance(message.value, TextPiece):
+                            self._layout_decodes(worker)
                         yield message.value
                     elif isinstance(message, Done):
                         ended = True
@@ -588,6 +635,13 @@ class EngineProcess:
             worker.decoded = True
             if worker.ready is not None and worker.ready.layout is not None:
                 self.layouts.decoded(self._layout_key, worker.ready.layout)
+
+    def _layout_decodes(self, worker: _Worker) -> None:
+        """A first token was decoded (the prompt's batches went through): a crash later in
+        this answer is not the layout's (the crash count still waits for a finished call)."""
+        worker.decoded = True
+        if worker.ready is not None and worker.ready.layout is not None:
+            self.layouts.decoded(self._layout_key, worker.ready.layout)
 
     def _reworded(self, exc: EngineCrashed, doing: str) -> EngineCrashed:
         error = EngineCrashed(

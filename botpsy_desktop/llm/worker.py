@@ -176,7 +176,7 @@ class Worker:
             self.sender.send(Done(call.id, method(*call.args, **kwargs)))
             return
         for n, value in enumerate(method(*call.args, **kwargs)):
-            if n and self.crash_hook:
+            if self.crash_hook:
                 _crash_if_asked(n)
             self.sender.send(Item(call.id, value))
         self.sender.send(Done(call.id))

@@ -214,7 +214,7 @@ def test_a_fault_in_a_models_first_decode_falls_back_to_the_plain_layout_for_goo
     try:
         chosen = backend.layout  # from llama.cpp's feature report: repack with AMX, else extra
         assert chosen in ("repack", "extra")
-        crash_file.write_text("SIGSEGV", encoding="utf-8")
+        crash_file.write_text("SIGSEGV 0", encoding="utf-8")  # before its first token streams
         with pytest.raises(EngineCrashed) as err:
             answer(backend)
         assert err.value.message == (
