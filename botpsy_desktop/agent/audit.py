@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -10,7 +11,7 @@ from datetime import datetime
 from typing import Any
 
 from botpsy_desktop.agent.store import UNCONFIRMED, UNDOING, ConversationStore
-from botpsy_desktop.agent.tools import Inverse
+from botpsy_desktop.agent.tools import Inverse, ToolRegistry
 from botpsy_desktop.core.errors import BotpsyError
 from botpsy_desktop.core.text import terminal_safe
 from botpsy_desktop.core.tools import result_inverse
@@ -169,6 +170,58 @@ class AuditLog:
                 if named is None or named == change:
                     return entry
         return None
+
+    def settle(self, registry: ToolRegistry) -> list[int]:
+        """Complete the entries whose ending was never recorded (a full disk after the action
+        ran) where the tool's own record tells (its declared ``outcome``): one that happened
+        gets its result and inverse, so it can be undone; one that never happened is marked
+        so, and a plain undo passes over it. An entry whose request still runs (its
+        conversation's writer lock is held) is left as it is. Returns the entries settled."""
+        settled: list[int] = []
+        for entry in self.store.actions():
+            if entry["result"] != UNCONFIRMED or entry["undoes"] is not None:
+                continue
+            tool = registry.get(str(entry["tool"]))
+            if tool is None or tool.outcome is None:
+                continue
+            writer = self.store.writer(str(entry["conversation_id"]))
+            no_wait = threading.Event()
+            no_wait.set()
+            if not writer.acquire(no_wait):  # its request runs: it may record the end itself
+                continue
+            try:
+                arguments = dict(entry["arguments"] or {})
+                try:
+                    found = tool.outcome(str(entry["call_id"]), arguments)
+                except Exception:  # a record that cannot be read tells nothing
+                    found = None
+                if found is False:
+                    self.store.complete_action(
+                        int(entry["id"]),
+                        ok=False,
+                        result="Never carried out: the tool's own record holds no such change "
+                        "and nothing of it is there (found when undoing).",
+                        inverse=None,
+                        not_reversible="it never happened",
+                    )
+                elif isinstance(found, Mapping):
+                    inverse = tool.inverse_of(arguments, found)
+                    output = json.dumps(found, ensure_ascii=False, default=str)
+                    self.store.complete_action(
+                        int(entry["id"]),
+                        ok=True,
+                        result=f"{output} (confirmed from the tool's own record when undoing)"[
+                            :MAX_RESULT_CHARS
+                        ],
+                        inverse=inverse.as_dict() if isinstance(inverse, Inverse) else None,
+                        not_reversible=inverse if isinstance(inverse, str) else None,
+                    )
+                else:
+                    continue
+            finally:
+                writer.release()
+            settled.append(int(entry["id"]))
+        return settled
 
     def last_reversible(self) -> dict[str, Any] | None:
         """The newest action that ran, has an inverse and was not undone yet.

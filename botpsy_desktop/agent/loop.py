@@ -510,16 +510,20 @@ class AgentSession:
             then = self._next_row(stubs, step, cancel)
             if gave_up and then is None:
                 then = self._reply.next_turn()  # the sentence that ends the run goes there
-            self._reply.finish(message, then=then)
-            self.store.record_tool_call(
-                self.conversation_id,
-                call_id=call_id,
-                name=name,
-                arguments=args,
-                decision=outcome.decision,
-                ok=outcome.ok,
-                result=output,
-            )
+            unsaved: StoreError | None = None
+            try:
+                self._reply.finish(message, then=then)
+                self.store.record_tool_call(
+                    self.conversation_id,
+                    call_id=call_id,
+                    name=name,
+                    arguments=args,
+                    decision=outcome.decision,
+                    ok=outcome.ok,
+                    result=output,
+                )
+            except StoreError as exc:  # the call ran: it is reported, then the request ends
+                unsaved = exc
             self._changed = self._changed or (outcome.ok and outcome.action_id is not None)
             yield ToolResult(
                 call_id,
@@ -534,6 +538,8 @@ class AgentSession:
                 outcome.action_id,
                 outcome.undo,
             )
+            if unsaved is not None:
+                raise unsaved
         if gave_up:
             text = gave_up_sentence(gave_up, self.settings.background_approval_timeout_s)
             self._reply.finish({"role": "assistant", "content": text})
@@ -563,7 +569,7 @@ class AgentSession:
         provenance = Provenance.from_messages(self.store.messages(self.conversation_id))
         context = Context(tuple(dict.fromkeys(self._sources)), self._changes)
         verdict = self.gate.check(tool, arguments, provenance, context=context)
-        call_context = CallContext(verdict.sources)
+        call_context = CallContext(verdict.sources, call_id=call_id)
         if verdict.decision is Decision.DENY:
             return _Outcome(False, verdict.message or f"{tool.name} is not allowed.", "denied")
         outcome = yield from self._carry_out(

@@ -54,6 +54,7 @@ def plan_undo(
     Raises BotpsyError when there is nothing to undo, the entry was undone already, or a newer
     change of the same group must be undone first (file changes are undone newest first).
     """
+    audit.settle(registry)  # entries a full disk left unconfirmed, where the tool can tell
     entry = _entry(audit, entry_id)
     inverse = Inverse.from_dict(entry["inverse"])
     if inverse.group:

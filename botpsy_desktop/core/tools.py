@@ -135,6 +135,11 @@ StateRule = Callable[[Mapping[str, Any]], "Mapping[str, Any] | None"]
 """From a call's arguments: the current state of what it acts on (None: it is not there any
 more), in the terms an :class:`Inverse`'s ``expect`` uses. Raises nothing but ToolError."""
 
+OutcomeRule = Callable[[str, Mapping[str, Any]], "Mapping[str, Any] | bool | None"]
+"""For an action whose ending was never recorded (the audit log could not be written, e.g. a
+full disk): from its call id and arguments, what the tool's own record says: the result it
+returned (it happened), False (it never happened: nothing of it is there), None (cannot tell)."""
+
 ALL_ARGUMENTS = "*"
 """``sends=(ALL_ARGUMENTS,)``: every argument of the call leaves the computer, named in the
 schema or not (a tool server's tool receives all it is given)."""
@@ -156,6 +161,9 @@ class CallContext:
     """
 
     sources: tuple[str, ...] = ()
+    call_id: str = ""
+    """The call's id, as its audit entry names it: a tool's own record of what it did (the
+    file-change log) keeps it, so an entry whose ending was never recorded can be settled."""
     stop: threading.Event = field(default_factory=threading.Event, compare=False)
     """Set when the call was abandoned (past its time limit, or the user pressed Stop): a tool
     doing long work checks it (:func:`check_stopped`) and ends, instead of running on unseen."""
@@ -228,6 +236,9 @@ class Tool:
     * ``author``: whose words its description and schema are: '' for this app's tools, else
       who wrote them (a tool server). A prompt that offers it holds that text, untrusted.
     * ``state``: the current state of what a call acts on, to check an inverse's ``expect``.
+    * ``outcome``: how a call whose ending the audit log never recorded ended, from the tool's
+      own record (:data:`OutcomeRule`): such an entry is then completed, so it can be undone
+      (it happened) or passed over by a plain undo (it never happened).
     """
 
     name: str
@@ -251,6 +262,7 @@ class Tool:
     untrusted_output: bool = True
     author: str = ""
     state: StateRule | None = None
+    outcome: OutcomeRule | None = None
 
     def __post_init__(self) -> None:
         if not self.effects:
@@ -420,14 +432,15 @@ def make_tool(
     sends: Iterable[str] = (),
     untrusted_output: bool = True,
     state: StateRule | None = None,
+    outcome: OutcomeRule | None = None,
 ) -> Tool:
     """Build a Tool from a handler whose single parameter is annotated with a pydantic model.
 
     The tool's description is the model's docstring unless given; field descriptions become the
     parameter descriptions the model reads. ``domain`` defaults to the adapter the handler
     comes from (``botpsy_desktop.adapters.weather...`` -> ``weather``). ``tier``, ``targets``,
-    ``inverse``, ``summary``, ``sends``, ``untrusted_output`` and ``state`` are the gate's
-    declaration (see :class:`Tool`).
+    ``inverse``, ``summary``, ``sends``, ``untrusted_output``, ``state`` and ``outcome`` are the
+    gate's declaration (see :class:`Tool`).
     """
     params = list(inspect.signature(handler).parameters.values())
     if len(params) != 1:
@@ -459,6 +472,7 @@ def make_tool(
         sends=tuple(sends),
         untrusted_output=untrusted_output,
         state=state,
+        outcome=outcome,
     )
 
 

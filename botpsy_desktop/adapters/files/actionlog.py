@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from botpsy_desktop.core.errors import ToolError
+from botpsy_desktop.core.tools import current_call_context
 
 UNDO_TOOL = "undo_last_file_change"
 
@@ -21,8 +22,9 @@ class ActionLog:
     """An append-only JSON-lines file in the app's data folder.
 
     Each change is one line: ``id``, ``time``, ``tool``, ``arguments``, ``result`` and ``inverse``
-    (what undoes it, or null with ``not_reversible`` saying why). An undo is a line of its own
-    naming the change it reversed in ``undoes``; nothing is ever rewritten.
+    (what undoes it, or null with ``not_reversible`` saying why), and ``call``: the id of the
+    tool call that made it (as its audit entry names it), when one runs. An undo is a line of
+    its own naming the change it reversed in ``undoes``; nothing is ever rewritten.
     """
 
     def __init__(self, file: Path, clock: Callable[[], datetime]) -> None:
@@ -66,6 +68,9 @@ class ActionLog:
             entry["not_reversible"] = not_reversible
         if undoes is not None:
             entry["undoes"] = undoes
+        call = current_call_context().call_id
+        if call:
+            entry["call"] = call
         line = json.dumps(entry, ensure_ascii=False, sort_keys=True) + "\n"
         with self._lock:
             self._append(line.encode("utf-8", "backslashreplace"))
@@ -109,6 +114,13 @@ class ActionLog:
             if isinstance(entry, dict) and isinstance(entry.get("id"), str):
                 found.append(entry)
         return found
+
+    def of_call(self, call_id: str, tool: str) -> dict[str, Any] | None:
+        """The change tool call ``call_id`` of ``tool`` made (None: none is logged)."""
+        for entry in reversed(self.entries()):
+            if call_id and entry.get("call") == call_id and entry.get("tool") == tool:
+                return entry
+        return None
 
     def not_undone(self) -> list[dict[str, Any]]:
         """Changes that no undo has reversed yet, newest first."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 import threading
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final
 
@@ -291,6 +292,28 @@ class FileChanges:
             if "warning" in logged:
                 result["warning"] = logged["warning"]
             return result
+
+    # --- how a change ended, when the audit log could not record it -------------------------
+
+    def outcome(self, tool: str, call_id: str, arguments: Mapping[str, Any]) -> Any:
+        """What the action log says of call ``call_id`` of ``tool`` (core/tools.OutcomeRule):
+        the result it returned (with its ``change_id``) when it logged a change; False when it
+        logged none and what it would have made is not there (a change the log could not take
+        is taken back, so nothing of it stays); None when that cannot be told."""
+        entry = self.log.of_call(call_id, tool)
+        if entry is not None:
+            result = entry.get("result")
+            found = dict(result) if isinstance(result, dict) else {}
+            if isinstance(entry.get("inverse"), dict):
+                found["change_id"] = entry["id"]
+            return found
+        if tool not in ("write_text_note", "create_folder"):
+            return None  # a move or a trashing leaves no single path that tells
+        try:
+            target = self.jail.resolve_new(str(arguments.get("path") or ""))
+        except (ToolError, OSError, ValueError):
+            return None
+        return False if not os.path.lexists(target) else None
 
     # --- undo_last_file_change -------------------------------------------------------------
 

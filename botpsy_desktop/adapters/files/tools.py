@@ -50,7 +50,7 @@ from botpsy_desktop.adapters.files.kinds import (
 )
 from botpsy_desktop.adapters.files.trash import Trash, system_trash
 from botpsy_desktop.core.errors import ToolError
-from botpsy_desktop.core.tools import Effect, Inverse, Tier, Tool, make_tool
+from botpsy_desktop.core.tools import Effect, Inverse, OutcomeRule, Tier, Tool, make_tool
 
 MAX_VISITED = 50_000
 """find_files and search_text stop after looking at this many entries."""
@@ -186,6 +186,7 @@ def files_tools(
                 tier=rev,
                 targets=("path",),
                 inverse=_undo_file_change,
+                outcome=_outcome(changes, "create_folder"),
                 summary=lambda a: f"Create the folder {a.get('path')}",
                 untrusted_output=False,  # it confirms its own arguments
             ),
@@ -195,6 +196,7 @@ def files_tools(
                 tier=rev,
                 targets=("path",),
                 inverse=_undo_file_change,
+                outcome=_outcome(changes, "write_text_note"),
                 summary=_s_note,
                 untrusted_output=False,
             ),
@@ -206,6 +208,7 @@ def files_tools(
                 tier=_move_tier(changes),
                 targets=("source", "destination"),
                 inverse=_undo_file_change,
+                outcome=_outcome(changes, "rename_or_move"),
                 summary=_move_summary(changes),
                 untrusted_output=False,
             ),
@@ -289,6 +292,15 @@ def _move_summary(changes: FileChanges) -> Callable[[Mapping[str, Any]], str]:
         return f"{words}, {hidden}" if hidden else words
 
     return summary
+
+
+def _outcome(changes: FileChanges, tool: str) -> OutcomeRule:
+    """How a call of ``tool`` ended, from the action log (FileChanges.outcome)."""
+
+    def rule(call_id: str, arguments: Mapping[str, Any]) -> Any:
+        return changes.outcome(tool, call_id, arguments)
+
+    return rule
 
 
 def _undo_file_change(arguments: Mapping[str, Any], result: Any) -> Inverse | str:
