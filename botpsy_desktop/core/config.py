@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import math
 import os
 from pathlib import Path
 from typing import Any, Literal
@@ -431,12 +432,22 @@ class Config(_Section):
         if not file.exists():
             return cls()
         try:
-            data: Any = json.loads(file.read_text(encoding="utf-8"))
+            data: Any = json.loads(
+                file.read_text(encoding="utf-8"),
+                parse_float=_finite_float,
+                parse_constant=_no_constant,
+            )
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise ConfigError(
                 f"Cannot read the config file {file}: {exc}.",
                 "Fix the JSON or delete the file to start from defaults.",
             ) from exc
+        except ValueError as exc:  # a number too long (Python's 4,300 digits) or too large
+            raise ConfigError(
+                f"The config file {file} holds a number that cannot be a setting ({exc}).",
+                "Fix that number (settings are small numbers) or delete the file to start "
+                "from defaults.",
+            ) from None
         except RecursionError:
             raise ConfigError(
                 f"The config file {file} is nested too deeply to be a configuration.",
@@ -471,3 +482,17 @@ class Config(_Section):
     def file_roots(self) -> list[Path]:
         """The configured file roots, expanded and absolute."""
         return [Path(os.path.expanduser(r)).resolve() for r in self.files.roots]
+
+
+def _finite_float(text: str) -> float:
+    """A JSON number with a fraction or exponent, refused when it is too large to be finite."""
+    value = float(text)
+    if not math.isfinite(value):
+        shown = text if len(text) <= 24 else f"{text[:12]}...{text[-6:]} ({len(text)} characters)"
+        raise ValueError(f"{shown} is too large")
+    return value
+
+
+def _no_constant(text: str) -> float:
+    """NaN and Infinity are not JSON, and never a setting."""
+    raise ValueError(f"{text} is not a number a setting can take")

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import platformdirs
 
+from botpsy_desktop.core.errors import ConfigError
+
 APP_NAME = "botpsy-desktop"
 HOME_ENV = "BOTPSY_HOME"
 
@@ -46,6 +48,21 @@ class Paths:
         return self.data_dir / "conversations.sqlite3"
 
     def ensure(self) -> None:
-        """Create the folders (private to the user where the OS supports it)."""
+        """Create the folders (private to the user where the OS supports it); ConfigError,
+        saying what to do, when one cannot be (a file in the way, no permission)."""
         for folder in (self.config_dir, self.data_dir, self.cache_dir, self.models_dir):
-            folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+            try:
+                folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+            except OSError as exc:
+                in_the_way = next(
+                    (p for p in (folder, *folder.parents) if p.exists() and not p.is_dir()), None
+                )
+                if in_the_way is not None:
+                    raise ConfigError(
+                        f"{in_the_way} is a file, so BotPsy cannot keep its folders there.",
+                        "Give --home (or $BOTPSY_HOME) a folder, new or existing, not a file.",
+                    ) from None
+                raise ConfigError(
+                    f"Cannot create the folder {folder}: {exc.strerror or exc}.",
+                    "Check its permissions, or choose another place with --home DIR.",
+                ) from None
