@@ -233,9 +233,7 @@ def _retry_layout(app: App, path: str) -> Check:
     try:
         probe = prove_model(app.config.model, path, work_dir=work_dir, layout=blamed)
     except BotpsyError as exc:
-        return Check(
-            "weight layout", "warn", f"the {blamed} layout was tried again: {exc.message}"
-        )
+        return Check("weight layout", "warn", f"the {blamed} layout was tried again: {exc.message}")
     if probe.get("layout") != blamed:  # it crashed again and fell back to plain
         return Check(
             "weight layout",

@@ -80,5 +80,8 @@ def cmd_alarms(app: App, args: argparse.Namespace, out: TextIO, err: TextIO) -> 
             file=out,
         )
     for b in broken:
-        print(f"{b.id}: UNREADABLE — {b.problem}; remove it with `botpsy alarms remove {b.id}`", file=out)
+        print(
+            f"{b.id}: UNREADABLE — {b.problem}; remove it with `botpsy alarms remove {b.id}`",
+            file=out,
+        )
     return EXIT_OK

@@ -165,7 +165,9 @@ class LayoutMemory:
         except FileNotFoundError:
             return {}
         except (OSError, ValueError) as exc:
-            log.warning("%s cannot be read (%s): the layouts it held are tried again", self.path, exc)
+            log.warning(
+                "%s cannot be read (%s): the layouts it held are tried again", self.path, exc
+            )
             return {}
         models = data.get("models") if isinstance(data, dict) else None
         if not isinstance(models, dict):
@@ -203,7 +205,7 @@ class LayoutMemory:
         again); what it said, or None when there was none."""
         models = self._load()
         entry = models.get(key, {})
-        verdict = entry.pop("plain", None)
+        verdict: dict[str, Any] | None = entry.pop("plain", None)
         if verdict is not None:
             self._save(models)
         return verdict

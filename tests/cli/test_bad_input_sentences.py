@@ -11,17 +11,37 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.test_faults import (  # noqa: F401  (fixtures)
+from tests.cli.test_faults import (
     botpsy,
     damage_messages_page,
     digest,
-    files,
-    home,
     no_traceback,
     replay,
 )
 
 HUGE = str(2**70)
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> Path:
+    folder = tmp_path / "files"
+    (folder / "Notes").mkdir(parents=True)
+    return folder
+
+
+@pytest.fixture
+def home(tmp_path: Path, files: Path) -> Path:
+    """A profile as tests/cli/test_faults.py makes one."""
+    home = tmp_path / "profile"
+    (home / "config").mkdir(parents=True)
+    (home / "data").mkdir(parents=True)
+    config = {
+        "files": {"roots": [str(files)]},
+        "music": {"folders": [], "player": "none"},
+        "calendar": {"time_zone": "UTC"},
+    }
+    (home / "config" / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    return home
 
 
 def test_approvals_on_a_damaged_database_writes_nothing_to_it(home: Path, tmp_path: Path) -> None:
@@ -54,9 +74,7 @@ def test_an_id_too_large_for_any_row_is_a_usage_error(home: Path, args: tuple[st
 
 
 @pytest.mark.parametrize("number", ["7" * 5000, "7" * 5000 + ".5", "1e999"])
-def test_a_config_number_of_thousands_of_digits_is_named_and_kept(
-    home: Path, number: str
-) -> None:
+def test_a_config_number_of_thousands_of_digits_is_named_and_kept(home: Path, number: str) -> None:
     config = home / "config" / "config.json"
     text = '{"model": {"n_ctx": ' + number + "}}"
     config.write_text(text, encoding="utf-8")

@@ -13,22 +13,44 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from botpsy_desktop.agent.store import UNCONFIRMED
-from tests.cli.test_faults import (  # noqa: F401  (fixtures)
+from tests.cli.test_faults import (
     WAL_FRAME,
     WAL_HEADER,
     _prepared,
     actions,
     alarms_rows,
     botpsy,
-    files,
-    home,
     no_traceback,
     replay,
 )
 from tests.helpers.replay import xml_call
 
 Run = tuple[subprocess.CompletedProcess[str], Path, Path]
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> Path:
+    folder = tmp_path / "files"
+    (folder / "Notes").mkdir(parents=True)
+    return folder
+
+
+@pytest.fixture
+def home(tmp_path: Path, files: Path) -> Path:
+    """A profile as tests/cli/test_faults.py makes one."""
+    home = tmp_path / "profile"
+    (home / "config").mkdir(parents=True)
+    (home / "data").mkdir(parents=True)
+    config = {
+        "files": {"roots": [str(files)]},
+        "music": {"folders": [], "player": "none"},
+        "calendar": {"time_zone": "UTC"},
+    }
+    (home / "config" / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    return home
 
 
 def sweep(

@@ -64,3 +64,8 @@ def test_the_window_starts_and_rings_the_good_timer_with_bad_rows_present(
     with sqlite3.connect(db) as conn:  # nothing was deleted behind the person's back
         ids = {row[0] for row in conn.execute("SELECT id FROM alarms")}
     assert set(bad) <= ids
+    logged = "\n".join(
+        p.read_text(encoding="utf-8", errors="replace") for p in sorted(profile.rglob("*.log*"))
+    )
+    for alarm_id in bad:  # each skipped row is named in the log, with the way to remove it
+        assert f"`botpsy alarms remove {alarm_id}`" in logged, logged[-3000:]

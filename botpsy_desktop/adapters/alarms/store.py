@@ -14,7 +14,6 @@ import logging
 import math
 import sqlite3
 from collections.abc import Iterable
-from dataclasses import dataclass
 from datetime import UTC, datetime, time, timedelta, tzinfo
 from pathlib import Path
 from typing import Any
@@ -61,6 +60,7 @@ class UnreadableRow(ValueError):
             "status": "unreadable",
             "problem": self.problem,
         }
+
 
 SCHEMA_VERSION = 4
 """2: ``conversation`` (the conversation a routine runs in) added to ``alarms``; 3: ``origin``

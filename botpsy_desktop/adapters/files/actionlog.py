@@ -117,10 +117,15 @@ class ActionLog:
 
     def of_call(self, call_id: str, tool: str) -> dict[str, Any] | None:
         """The change tool call ``call_id`` of ``tool`` made (None: none is logged)."""
-        for entry in reversed(self.entries()):
-            if call_id and entry.get("call") == call_id and entry.get("tool") == tool:
-                return entry
-        return None
+        found: dict[str, Any] | None = next(
+            (
+                e
+                for e in reversed(self.entries())
+                if call_id and e.get("call") == call_id and e.get("tool") == tool
+            ),
+            None,
+        )
+        return found
 
     def not_undone(self) -> list[dict[str, Any]]:
         """Changes that no undo has reversed yet, newest first."""
