@@ -64,7 +64,9 @@ def test_approvals_on_a_damaged_database_writes_nothing_to_it(home: Path, tmp_pa
 
 
 @pytest.mark.parametrize(
-    "args", [("approvals", "approve", HUGE), ("routines", "remove", HUGE), ("undo", HUGE)]
+    "args",
+    [("approvals", "approve", HUGE), ("routines", "remove", HUGE), ("undo", HUGE)],
+    ids=["approve", "routines-remove", "undo"],
 )
 def test_an_id_too_large_for_any_row_is_a_usage_error(home: Path, args: tuple[str, ...]) -> None:
     run = botpsy(home, *args)
@@ -73,7 +75,9 @@ def test_an_id_too_large_for_any_row_is_a_usage_error(home: Path, args: tuple[st
     assert f"'{HUGE}' is not an ID: give the number the list shows" in run.stderr
 
 
-@pytest.mark.parametrize("number", ["7" * 5000, "7" * 5000 + ".5", "1e999"])
+@pytest.mark.parametrize(
+    "number", ["7" * 5000, "7" * 5000 + ".5", "1e999"], ids=["int", "fraction", "exponent"]
+)
 def test_a_config_number_of_thousands_of_digits_is_named_and_kept(home: Path, number: str) -> None:
     config = home / "config" / "config.json"
     text = '{"model": {"n_ctx": ' + number + "}}"
@@ -98,7 +102,11 @@ def test_home_naming_a_file_says_to_give_a_folder(tmp_path: Path) -> None:
     assert file.read_text(encoding="utf-8") == "mine"
 
 
-@pytest.mark.parametrize("word", ["a" * 100_000, "a." * 50_000, "a/" * 50_000, "a-" * 50_000])
+@pytest.mark.parametrize(
+    "word",
+    ["a" * 100_000, "a." * 50_000, "a/" * 50_000, "a-" * 50_000],
+    ids=["letters", "dots", "slashes", "dashes"],
+)
 def test_a_word_of_100000_characters_is_answered_in_linear_time(
     home: Path, tmp_path: Path, word: str
 ) -> None:
