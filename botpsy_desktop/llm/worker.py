@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from botpsy_desktop.core.errors import BotpsyError
+from botpsy_desktop.llm.types import TextPiece
 from botpsy_desktop.llm.worker_protocol import (
     CRASH_FILE_ENV,
     METHODS,
@@ -70,8 +71,9 @@ class _ForwardLogs(logging.Handler):
             self.sender.send(LogLine(record.levelno, record.name, record.getMessage()))
 
 
-def _crash_if_asked(sent: int) -> None:
-    """The test-only crash hook (worker_protocol.CRASH_FILE_ENV), after ``sent`` items."""
+def _crash_if_asked(sent: int, tokens: int) -> None:
+    """The test-only crash hook (worker_protocol.CRASH_FILE_ENV), after ``sent`` items of
+    which ``tokens`` were pieces of text."""
     path = os.environ.get(CRASH_FILE_ENV)
     if not path or not os.path.exists(path):
         return
@@ -80,7 +82,7 @@ def _crash_if_asked(sent: int) -> None:
     except OSError:
         return
     how, after = words[0], int(words[1]) if len(words) > 1 else 1
-    if sent < after:
+    if (tokens if words[2:3] == ["tokens"] else sent) < after:
         return
     try:
         os.unlink(path)
@@ -175,10 +177,12 @@ class Worker:
         if call.method not in STREAMING:
             self.sender.send(Done(call.id, method(*call.args, **kwargs)))
             return
+        tokens = 0
         for n, value in enumerate(method(*call.args, **kwargs)):
             if self.crash_hook:
-                _crash_if_asked(n)
+                _crash_if_asked(n, tokens)
             self.sender.send(Item(call.id, value))
+            tokens += isinstance(value, TextPiece)
         self.sender.send(Done(call.id))
 
 

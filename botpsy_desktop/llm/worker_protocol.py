@@ -23,7 +23,8 @@ CRASH_FILE_ENV = "BOTPSY_ENGINE_CRASH_FILE"
 streams an answer, the worker deletes the file and crashes itself the way the file says:
 ``SIGSEGV`` (a real null-pointer read in native code), ``SIGKILL``, ``SIGABRT`` or ``exit``
 (status 3), optionally followed by how many items to stream first (default 1; 0: crash before
-the first token reaches the app, as a crash in the first decode does). It lets tests
+the first item reaches the app, as a crash in the first decode does) and ``tokens`` (count only
+pieces of text, not the prompt's progress). It lets tests
 crash the engine mid-answer with a real signal, once, in a long-running process. The app never
 sets it."""
 

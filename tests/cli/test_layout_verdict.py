@@ -37,13 +37,17 @@ def test_a_crash_after_the_first_token_is_not_blamed_on_the_layout(tmp_path: Pat
     # sampled: the random-weight model writes visible text before the crash
     home = make_profile(tmp_path, tiny_qwen35_gguf(), n_ctx=4096, max_tokens=24, temperature=1.0)
     crash = tmp_path / "crash-now"
-    crash.write_text("SIGSEGV 6", encoding="utf-8")  # after 6 streamed pieces: tokens decoded
+    crash.write_text("SIGSEGV 6 tokens", encoding="utf-8")  # after 6 decoded tokens streamed
     run = botpsy(home, "ask", "--json", REQUEST, env={CRASH_FILE_ENV: str(crash)})
     assert run.returncode == 1 and "Traceback" not in run.stderr, run.stderr
     message = json.loads(run.stdout)["error"]["message"]
     assert message.startswith("The model engine stopped unexpectedly (segmentation fault)")
     assert message.endswith("It will restart for your next request; nothing was lost.")
     assert "plain layout" not in message
+    conversation = json.loads(run.stdout)["conversation_id"]
+    shown = botpsy(home, "history", conversation, "--json")
+    kept = json.loads(shown.stdout)[-1]
+    assert kept["role"] == "assistant" and kept["content"].strip()  # tokens had streamed
     [entry] = layouts(home).values()
     assert "plain" not in entry  # no verdict against the layout...
     assert entry["ok"]  # ...which decoded: a later crash is never blamed on it
