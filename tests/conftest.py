@@ -70,11 +70,13 @@ CLOCK_SENSITIVE = frozenset(
         "tests/agent/test_scheduler.py",
         "tests/agent/test_store.py",
         "tests/cli/test_alarms_cli.py",
+        "tests/cli/test_alarm_rows.py",
         "tests/cli/test_routines_cli.py",
         "tests/cli/test_routines_daemon.py",
         "tests/cli/test_approvals_restart.py",
         "tests/ui/test_stored_approvals.py",
         "tests/ui/test_routines_window.py",
+        "tests/ui/test_alarm_rows_window.py",
     }
 )
 """The tests of alarms, routines, the calendar, reminders, parked approvals' deadlines and
