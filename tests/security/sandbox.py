@@ -252,6 +252,8 @@ class Accounts:
     mail_password: str
     maildir: Path
     cal_user: str
+    calendar_name: str = "Personal"
+    """The CalDAV calendar's display name (set on the server, like a shared calendar's owner)."""
 
     def install(self, paths: Paths) -> None:
         """Write the accounts file (the passwords: :meth:`unlock`)."""
@@ -263,7 +265,7 @@ class Accounts:
             password=self.radicale.users[self.cal_user],
             timeout=10,
         )
-        client.principal().make_calendar(name="Personal")
+        client.principal().make_calendar(name=self.calendar_name)
         accounts = [
             {
                 "kind": "mail",
@@ -292,9 +294,20 @@ class Accounts:
         secrets.set("mail", self.mail_password, session_only=True)
         secrets.set("calendar", self.radicale.users[self.cal_user], session_only=True)
 
-    def edit_event(self, title: str, *, add_attendee: str = "", location: str = "") -> None:
+    def edit_event(
+        self,
+        title: str,
+        *,
+        add_attendee: str = "",
+        location: str = "",
+        props: dict[str, str] | None = None,
+        override: dict[str, str] | None = None,
+    ) -> None:
         """Change an event on the CalDAV server as another client would (another app, a
-        colleague's invitation reply): add an attendee or set its place, bumping nothing."""
+        colleague's invitation reply): add an attendee or set its place, add properties
+        (``props``: URL, ATTACH, CATEGORIES, STATUS, COMMENT...), or turn one occurrence of a
+        repeating event into something else (``override``: its ``attendee`` and ``summary``, a
+        RECURRENCE-ID component for the second occurrence), bumping nothing."""
         import icalendar
         from caldav.davclient import DAVClient
 
@@ -315,6 +328,22 @@ class Accounts:
             if location:
                 comp.pop("LOCATION", None)
                 comp.add("location", location)
+            for key, value in (props or {}).items():
+                comp.pop(key, None)
+                comp.add(key.lower(), value)
+            if override:
+                from datetime import timedelta as _days
+
+                first = comp.decoded("DTSTART")
+                one = icalendar.Event()
+                one.add("uid", str(comp["UID"]))
+                one.add("recurrence-id", first + _days(days=7))
+                one.add("dtstart", first + _days(days=7))
+                one.add("dtend", comp.decoded("DTEND") + _days(days=7))
+                one.add("summary", override.get("summary", str(comp.get("SUMMARY"))))
+                if override.get("attendee"):
+                    one.add("attendee", f"mailto:{override['attendee']}")
+                cal.add_component(one)
             event.data = cal.to_ical().decode()
             event.save()
             return
@@ -477,6 +506,8 @@ def build_world(
         },
     }
     paths.config_file.write_text(json.dumps(config), encoding="utf-8")
+    if setup.get("calendar_name"):
+        accounts.calendar_name = str(setup["calendar_name"])
     accounts.install(paths)
     player = TapPlayer()
     app = build_app(base / "profile", player=player)

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta, tzinfo
 from typing import TYPE_CHECKING, Any, Literal
 
+from botpsy_desktop.core.outside import outside_if
 from botpsy_desktop.adapters.untrusted import one_line
 from botpsy_desktop.core.errors import ToolError
 
@@ -53,9 +54,10 @@ class Stored:
 
     @property
     def where(self) -> str:
-        return (
-            self.source if self.calendar in ("", self.source) else f"{self.source}/{self.calendar}"
-        )
+        """The source and calendar; outside content when the server named the calendar."""
+        if self.calendar in ("", self.source):
+            return self.source
+        return outside_if(f"{self.source}/{self.calendar}", self.calendar)
 
 
 def short_id(uid: str) -> str:

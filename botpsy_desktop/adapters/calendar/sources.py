@@ -16,6 +16,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from botpsy_desktop.core.outside import Outside, outside
 from botpsy_desktop.adapters.calendar.ical import (
     CalendarDataError,
     Kind,
@@ -328,14 +329,15 @@ def _resource(client: Any, item: Stored, data: str | None) -> Any:
     return cls(client=client, url=url, data=data, parent=parent)
 
 
-def _display_name(cal: Any) -> str:
+def _display_name(cal: Any) -> Outside:
     try:
         name = cal.get_display_name()
     except Exception:
         name = None
+    # set on the server (by whoever owns a shared calendar): outside content wherever it goes
     if name:
-        return str(name)
-    return str(cal.url).rstrip("/").rsplit("/", 1)[-1]
+        return outside(str(name))
+    return outside(str(cal.url).rstrip("/").rsplit("/", 1)[-1])
 
 
 def _reason(exc: BaseException) -> str:
