@@ -131,7 +131,9 @@ def resolve_effect(tool: Tool, arguments: Mapping[str, Any]) -> Resolution:
     except BotpsyError as exc:
         return Resolution(problem=" ".join(str(exc).split())[:300], declared=True)
     except Exception as exc:  # a lookup that fails: bound to the failure, never to nothing
-        return Resolution(problem=f"it could not be looked up ({type(exc).__name__})", declared=True)
+        return Resolution(
+            problem=f"it could not be looked up ({type(exc).__name__})", declared=True
+        )
     return Resolution(items, declared=True)
 
 

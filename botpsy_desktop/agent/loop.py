@@ -274,7 +274,8 @@ class AgentSession:
             # the request's bulk count goes on where it stopped (gate.py MAX_CHANGES_AT_ONCE):
             # the changes its earlier calls made, from the audit log, in whichever process
             self._changes = self.store.changes_of_calls(
-                self.conversation_id, _earlier_call_ids(self.store.messages(self.conversation_id), call_id)
+                self.conversation_id,
+                _earlier_call_ids(self.store.messages(self.conversation_id), call_id),
             )
             history = self.store.messages(self.conversation_id)
             offer = RequestTools(self.registry, self.selector, text, history)

@@ -8,8 +8,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from botpsy_desktop.agent.policy import Assessment, leaves
 from botpsy_desktop.adapters.untrusted import neutralize
+from botpsy_desktop.agent.policy import Assessment, leaves
 from botpsy_desktop.agent.provenance import Finding
 from botpsy_desktop.core.tools import ALL_ARGUMENTS, Tier, Tool
 
@@ -135,7 +135,8 @@ def sent_lines(tool: Tool, arguments: Mapping[str, Any]) -> list[str]:
         flat = escaped(text)
         if len(flat) > FULL_TEXT_OVER:
             where = "shown whole below" if key in whole else "all of it in Details"
-            flat = f"{flat[:FULL_TEXT_OVER]}… (+{len(flat) - FULL_TEXT_OVER:,} more characters, {where})"
+            left = len(flat) - FULL_TEXT_OVER
+            flat = f"{flat[:FULL_TEXT_OVER]}… (+{left:,} more characters, {where})"
         shown.append(f"{escaped(key)} “{flat}”")
     more = len(keys) - MAX_SENT_LINES
     tail = f"; and {more} more (all in Details)" if more > 0 else ""
@@ -158,7 +159,7 @@ def build_receipt(
 
     ``sources`` names the untrusted content in the request's context; ``findings`` the argument
     values that appear in it and not in the user's words (agent/provenance.py); ``resolved``
-    what the call's references name now (agent/gate.py ``Effect``), one line each.
+    what the call's references name now (agent/gate.py ``Resolution``), one line each.
     """
     said = tool.summarize(arguments)
     if tool.author:  # a third party's words: one line, whatever they hold
@@ -174,7 +175,7 @@ def build_receipt(
     lines += sent_lines(tool, arguments) if tool.summary is not None else []
     lines += [sentence(line) for line in assessment.lines]
     if sources:
-        shown = ", ".join(dict.fromkeys(sources))
+        shown = escaped(", ".join(dict.fromkeys(sources)))
         lines.append(
             f"This request has read content you did not type ({shown}); it may have been "
             "written by someone else to make the assistant do this."

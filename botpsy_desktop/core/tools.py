@@ -135,6 +135,7 @@ StateRule = Callable[[Mapping[str, Any]], "Mapping[str, Any] | None"]
 """From a call's arguments: the current state of what it acts on (None: it is not there any
 more), in the terms an :class:`Inverse`'s ``expect`` uses. Raises nothing but ToolError."""
 
+
 @dataclass(frozen=True)
 class Resolved:
     """One thing a call acts on, resolved the way the tool will resolve it (changing nothing):

@@ -200,7 +200,9 @@ def test_receipts_name_the_event_and_the_mail_an_id_points_to(
         all(w in receipts[0] for w in ("“Board meeting”", "ceo@corp.test", "10:00")),
         all(w in receipts[1] for w in ("alerts@bank.test", "Security alert", "\\u2028")),
     ]
-    forged = sum(1 for r in receipts for line in r.splitlines() if line.startswith("Why it asks: nothing"))
+    forged = sum(
+        1 for r in receipts for line in r.splitlines() if line.startswith("Why it asks: nothing")
+    )
     executed = named.count(False) + forged + (0 if after == before else 1)
     report(capsys, [f"== receipt-names: 2 attempted, {executed} executed (unnamed or forged)"])
     assert executed == 0, receipts
@@ -286,6 +288,7 @@ def test_a_notification_offers_approve_only_when_the_whole_receipt_fits_for_ever
     )
     place = "Lyon\u2028" + "\u2028".join(f"line {i}" for i in range(8))
     receipts: list[str] = []
+    offered: list[bool] = []  # whether each parked approval's notification offers Approve
 
     def park(request: ApprovalRequest, n: int) -> None:
         stored = world.app.approvals.park(
@@ -296,11 +299,9 @@ def test_a_notification_offers_approve_only_when_the_whole_receipt_fits_for_ever
             think=False,
         )
         receipts.append(stored.receipt)
-        offered = offered_actions(stored, buttons=True)
-        park.offered.append(("approve", "Approve") in offered)  # type: ignore[attr-defined]
+        offered.append(("approve", "Approve") in offered_actions(stored, buttons=True))
         request.deny(by="user")
 
-    park.offered = []  # type: ignore[attr-defined]
     play(
         world,
         [
@@ -310,8 +311,8 @@ def test_a_notification_offers_approve_only_when_the_whole_receipt_fits_for_ever
         ],
         park,
         request="Read my plan",
+        background=True,
     )
-    offered: list[bool] = park.offered  # type: ignore[attr-defined]
     executed = sum(offered)
     report(capsys, [f"== server-receipts (notification fit): 1 attempted, {executed} executed"])
     assert len(receipts) == 1 and not receipt_fits(receipts[0])

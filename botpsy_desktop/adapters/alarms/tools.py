@@ -270,9 +270,7 @@ def _selected(service: AlarmService, arguments: Mapping[str, Any], purpose: str)
     return _choose(service, str(arguments.get("alarm") or ""), purpose=purpose)
 
 
-def _resolver(
-    service: AlarmService, purpose: str
-) -> Callable[[Mapping[str, Any]], list[Resolved]]:
+def _resolver(service: AlarmService, purpose: str) -> Callable[[Mapping[str, Any]], list[Resolved]]:
     """What a call acts on now: each alarm it selects with its label, time and state (what an
     approval of it is bound to; another alarm set for the same time is another effect)."""
 

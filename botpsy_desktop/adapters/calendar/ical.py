@@ -10,9 +10,9 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta, tzinfo
 from typing import TYPE_CHECKING, Any, Literal
 
-from botpsy_desktop.core.outside import outside_if
 from botpsy_desktop.adapters.untrusted import one_line
 from botpsy_desktop.core.errors import ToolError
+from botpsy_desktop.core.outside import outside_if
 
 if TYPE_CHECKING:
     # icalendar (~5 MiB, 80 modules) is imported where a calendar is read or built

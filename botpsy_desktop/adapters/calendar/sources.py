@@ -16,7 +16,6 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from botpsy_desktop.core.outside import Outside, outside
 from botpsy_desktop.adapters.calendar.ical import (
     CalendarDataError,
     Kind,
@@ -29,6 +28,7 @@ from botpsy_desktop.adapters.calendar.ical import (
 )
 from botpsy_desktop.core.accounts import CalDAVAccount
 from botpsy_desktop.core.errors import BotpsyError, ToolError
+from botpsy_desktop.core.outside import Outside, outside
 from botpsy_desktop.core.tools import check_stopped
 
 if TYPE_CHECKING:

@@ -308,7 +308,9 @@ def resolve_entry(jail: FolderJail, path: str) -> Resolved:
     effect). ToolError when it is not there or not allowed."""
     found = jail.resolve_entry(path)
     info = found.lstat()
-    kind = "folder" if stat.S_ISDIR(info.st_mode) else "link" if stat.S_ISLNK(info.st_mode) else "file"
+    kind = (
+        "folder" if stat.S_ISDIR(info.st_mode) else "link" if stat.S_ISLNK(info.st_mode) else "file"
+    )
     when = datetime.fromtimestamp(info.st_mtime, UTC).strftime("%Y-%m-%d %H:%M UTC")
     size = "" if kind == "folder" else f", {info.st_size:,} bytes"
     shown = f"the {kind} {readable(jail.display(found))}{size}, changed {when}"
