@@ -245,7 +245,9 @@ class Tool:
       message, an event, a music tag, a web page, a tool server's answer). Such output makes
       the request's context untrusted. False only for a tool whose result just confirms what
       it did with its own arguments (a timer set, a folder made): the app's confirmations are
-      not content someone else wrote. A failed call's output always counts as untrusted.
+      not content someone else wrote. A failed call's output always counts as untrusted, and
+      so does a result that holds a value marked where it was made as set by someone else
+      (core/outside.py ``Outside``: a shared calendar's name), whatever this says.
     * ``author``: whose words its description and schema are: '' for this app's tools, else
       who wrote them (a tool server). A prompt that offers it holds that text, untrusted.
     * ``state``: the current state of what a call acts on, to check an inverse's ``expect``.
