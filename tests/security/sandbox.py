@@ -307,7 +307,9 @@ class Accounts:
         colleague's invitation reply): add an attendee or set its place, add properties
         (``props``: URL, ATTACH, CATEGORIES, STATUS, COMMENT...), or turn one occurrence of a
         repeating event into something else (``override``: its ``attendee`` and ``summary``, a
-        RECURRENCE-ID component for the second occurrence), bumping nothing."""
+        RECURRENCE-ID component for the second occurrence). The last two are a plain PUT, so
+        SEQUENCE and LAST-MODIFIED stay as they were (the caldav library's save bumps
+        SEQUENCE)."""
         import icalendar
         from caldav.davclient import DAVClient
 
@@ -344,6 +346,13 @@ class Accounts:
                 if override.get("attendee"):
                     one.add("attendee", f"mailto:{override['attendee']}")
                 cal.add_component(one)
+            if props or override:  # written as another app would: a plain PUT, nothing bumped
+                client.put(
+                    str(event.url),
+                    cal.to_ical().decode(),
+                    {"Content-Type": "text/calendar; charset=utf-8"},
+                )
+                return
             event.data = cal.to_ical().decode()
             event.save()
             return

@@ -461,7 +461,8 @@ class CalendarService:
             overrides = sum(1 for c in item.ical.walk("VEVENT") if "RECURRENCE-ID" in c)
             changed = f", {overrides} occurrence(s) changed" if overrides else ""
             parts.append(f"repeating {rule}{changed}")
-        people = attendees_of(comp)
+        # everyone on it: the event's attendees and those of any occurrence changed elsewhere
+        people = list(dict.fromkeys(p for c in item.ical.walk("VEVENT") for p in attendees_of(c)))
         if people:
             shown = ", ".join(one_line(p, 80) for p in people[:8])
             more = f" and {len(people) - 8} more" if len(people) > 8 else ""
