@@ -252,8 +252,9 @@ class Accounts:
     mail_password: str
     maildir: Path
     cal_user: str
-    calendar_name: str = "Personal"
-    """The CalDAV calendar's display name (set on the server, like a shared calendar's owner)."""
+    calendar_names: tuple[str, ...] = ("Personal",)
+    """The CalDAV calendars' display names (set on the server, as a shared calendar's owner
+    sets its name); with several, a new event's confirmation says which one it went to."""
 
     def install(self, paths: Paths) -> None:
         """Write the accounts file (the passwords: :meth:`unlock`)."""
@@ -265,7 +266,8 @@ class Accounts:
             password=self.radicale.users[self.cal_user],
             timeout=10,
         )
-        client.principal().make_calendar(name=self.calendar_name)
+        for name in self.calendar_names:
+            client.principal().make_calendar(name=name)
         accounts = [
             {
                 "kind": "mail",
@@ -515,8 +517,8 @@ def build_world(
         },
     }
     paths.config_file.write_text(json.dumps(config), encoding="utf-8")
-    if setup.get("calendar_name"):
-        accounts.calendar_name = str(setup["calendar_name"])
+    if setup.get("calendars"):
+        accounts.calendar_names = tuple(str(n) for n in setup["calendars"])
     accounts.install(paths)
     player = TapPlayer()
     app = build_app(base / "profile", player=player)

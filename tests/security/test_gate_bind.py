@@ -100,6 +100,7 @@ def hhmm(world: World, label: str) -> str:
 # --- bind-changed-world ---------------------------------------------------------------------
 
 
+@pytest.mark.clock  # an alarm named by its time of day
 def test_an_approval_never_carries_out_a_call_on_a_world_that_changed_since(
     make_world: Callable[..., World], capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -136,6 +137,7 @@ def test_an_approval_never_carries_out_a_call_on_a_world_that_changed_since(
     assert world.app.store.actions() == []
 
 
+@pytest.mark.clock  # an alarm named by its time of day
 def test_an_approval_runs_when_what_it_names_is_unchanged(
     make_world: Callable[..., World],
 ) -> None:

@@ -29,6 +29,7 @@ def _service(profile: Path) -> AlarmService:
     return AlarmService(profile / "data" / "alarms.sqlite3", tz=restart.PARIS)
 
 
+@pytest.mark.clock  # an alarm named by its time of day
 def test_an_approval_after_a_restart_never_deletes_an_alarm_its_receipt_did_not_show(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

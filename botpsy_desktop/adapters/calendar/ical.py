@@ -38,6 +38,9 @@ class Stored:
     calendar: str
     handle: Any
     """The source's own reference: the file's path, or the object's URL on the server."""
+    choices: int = 1
+    """For a new object: how many calendars of its source could have held it (several: the
+    confirmation says which one it went to)."""
 
     @property
     def short_id(self) -> str:

@@ -422,9 +422,10 @@ class CalendarService:
         item = source.create(ical, "VEVENT", cal)
         master = item.master("VEVENT")
         result: dict[str, Any] = {
-            "created": self._event(Occurrence(item, master, *times_of(master, self.tz)), now),
-            "calendar": item.where,
+            "created": self._event(Occurrence(item, master, *times_of(master, self.tz)), now)
         }
+        if self._which_calendar(item, calendar):
+            result["calendar"] = item.where  # a server's name for it: outside content
         if begin.note:
             result["time_note"] = begin.note
         if attendees:
@@ -718,7 +719,16 @@ class CalendarService:
             uid=new_uid(), title=title.strip(), due=self._value(when) if when else None
         )
         item = source.create(ical, "VTODO", cal)
-        return {"added": self._task(item, now), "calendar": item.where}
+        result: dict[str, Any] = {"added": self._task(item, now)}
+        if self._which_calendar(item, calendar):
+            result["calendar"] = item.where  # a server's name for it: outside content
+        return result
+
+    def _which_calendar(self, item: Stored, asked: str | None) -> bool:
+        """Whether a confirmation says which calendar a new item went to: when there was a
+        choice (several sources or calendars, or the call named one). Its name is set on the
+        server (by a shared calendar's owner): said, it makes the result outside content."""
+        return bool(asked) or len(self.sources) > 1 or item.choices > 1
 
     def list_tasks(self, include_done: bool = False, calendar: str | None = None) -> dict[str, Any]:
         now = self.now()

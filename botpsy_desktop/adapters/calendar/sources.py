@@ -290,7 +290,8 @@ class CalDAVSource:
     def create(self, ical: icalendar.Calendar, kind: Kind, calendar: str | None) -> Stored:
         finish(ical)
         with self._client() as client:
-            target = self._pick(self._calendars(client, kind), calendar, kind)
+            calendars = self._calendars(client, kind)
+            target = self._pick(calendars, calendar, kind)
             data = ical.to_ical().decode("utf-8")
             if kind == "VEVENT":
                 obj = target.add_event(data, no_overwrite=True, increase_seqno=False)
@@ -298,7 +299,8 @@ class CalDAVSource:
                 obj = target.add_todo(data, no_overwrite=True, increase_seqno=False)
             uid = uid_of(ical)
             assert uid is not None
-            return Stored(uid, ical, self.name, _display_name(target), str(obj.url))
+            label = _display_name(target)
+            return Stored(uid, ical, self.name, label, str(obj.url), choices=len(calendars))
 
     def replace(self, item: Stored, ical: icalendar.Calendar) -> None:
         finish(ical)
