@@ -1,6 +1,6 @@
 """Desktop notifications for the stored approval queue: the receipt, and Approve / Deny / Open.
 
-Qt-free, so that ``botpsy daemon`` notifies as the window does (core/desktop_notify.py speaks
+Qt-free, so that ``botpsy daemon`` notifies as the window does (core/dbus_notifications.py speaks
 the freedesktop protocol). Each approval this process waits for (agent/approvals.py: asked
 here, or adopted from an ended process) raises one notification with the receipt's plain words.
 Where the server shows action buttons, Approve and Deny decide the stored row (the first
@@ -19,7 +19,7 @@ from collections.abc import Callable
 from datetime import datetime, tzinfo
 
 from botpsy_desktop.agent.approvals import ApprovalQueue, StoredApproval
-from botpsy_desktop.core.desktop_notify import DesktopNotifications
+from botpsy_desktop.core.dbus_notifications import DesktopNotifications
 from botpsy_desktop.core.errors import BotpsyError
 
 log = logging.getLogger(__name__)
