@@ -108,6 +108,8 @@ class StoredApproval:
     effects: list[str]
     tier: str
     sources: list[str]
+    effect: str
+    """What the receipt showed the call acts on (agent/gate.py ``Resolution.digest``)."""
     routine_id: int | None
     routine_request: str | None
     routine_due: float | None
@@ -139,6 +141,7 @@ class StoredApproval:
             details=self.details,
             tier=self.tier,
             sources=self.sources,
+            effect=self.effect,
         )
 
     def decided(self) -> Decided:
@@ -148,6 +151,7 @@ class StoredApproval:
             NOBODY_IN_TIME if self.decision == "expired" else self.decided_by,
             self.digest,
             self.edited,
+            self.effect,
         )
 
     def asker(self) -> str:
@@ -315,6 +319,7 @@ class ApprovalQueue:
             "effects": request.effects,
             "tier": request.tier,
             "sources": request.sources,
+            "effect": request.effect,
         }
         with self._lock:
             self._writable("no approval request")
@@ -643,6 +648,7 @@ def _stored(row: dict[str, Any]) -> StoredApproval:
         effects=list(body.get("effects", [])),
         tier=str(body.get("tier", "ask")),
         sources=list(body.get("sources", [])),
+        effect=str(body.get("effect", "")),
         routine_id=row["routine_id"],
         routine_request=row["routine_request"],
         routine_due=row["routine_due"],
