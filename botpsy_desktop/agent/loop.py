@@ -225,6 +225,18 @@ class AgentSession:
             finally:
                 writer.release()
 
+    def _stopped(self, wrote: bool | None = None) -> Error:
+        """The end of a request the person stopped, saying what of it was kept."""
+        if wrote is None:
+            wrote = bool(self._reply.text.strip())
+        if wrote:
+            kept = "What the model had written is kept in the conversation, marked as cut off."
+        else:
+            kept = "Your request is kept in the conversation; the model had not written more."
+        if self._done:
+            kept += " Before the stop, this request did: " + "; ".join(self._done) + "."
+        return Error("cancelled", "Stopped.", kept)
+
     def _storage_message(self, exc: StoreError) -> str:
         """A failed write in words: what failed, and what this request had done before."""
         done = (
@@ -284,7 +296,7 @@ class AgentSession:
                 if (yield from self._calls(calls, stubs, step, cancel)):
                     return
                 if cancel.is_set():
-                    yield Error("cancelled", "Stopped.")
+                    yield self._stopped(False)
                     return
                 yield from self._steps(offer, step + 1, cancel, think)
 
@@ -373,7 +385,10 @@ class AgentSession:
                 yield Error("context", _context_full_message(exc, after_tools=step > 1))
                 return
             except BotpsyError as exc:
-                yield Error("model", str(exc))
+                if cancel.is_set():  # a stop the engine did not honour in time
+                    yield self._stopped()
+                else:
+                    yield Error("model", str(exc))
                 return
             if splitter is not None:
                 events = _stream_events(splitter.finish())
@@ -389,11 +404,12 @@ class AgentSession:
             if held is not None and held.lacking and not parsed.calls and not cancel.is_set():
                 continue  # asked again with the domain it lacked (the row stays open, empty)
             if completion.finish_reason == "cancelled":
+                stopped = self._stopped(bool(parsed.content.strip()))
                 self._reply.finish(
                     {"role": "assistant", "content": parsed.content} if parsed.content else None,
                     interrupted=True,
                 )
-                yield Error("cancelled", "Stopped.")
+                yield stopped
                 return
             if not parsed.calls:
                 note = "" if self._changed or not claims_action(parsed.content) else NOTE
@@ -443,7 +459,7 @@ class AgentSession:
             if (yield from self._calls(calls, stubs, step, cancel, skipped)):
                 return
             if cancel.is_set():
-                yield Error("cancelled", "Stopped.")
+                yield self._stopped(False)
                 return
         yield Error(
             "step_limit",
