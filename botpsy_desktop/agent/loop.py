@@ -385,7 +385,11 @@ class AgentSession:
                 yield Error("context", _context_full_message(exc, after_tools=step > 1))
                 return
             except BotpsyError as exc:
-                if cancel.is_set():  # a stop the engine did not honour in time
+                # the reply was cut short (a crash, a server gone, a stop the engine did not
+                # honour): what was held back is shown and kept with what streamed before it
+                rest = list(_stream_events(splitter.finish())) if splitter is not None else []
+                yield from self._reply.stream(held.release(rest) if held else rest)
+                if cancel.is_set():
                     yield self._stopped()
                 else:
                     yield Error("model", str(exc))
@@ -1059,6 +1063,15 @@ class _HeldStart:
         self._text = ""
         self.decided = False
         self.lacking: list[str] = []
+
+    def release(self, events: Iterable[Event]) -> list[Event]:
+        """Everything held, then ``events``, unjudged: the reply was cut short, and what the
+        model wrote is shown and kept as it is."""
+        held, self._held = self._held, []
+        if self.decided and self.lacking:
+            return []
+        self.decided = True
+        return [*held, *events]
 
     def feed(self, events: Iterable[Event], final: bool = False) -> list[Event]:
         if self.decided:
