@@ -224,6 +224,7 @@ class AgentSession:
                     self._reply.abandon()
             finally:
                 writer.release()
+                self.store.back_up_changes()  # a restore then loses little
 
     def _stopped(self, wrote: bool | None = None) -> Error:
         """The end of a request the person stopped, saying what of it was kept."""
@@ -310,6 +311,7 @@ class AgentSession:
                     self._reply.abandon()
             finally:
                 writer.release()
+                self.store.back_up_changes()  # a restore then loses little
 
     def _next_row(
         self, stubs: list[dict[str, Any]], step: int, cancel: threading.Event

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 from datetime import datetime, time, timedelta, tzinfo
 from pathlib import Path
@@ -9,7 +10,7 @@ from typing import Any
 
 from botpsy_desktop.adapters.alarms.records import Alarm, AlarmKind
 from botpsy_desktop.adapters.alarms.when import repeat_from_key
-from botpsy_desktop.core.dbsafety import backup_before_migration
+from botpsy_desktop.core.dbsafety import Hold, backup_before_migration
 from botpsy_desktop.core.errors import StoreError, ToolError
 
 SCHEMA_VERSION = 4
@@ -52,6 +53,7 @@ class AlarmStore:
         self.tz = tz
         self.closed = False
         self._db: sqlite3.Connection | None = None
+        self._hold: Hold | None = None  # `botpsy db restore` refuses while it is held
 
     def connection(self) -> sqlite3.Connection:
         if self.closed:
@@ -92,6 +94,8 @@ class AlarmStore:
                 f"Cannot open the alarms database {self.path}: {exc}.",
                 "Check the disk and permissions; a damaged file can be moved away to start fresh.",
             ) from exc
+        with contextlib.suppress(OSError):  # a folder that takes no lock file: still usable
+            self._hold = Hold(self.path)
         self._db = db
         return db
 
@@ -107,6 +111,9 @@ class AlarmStore:
         if self._db is not None:
             self._db.close()
             self._db = None
+        if self._hold is not None:
+            self._hold.release()
+            self._hold = None
 
     def alarm(self, row: sqlite3.Row) -> Alarm:
         def at(value: float | None) -> datetime | None:
