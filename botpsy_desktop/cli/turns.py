@@ -132,7 +132,10 @@ class CtrlC:
         self._installed = False
 
     def __enter__(self) -> CtrlC:
-        if threading.current_thread() is threading.main_thread():
+        if (
+            threading.current_thread() is threading.main_thread()
+            and signal.getsignal(signal.SIGINT) is not signal.SIG_IGN  # ignored: left so
+        ):
             self._previous = signal.signal(signal.SIGINT, self._on_sigint)
             self._installed = True
         return self
