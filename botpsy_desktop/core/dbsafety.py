@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import calendar
 import contextlib
 import os
 import re
@@ -310,7 +311,7 @@ def restore(path: Path, backup: Path | None = None, *, replace_healthy: bool = F
         )
     damaged = check_file(path) if path.exists() else []
     missing = _missing_rows(path, backup) if path.exists() else {}
-    made_at = backup.stat().st_mtime
+    made_at = _made_at(backup)
     planned = Restored(backup, made_at, damaged, missing)
     if path.exists() and not damaged and missing and not replace_healthy:
         return planned  # a healthy file with newer rows: only on request
@@ -333,6 +334,15 @@ def restore(path: Path, backup: Path | None = None, *, replace_healthy: bool = F
                 side.unlink()
     shutil.copyfile(backup, path)
     return Restored(backup, made_at, damaged, missing, aside)
+
+
+def _made_at(backup: Path) -> float:
+    """When a backup was made: the time in its name (this app's clock), else its file's."""
+    found = re.search(r"-(\d{8}T\d{6})(?:\.\d{6})?Z\.sqlite3$", backup.name)
+    if found:
+        with contextlib.suppress(ValueError, OverflowError):
+            return calendar.timegm(time.strptime(found.group(1), "%Y%m%dT%H%M%S"))
+    return backup.stat().st_mtime
 
 
 def _rows(path: Path) -> dict[str, int]:
