@@ -13,6 +13,7 @@ from enum import StrEnum
 from typing import Any
 
 from botpsy_desktop.agent.events import ApprovalRequest, Scope, call_digest
+from botpsy_desktop.agent.grounding import Request, ground, text_grounded
 from botpsy_desktop.agent.policy import EFFECT_REASONS, NEVER_SCOPED, Assessment, Policy, within
 from botpsy_desktop.agent.provenance import Finding, Provenance
 from botpsy_desktop.agent.receipts import build_receipt
@@ -54,6 +55,10 @@ class Verdict:
     sources: tuple[str, ...] = ()
     texts: tuple[tuple[str, str], ...] = ()
     """Long text arguments whole (agent/receipts.py ``Receipt.texts``)."""
+    grounded: bool = False
+    """It runs at once in a tainted context because the person typed it in this request."""
+    numbers: tuple[str, ...] = ()
+    """The numbers of the typed request this change uses (no other tool may use them)."""
 
     @property
     def scopable(self) -> bool:
@@ -94,6 +99,14 @@ class Context:
 
     sources: tuple[str, ...] = ()
     changes: int = 0
+    typed: str | None = None
+    """The request the person is typing now (None: a routine, a background run, another
+    app's request): what a change may be grounded in (agent/grounding.py)."""
+    domains: frozenset[str] | None = None
+    """The domains the typed request's own text points to (agent/selection.py); None: no
+    selection runs."""
+    used: tuple[tuple[str, str], ...] = ()
+    """Numbers earlier changes of this request took from it, each with the tool that did."""
 
     @property
     def tainted(self) -> bool:
@@ -284,6 +297,9 @@ class Gate:
     """Effects a conversation-wide allowance never covers (the app passes ``ALWAYS_ASK``)."""
     ask_every_change: bool = False
     """The "Ask before every change" setting: reversible changes ask even in a clean context."""
+    folders: tuple[str, ...] = ()
+    """The person's configured folders: a path's folder part may be one of them and still be
+    grounded in a request that names only what is inside (agent/grounding.py)."""
 
     # --- names ---------------------------------------------------------------------------------
 
@@ -380,10 +396,13 @@ class Gate:
             local = EFFECT_REASONS[Effect.LOCAL_WRITE]
             reasons = [r for r in reasons if not r.lower().startswith(local)]
         if tier is Tier.READ:
-            # a read that sends text asks once content was read that the text could carry
-            # (a tool server's descriptions bring instructions but none of the user's data)
+            # text leaving to a third party, in a context that holds a third party's words
+            # (content read, a tool server's descriptions), asks unless the person is typing
+            # that very text now: their earlier messages are exactly the data a planted
+            # instruction asks for
             sent = tool.sent(arguments)
-            if not (content_read(sources) and sent):
+            unsent = self._not_typed(tool, arguments, sent, context) if sources else []
+            if not (sources and unsent):
                 return Verdict(
                     Decision.ALLOW,
                     assessment,
@@ -393,22 +412,40 @@ class Gate:
                     summary=tool.summarize(arguments),
                 )
             reasons.append(
-                f"it sends what is in {', '.join(sent)} to an online service, and this request "
-                "has read content you did not type"
+                f"it sends what is in {', '.join(unsent)} to an online service, and this "
+                "request holds words you did not type, while what it sends is not all in the "
+                "request you are typing now"
             )
         elif tier is Tier.REVERSIBLE:
             bulk = context.changes >= MAX_CHANGES_AT_ONCE
-            if not sources and not self.ask_every_change and not bulk:
+            grounding = ground(
+                tool,
+                arguments,
+                None if context.typed is None else Request(context.typed),
+                domains=None if context.domains is None else set(context.domains),
+                folders=self.folders,
+                used=dict(context.used),
+            )
+            # a change whose tool and every value the person typed in this request is theirs,
+            # whatever the conversation read before (agent/grounding.py); a value that came
+            # from outside content (a provenance finding) never is
+            typed = grounding.grounded and not findings
+            if (not sources or typed) and not self.ask_every_change and not bulk:
                 return Verdict(
                     Decision.ALLOW,
                     assessment,
                     findings,
                     tier=tier,
+                    sources=sources,
                     summary=tool.summarize(arguments),
+                    grounded=bool(sources),
+                    numbers=grounding.numbers,
                 )
             if sources:
+                why_not = f" ({grounding.why})" if grounding.why and not bulk else ""
                 reasons.append(
-                    "this request has read content you did not type, so changes ask first"
+                    "this request has read content you did not type, so changes ask first "
+                    f"unless you typed them in this request{why_not}"
                 )
             elif bulk:
                 reasons.append(
@@ -439,6 +476,21 @@ class Gate:
             sources=sources,
             texts=built.texts,
         )
+
+    def _not_typed(
+        self, tool: Tool, arguments: Mapping[str, Any], sent: list[str], context: Context
+    ) -> list[str]:
+        """The sent arguments whose text is not all in the request the person is typing now."""
+        if context.typed is None:
+            return sent
+        request = Request(context.typed)
+        out = []
+        for key in sent:
+            value = arguments.get(key)
+            texts = [value] if isinstance(value, str) else [json.dumps(value, ensure_ascii=False)]
+            if not all(text_grounded(t, request)[0] for t in texts):
+                out.append(key)
+        return out
 
     def receipt(self, tool: Tool, arguments: dict[str, Any]) -> str:
         """Plain words of what will happen if approved (the call judged in a clean context)."""

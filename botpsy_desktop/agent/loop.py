@@ -136,6 +136,13 @@ class AgentSession:
         """The changes the current request has made (agent/gate.py MAX_CHANGES_AT_ONCE)."""
         self._done: list[str] = []
         """The changes the current request made, for an error that ends it."""
+        self._typed: str | None = None
+        """The request the person is typing now (None: a routine's, a resumed or background
+        run's): a change grounded in it runs at once after a read (agent/grounding.py)."""
+        self._domains: frozenset[str] | None = None
+        """The domains the typed request's own text points to (None: no selection)."""
+        self._used: dict[str, str] = {}
+        """Numbers of the typed request that this request's changes used, with their tool."""
         if conversation_id is None:
             conversation_id = store.create()
         elif not store.exists(conversation_id):
@@ -250,6 +257,7 @@ class AgentSession:
         """
         self._reply = PendingReply(self.store, self.conversation_id)
         self._done = []
+        self._typed, self._domains, self._used = None, None, {}  # nobody is typing it now
         cancel = cancel or threading.Event()
         writer = self.store.writer(self.conversation_id)  # one writer per conversation
         if not writer.acquire(cancel):
@@ -327,6 +335,13 @@ class AgentSession:
         self._reply.start(user)
         self._sources = []
         self._changes = 0
+        self._used = {}
+        self._typed = None if origin or self.background else text
+        self._domains = (
+            frozenset(self.selector.domains_of(text))
+            if self.selector is not None and self._typed is not None
+            else None
+        )
         # this request's tools (agent/selection.py), chosen from its text and the conversation
         # before it: the same every step, so the prompt's start stays cached, unless the model
         # calls a tool outside them (a registered one, or a name that points to a domain): then
@@ -561,7 +576,13 @@ class AgentSession:
             declined.decided_by = preset.by
             return declined
         provenance = Provenance.from_messages(self.store.messages(self.conversation_id))
-        context = Context(tuple(dict.fromkeys(self._sources)), self._changes)
+        context = Context(
+            tuple(dict.fromkeys(self._sources)),
+            self._changes,
+            typed=self._typed,
+            domains=self._domains,
+            used=tuple(self._used.items()),
+        )
         verdict = self.gate.check(tool, arguments, provenance, context=context)
         call_context = CallContext(verdict.sources)
         if verdict.decision is Decision.DENY:
@@ -570,6 +591,9 @@ class AgentSession:
             call_id, tool, args_model, arguments, verdict, context, call_context, cancel
         )
         outcome.untrusted = tool.untrusted_output
+        if outcome.ok and outcome.action_id is not None:
+            for number in verdict.numbers:  # no other tool may ground a value in it now
+                self._used.setdefault(number, tool.name)
         return outcome
 
     def _carry_out(
@@ -587,6 +611,8 @@ class AgentSession:
         if verdict.decision is Decision.ALLOW:
             entry: int | _Outcome | None = None
             at_once = "ran at once (a reversible change you asked for)"
+            if verdict.grounded:
+                at_once = "ran at once (a reversible change you typed in this request)"
             if verdict.tier is not Tier.READ:  # a reversible change runs at once: log it
                 entry = self._begin(call_id, tool, arguments, verdict, at_once)
                 if isinstance(entry, _Outcome):  # the log could not record it: not run
