@@ -1,4 +1,5 @@
-"""Print the claims checker's precision and recall per language (botpsy_desktop/eval/claims).
+"""Print the claims checker's precision and recall per language (botpsy_desktop/eval/claims):
+on the development set and on the held-out set.
 
     python tools/eval_claims.py [--misses]
 """
@@ -7,14 +8,16 @@ from __future__ import annotations
 
 import sys
 
-from botpsy_desktop.eval.claims_eval import load, measure, misses, table
+from botpsy_desktop.eval.claims_eval import CLAIMS_SET, HELD_OUT, load, measure, misses, table
 
 
 def main(argv: list[str]) -> int:
-    cases = load()
-    print("\n".join(table(measure(cases))))
-    if "--misses" in argv:
-        print("\n".join(misses(cases)))
+    for name, path in (("development set", CLAIMS_SET), ("held-out set", HELD_OUT)):
+        cases = load(path)
+        print(f"== {name}: {path.name}, {len(cases)} answers")
+        print("\n".join(table(measure(cases))))
+        if "--misses" in argv:
+            print("\n".join(misses(cases)))
     return 0
 
 

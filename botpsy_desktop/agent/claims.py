@@ -76,7 +76,8 @@ _ACTIONS: dict[str, str] = {
         r"written|wrote|booked|put)\b|\b(?:timer|alarm|reminder|event|note|folder|task)s?\s+"
         r"(?:set|created|added|saved|started|scheduled)\b|\bset\s+(?:too|as well|for)\b|"
         r"\bi(?:'ll| will)\s+remind\b|\b(?:on|in)\s+your\s+(?:list|calendar)\s+now\b|"
-        r"\bis\s+running\b"
+        r"\bis\s+running\b|\b(?:timer|alarm|reminder)s?\s+(?:will|is going to)\s+"
+        r"(?:ring|go off|sound)\b"
         # fr
         r"|\b(?:regle|reglee|programme|programmee|cree|creee|ajoute|ajoutee|lance|lancee|"
         r"enregistre|enregistree|sauvegarde|sauvegardee|note|notee)\b|\bje lance\b|"

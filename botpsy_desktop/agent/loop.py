@@ -15,7 +15,7 @@ from typing import Any
 
 from botpsy_desktop.agent.audit import AuditLog
 from botpsy_desktop.agent.budget import ContextBudget, ContextFull, Fitted
-from botpsy_desktop.agent.claims import NOTE, claims_action
+from botpsy_desktop.agent.claims import note_for
 from botpsy_desktop.agent.events import (
     Answer,
     ApprovalNeeded,
@@ -129,7 +129,9 @@ class AgentSession:
         self.selector = ToolSelector(registry) if settings.select_tools else None
         self._sources: list[str] = []
         """The untrusted content in the current request's context, named (agent/gate.py)."""
-        self._changed = False  # a change was carried out in this request (else claims noted)
+        self._ran: list[str] = []
+        """The changes carried out in this request, by tool: what an answer's claims are
+        checked against (agent/claims.py)."""
         self._decided: dict[str, Decided] = {}
         """Decisions made while a stored run was parked, by call id (see :meth:`resume`)."""
         self._changes = 0
@@ -355,7 +357,7 @@ class AgentSession:
         """Model turns from step ``first`` on, each followed by its tool calls, to an answer."""
         trimmed: Fitted | None = None  # what was last reported as left out of the prompt
         if first == 1:
-            self._changed = False  # a change was carried out in this request (else claims noted)
+            self._ran = []  # the changes carried out in this request (claims are checked)
         for step in range(first, self.settings.max_steps + 1):
             tools = offer.schemas()
             splitter: StreamSplitter | None = None
@@ -411,7 +413,7 @@ class AgentSession:
                 yield Error("cancelled", "Stopped.")
                 return
             if not parsed.calls:
-                note = "" if self._changed or not claims_action(parsed.content) else NOTE
+                note = note_for(parsed.content, self._ran)  # each claim against what ran
                 final: dict[str, Any] = {
                     "role": "assistant",
                     "content": parsed.content,
@@ -535,7 +537,8 @@ class AgentSession:
                 ok=outcome.ok,
                 result=output,
             )
-            self._changed = self._changed or (outcome.ok and outcome.action_id is not None)
+            if outcome.ok and outcome.action_id is not None:
+                self._ran.append(name)
             yield ToolResult(
                 call_id,
                 name,
