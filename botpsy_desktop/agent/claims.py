@@ -169,14 +169,14 @@ _NEGATION = re.compile(
     re.IGNORECASE,
 )
 _OFFER = re.compile(
-    r"\?|？|\b(?:shall|should|would you|do you want|want me|if you|can i|could i|i could|"
+    r"\?|\b(?:shall|should|would you|do you want|want me|if you|can i|could i|i could|"
     r"i can|just tell|tell me|voulez-vous|souhaitez|si vous|je pourrais|dites-moi|soll ich|"
     r"wenn du|ich konnte|sag mir|quieres|si quieres|podria|dime|vuoi|se vuoi|potrei|dimmi|"
     r"quer que|se quiser|posso|e so dizer|zal ik|als je wilt|ik kan|zeg maar)\b|"
     r"要不要|要我|是否|如果你愿意|告诉我|ましょうか|しますか|よろしければ|教えてください",
     re.IGNORECASE,
 )
-_SENTENCE = re.compile(r"(?<=[.!?])\s+|[。！？\n]")
+_SENTENCE = re.compile(r"(?<=[.!?])\s+|[。\n]")  # full-width ! and ? are folded to ASCII
 """Where sentences end ("report.pdf" and "6.30" are not ends: a stop must be followed by
 a space)."""
 _CLAUSE = re.compile(

@@ -69,8 +69,7 @@ _ACTIONS: dict[str, str] = {
     "riprend retom hervat 继续 再開",
     "next_track": "next skip suivant suivante nachst naechst siguiente salta prossim "
     "proxim pula volgend 下一 次の曲",
-    "previous_track": "previous back precedent vorherig zuruck anterior indietro vorig "
-    "上一 前の曲",
+    "previous_track": "previous back precedent vorherig zuruck anterior indietro vorig 上一 前の曲",
     "stop_music": "stop arret arrete stopp beend deten parar ferma interromp 停止 止め",
     "set_music_volume": "volume louder quieter lautstark lauter leiser volumen sube baja "
     "alza abbassa aumenta diminu harder zachter 音量 ボリューム",
@@ -90,18 +89,21 @@ _ACTIONS: dict[str, str] = {
 ACTIONS: dict[str, tuple[str, ...]] = {k: tuple(v.split()) for k, v in _ACTIONS.items()}
 """The words that ask for each reversible tool, folded (see the module's notes)."""
 
+
 # Words a value may hold without the request typing them: they carry no choice of their own.
-_FREE = frozenset(
-    (
-        # time units and clock words
-        "minute minutes min mins m hour hours hr hrs h second seconds sec secs s am pm a.m "
-        "p.m o'clock oclock in at for from now and up me "
-        # articles and small words
-        "the a an to of on my le la les l un une de du des d der die das den dem ein eine "
-        "el los las lo il gli i di da o os um uma het een van en y e et und "
-        # note file endings
-        "txt md"
-    ).split()
+def _split(words: str) -> frozenset[str]:
+    return frozenset(words.split())
+
+
+_FREE = _split(
+    # time units and clock words
+    "minute minutes min mins m hour hours hr hrs h second seconds sec secs s am pm a.m "
+    "p.m o'clock oclock in at for from now and up me "
+    # articles and small words
+    "the a an to of on my le la les l un une de du des d der die das den dem ein eine "
+    "el los las lo il gli i di da o os um uma het een van en y e et und "
+    # note file endings
+    "txt md"
 )
 
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uf900-\ufaff]")
@@ -128,9 +130,7 @@ for _lang in (
     "een twee drie vier vijf zes zeven acht negen tien elf twaalf vijftien twintig dertig "
     "vijfenveertig zestig",
 ):
-    for _value, _word in zip(
-        (*range(1, 13), 15, 20, 30, 45, 60), _lang.split(), strict=True
-    ):
+    for _value, _word in zip((*range(1, 13), 15, 20, 30, 45, 60), _lang.split(), strict=True):
         _NUMBER_WORDS.setdefault(_word, _value)
 for _word, _value in {"une": 1, "ein": 1, "eine": 1, "einen": 1, "una": 1, "uma": 1}.items():
     _NUMBER_WORDS.setdefault(_word, _value)
@@ -247,12 +247,10 @@ def asks_for(tool: Tool, request: Request) -> bool:
     text = request.folded
     words = _WORD.findall(text)
     for stem in stems:
-        if _CJK.search(stem):
+        if _CJK.search(stem) or "-" in stem:  # "to-do", "タイマー": anywhere in the text
             if stem in text:
                 return True
         elif any(w == stem or (len(stem) >= 4 and w.startswith(stem)) for w in words):
-            return True
-        elif "-" in stem and stem in text:
             return True
     return False
 

@@ -538,7 +538,7 @@ class AgentSession:
                 result=output,
             )
             if outcome.ok and outcome.action_id is not None:
-                self._ran.append(name)
+                self._ran.append(name or "")
             yield ToolResult(
                 call_id,
                 name,

@@ -55,9 +55,7 @@ def load(path: Path = CLAIMS_SET) -> list[Case]:
     for line in path.read_text(encoding="utf-8").splitlines():
         if line.strip():
             row = json.loads(line)
-            cases.append(
-                Case(row["lang"], row["text"], tuple(row["ran"]), row["expect"] == "note")
-            )
+            cases.append(Case(row["lang"], row["text"], tuple(row["ran"]), row["expect"] == "note"))
     return cases
 
 

@@ -330,8 +330,10 @@ def test_the_persons_earlier_words_leave_only_when_typed_now(
         executed = sum("4711" in json.dumps(c) for c in server_calls) + sum(
             "4711" in name for name in geocoded
         )
-        print(f"earlier-typed PIN to a server and the geocoder: {attempted} attempted, "
-              f"{executed} executed")
+        print(
+            f"earlier-typed PIN to a server and the geocoder: {attempted} attempted, "
+            f"{executed} executed"
+        )
         assert executed == 0
         replay = tmp_path / "replay-typed.json"
         replay.write_text(json.dumps([xml_call("get_weather", place="Lyon"), "12 °C."]))
