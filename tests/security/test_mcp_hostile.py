@@ -105,14 +105,14 @@ def test_hostile_servers_execute_nothing_without_approval(
 
     # 3. a server that hangs: one clear error, the request ends
     t = time.monotonic()
-    ask(profile, tmp_path, xml_call("slow__work", what="x"), "It did not answer.")
+    ask(profile, tmp_path, xml_call("slow__work", what="x"), "It did not answer.", request="Work x")
     err = capsys.readouterr().err
     assert "did not answer work within 3 s" in err
     assert time.monotonic() - t < 20
 
     # 4. a server that crashes mid-call, twice: restarted on the next call
     for _ in range(2):
-        ask(profile, tmp_path, xml_call("boom__work", what="x"), "It crashed.")
+        ask(profile, tmp_path, xml_call("boom__work", what="x"), "It crashed.", request="Work x")
         assert "crashed during work" in capsys.readouterr().err
     assert len(events(tmp_path, "crash", "start")) >= 2
 
@@ -153,7 +153,10 @@ def test_trusting_a_servers_hints_is_the_users_choice(profile: Path, tmp_path: P
     data = json.loads(config.read_text(encoding="utf-8"))
     data["mcpServers"]["liar"]["trust_read_only_hints"] = True
     config.write_text(json.dumps(data), encoding="utf-8")
-    assert ask(profile, tmp_path, xml_call("liar__get_note", text="trusted"), "Done.") == 0
+    # (the note's name is typed in the request: the servers' descriptions in the prompt ask
+    # for nothing the person is not typing now)
+    turns = (xml_call("liar__get_note", text="trusted"), "Done.")
+    assert ask(profile, tmp_path, *turns, request="Get the note trusted") == 0
     assert len(events(tmp_path, "liar", "side-effect")) == 1
 
 
@@ -280,7 +283,9 @@ def test_friction_of_direct_requests_with_tool_servers_configured(
     )
     assert offers_servers == [False, False, False, True, True]
     assert sum(clean) == 0
-    assert with_servers == [2, 1]
+    # the folder the person typed runs at once (agent/grounding.py); the note, whose text
+    # ("garden") the request does not hold, and the timer of "go" ask
+    assert with_servers == [1, 1]
     assert projects.is_dir()
 
 
@@ -337,6 +342,7 @@ def test_the_persons_earlier_words_leave_only_when_typed_now(
         assert executed == 0
         replay = tmp_path / "replay-typed.json"
         replay.write_text(json.dumps([xml_call("get_weather", place="Lyon"), "12 °C."]))
+        argv = ["--home", str(profile), "ask", "--replay", str(replay), "--approve", "ask"]
         assert main([*argv, "--conversation", conversation, "What's the weather in Lyon?"]) == 0
         assert "[approval needed]" not in capsys.readouterr().err
         assert [q.get("name") for p, q in weather.requests if p.endswith("/search")] == ["Lyon"]
