@@ -272,10 +272,12 @@ class Gate:
     did not type is in it (any tool output still in the rendered prompt, or a routine stored
     from such content). Then:
 
-    * read calls run, except those that send model-chosen text to a service (``sends``, e.g.
-      the place name a weather look-up geocodes) while the context is tainted;
+    * read calls run, except those that send text to a service (``sends``, e.g. the place
+      name a weather look-up geocodes) that is not in the request the person is typing now,
+      while the context holds words they did not type (content read, a server's descriptions);
     * reversible local changes (declared with an inverse) run at once in a clean context, and
-      ask in a tainted one (or always, with ``ask_every_change``); "allow for this
+      in a tainted one only when the person typed them, tool and values, in this request
+      (agent/grounding.py); otherwise they ask (always, with ``ask_every_change``); "allow for this
       conversation" then binds to the values of the tool's declared target fields (else to
       identical arguments);
     * the always-ask tier (outbound, money, personal data, destructive or bulk, routines, the
@@ -374,9 +376,10 @@ class Gate:
         (an undo: the inverse's own declaration, see core/tools.py Inverse). ``why``: reasons
         the caller knows that the receipt must give (an undo of something changed since).
 
-        * read: runs, unless the context is tainted and the call sends model-chosen text off
-          the computer (a declared ``sends`` field with a value): then it asks;
-        * reversible: runs in a clean context (unless ``ask_every_change``), asks otherwise;
+        * read: runs, unless the context is tainted and the call sends text off the computer
+          (a declared ``sends`` field) that the request typed now does not hold: then it asks;
+        * reversible: runs in a clean context, or in a tainted one when grounded in the typed
+          request (unless ``ask_every_change`` or past the bulk limit), asks otherwise;
         * ask: always asks, never covered by an allowance.
         A provenance finding (an argument value seen in untrusted output) taints the context
         even when the caller passed none.
