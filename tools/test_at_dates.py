@@ -1,12 +1,14 @@
-"""Run the clock-sensitive tests (``-m clock``) at the dates and in the time zones that break
-naive date code, each under libfaketime, and say which date failed.
+"""Run the clock-sensitive tests at the dates and in the time zones that break naive date code,
+each under libfaketime, and say which date failed.
 
     python tools/test_at_dates.py              # every date below (CI runs this)
     python tools/test_at_dates.py --list       # the dates, nothing run
     python tools/test_at_dates.py --only dst   # the dates whose label contains "dst"
     python tools/test_at_dates.py -- -x -k routines   # extra arguments go to pytest
 
-The tests pin their own clocks where they can (the app's injected ``now``); libfaketime moves
+The tests are those marked ``clock`` (tests/conftest.py), less those that run a model (``-m
+"clock and not model"``: they add minutes at every date and read no date). They pin their own
+clocks where they can (the app's injected ``now``); libfaketime moves
 everything else, the CLI processes, the daemon and the servers the tests start included, so a
 test that still read the machine's date would show it here. The shift is an offset from the real
 time (``FAKETIME=+N`` seconds), the same in every process, and the clock goes on running from
@@ -46,15 +48,25 @@ class Moment:
 
 MOMENTS = (
     Moment("a Friday evening (tomorrow is Saturday)", "Europe/Paris", "2026-12-04 21:30"),
-    Moment("a Saturday evening (tomorrow is Sunday)", "Europe/Paris", "2026-12-05 21:30"),
-    Moment("the last day of a month, before midnight", "Europe/Paris", "2026-11-30 23:30"),
-    Moment("the night the EU dst starts (02:00 -> 03:00)", "Europe/Paris", "2027-03-27 23:30"),
-    Moment("the night the EU dst ends (03:00 -> 02:00)", "Europe/Paris", "2026-10-24 23:30"),
-    Moment("the night the US dst starts", "America/New_York", "2027-03-13 23:30"),
-    Moment("the night the US dst ends", "America/New_York", "2026-10-31 23:30"),
+    Moment(
+        "a Saturday evening, the night the EU dst ends (03:00 -> 02:00)",
+        "Europe/Paris",
+        "2026-10-24 23:30",
+    ),
+    Moment(
+        "a Saturday evening, the night the EU dst starts (02:00 -> 03:00)",
+        "Europe/Paris",
+        "2027-03-27 23:30",
+    ),
+    Moment("the night the US dst starts (02:00 -> 03:00)", "America/New_York", "2027-03-13 23:30"),
+    Moment(
+        "the last day of a month, a Saturday, the night the US dst ends",
+        "America/New_York",
+        "2026-10-31 23:30",
+    ),
     Moment("29 February, late evening", "America/Los_Angeles", "2028-02-29 22:00"),
     Moment("31 December 23:59", "Europe/Paris", "2026-12-31 23:59"),
-    Moment("far from UTC (UTC+14, a day ahead)", "Pacific/Kiritimati", "2026-12-05 00:30"),
+    Moment("far from UTC (UTC+14, a day ahead of UTC)", "Pacific/Kiritimati", "2026-12-05 00:30"),
 )
 
 
@@ -80,7 +92,16 @@ def run(moment: Moment, pytest_args: list[str]) -> tuple[int, float]:
     offset = round(moment.epoch() - time.time())
     env["FAKETIME"] = f"{offset:+d}"
     env["TZ"] = moment.zone
-    command = [sys.executable, "-m", "pytest", "-m", "clock", "-q", "-p", "no:cacheprovider"]
+    command = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-m",
+        "clock and not model",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+    ]
     started = time.monotonic()
     done = subprocess.run([*command, *pytest_args], cwd=ROOT, env=env, check=False)
     return done.returncode, time.monotonic() - started
