@@ -150,7 +150,6 @@ def described_by(author: str) -> str:
     return f"{_DESCRIPTIONS}{author}'s tools"
 
 
-
 MAX_CHANGES_AT_ONCE = 3
 """Changes one request makes without asking: the next change asks (real bulk stays protected:
 "set a timer and another one", "make a folder and put a note in it" just happen)."""
