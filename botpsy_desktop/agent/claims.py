@@ -18,9 +18,18 @@ and extend. Measured on a labelled set of claims and non-claims in the nine lang
 from __future__ import annotations
 
 import re
-import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+
+from botpsy_desktop.agent.cues import (
+    CJK,
+    CLAIM_ACTIONS,
+    CLAIM_NEGATION,
+    CLAIM_OBJECTS,
+    CLAIM_OFFER,
+    NEGATED_CANCEL,
+    fold,
+)
 
 NOTE = (
     "No action was carried out: the assistant only described it. Nothing was set, sent, "
@@ -28,154 +37,16 @@ NOTE = (
 )
 
 
-def fold(text: str) -> str:
-    """Lower case without accents, full-width letters made plain, one kind of apostrophe."""
-    text = unicodedata.normalize("NFKD", unicodedata.normalize("NFKC", text).casefold())
-    plain = "".join(c for c in text if not "\u0300" <= c <= "\u036f")  # Latin accents only
-    return unicodedata.normalize("NFC", plain).replace("\u2019", "'")
-
-
 def _alt(words: str) -> str:
     return "|".join(w.replace("_", " ") for w in words.split())
 
 
-# --- objects: what a clause is about (folded word starts; CJK anywhere) -----------------------
-_OBJECTS: dict[str, str] = {
-    "alarm": "alarm alarms wake-up alarme alarmes reveil wecker alarma alarmas despertador "
-    "sveglia sveglie allarme wekker wekkers 闹钟 アラーム 目覚まし",
-    "timer": "timer timers countdown minuteur minuterie temporizador temporizzatore "
-    "计时器 定时器 倒计时 タイマー",
-    "reminder": "reminder reminders rappel remind rappellerai erinnerung erinnere recordare "
-    "recordatorio ricordero promemoria lembrete lembrar herinnering herinner 提醒 リマインダー "
-    "リマインド お知らせ",
-    "email": "email emails e-mail e-mails mail mails courriel message nachricht correo "
-    "mensaje messaggio mensagem bericht 邮件 メール",
-    "event": "meeting meetings appointment appointments event events calendar rendez-vous "
-    "reunion evenement agenda termin zahnarzttermin besprechung kalender cita evento "
-    "calendario riunione appuntamento consulta compromisso reuniao afspraak "
-    "tandartsafspraak vergadering 会议 预约 日历 日程 会議 予定 カレンダー",
-    "file": "file files fichier datei archivo bestand 文件 ファイル",
-    "folder": "folder dossier ordner carpeta cartella pasta map 文件夹 フォルダ",
-    "note": "note notes notiz nota notitie 笔记 メモ",
-    "music": "music song track playing musique morceau musik lied musica cancion sonando "
-    "brano riproduzione tocando muziek speelt 音乐 播放 音楽 曲 再生",
-    "volume": "volume lautstarke volumen 音量",
-    "task": "task tasks to-do todo tache aufgabe tarea compito attivita tarefa taak 任务 待办 "
-    "タスク",
-}
 _FILE_NAME = re.compile(r"\b[\w-]+\.(?:pdf|txt|md|docx?|xlsx?|odt|png|jpe?g|csv)\b")
 
-# --- actions: the cues of a completed (or now scheduled) action, per kind ---------------------
-# Latin-script cues are matched as whole words of the folded clause; CJK ones anywhere.
-_ACTIONS: dict[str, str] = {
-    "set": (
-        # en
-        r"\b(?:is|are|was|were|'s|has been|have been|now)\s+(?:all\s+)?(?:set|scheduled|"
-        r"created|added|saved|running|ready|started)\b|\b(?:i|i've|i have|we've)\s+"
-        r"(?:just\s+|now\s+|also\s+)?(?:set|scheduled|created|added|saved|started|made|"
-        r"written|wrote|booked|put)\b|\b(?:timer|alarm|reminder|event|note|folder|task)s?\s+"
-        r"(?:set|created|added|saved|started|scheduled)\b|\bset\s+(?:too|as well|for)\b|"
-        r"\bi(?:'ll| will)\s+remind\b|\b(?:on|in)\s+your\s+(?:list|calendar)\s+now\b|"
-        r"\bis\s+running\b|\b(?:timer|alarm|reminder)s?\s+(?:will|is going to)\s+"
-        r"(?:ring|go off|sound)\b"
-        # fr
-        r"|\b(?:regle|reglee|programme|programmee|cree|creee|ajoute|ajoutee|lance|lancee|"
-        r"enregistre|enregistree|sauvegarde|sauvegardee|note|notee)\b|\bje lance\b|"
-        r"\btourne\b|\bje vous rappellerai\b|\bje te rappellerai\b"
-        # de
-        r"|\b(?:gestellt|eingestellt|erstellt|angelegt|hinzugefugt|gestartet|gespeichert|"
-        r"eingetragen|lauft)\b|\bich erinnere (?:dich|sie)\b"
-        # es
-        r"|\b(?:puesta|puesto|configurad[oa]|programad[oa]|cread[oa]|cree|anadid[oa]|"
-        r"guardad[oa]|guarde|iniciad[oa])\b|\ben marcha\b|\bte recordare\b|\ble recordare\b"
-        # it
-        r"|\b(?:impostat[oaie]|creat[oaie]|aggiunt[oaie]|avviat[oaie]|partito|salvat[oaie]|"
-        r"ho creato)\b|\bti ricordero\b"
-        # pt
-        r"|\b(?:definid[oa]|configurad[oa]|criad[oa]|criei|adicionad[oa]|iniciad[oa]|"
-        r"configurei|programei|defini|coloquei|agendei|adicionei|salvei|"
-        r"salv[oa]|correndo|agendad[oa])\b|\bvou te lembrar\b|\bvou lembrar\b"
-        # nl
-        r"|\b(?:ingesteld|gemaakt|aangemaakt|toegevoegd|gestart|loopt|bewaard|opgeslagen)\b|"
-        r"\b(?:staat|staan)(?: ook| nu| aan)?\s*[.!]*\s*$|\bik herinner je\b"
-        # zh, ja
-        r"|设好|设置好|已设置|已设定|开始了|创建了|已创建|保存在|保存了|已保存|添加了|已添加|会在.*提醒|提醒你"
-        r"|セットしました|設定しました|作成しました|作っておきました|開始し|動いています|保存しました|"
-        r"追加しました|お知らせします"
-    ),
-    "cancel": (
-        r"\b(?:cancell?ed|deleted|removed|cleared|trashed|switched off|turned off|"
-        r"won't ring|will not ring|won't go off|will not go off)\b|\bno longer (?:ring|set)"
-        r"|\b(?:annule|annulee|supprime|supprimee|desactive|desactivee|retire|efface)\b|"
-        r"\bne sonnera (?:pas|plus)\b"
-        r"|\b(?:geloscht|entfernt|ausgeschaltet|abgesagt|deaktiviert|abgestellt)\b|"
-        r"\bklingelt\b.{0,20}\bnicht\b"
-        r"|\b(?:cancelad[oa]|borrad[oa]|borre|eliminad[oa]|elimine|apagad[oa]|apague|quite|"
-        r"quitad[oa])\b|\bno sonara\b"
-        r"|\b(?:annullat[oa]|cancellat[oa]|eliminat[oa]|spento|spenta|tolto|tolta)\b|"
-        r"\bnon suonera\b"
-        r"|\b(?:desliguei|desligad[oa]|excluid[oa]|removid[oa]|tirei|apaguei)\b|"
-        r"\bnao vai tocar\b"
-        r"|\b(?:geannuleerd|verwijderd|uitgezet|uitgeschakeld|gehaald)\b|\bgaat\b.{0,20}\bniet af\b"
-        r"|已取消|取消了|删掉|删除了|已删除|关掉|不会响"
-        r"|キャンセル済み|キャンセルしました|削除しました|消しました|オフにしました|鳴りません"
-    ),
-    "send": (
-        r"\b(?:sent|emailed|forwarded|replied)\b|\b(?:envoye|envoyee|envoyes)\b|"
-        r"\b(?:geschickt|gesendet|verschickt|versandt)\b|\b(?:mandado|enviado|mande|envie)\b|"
-        r"\b(?:mandato|inviato|inviata)\b|\b(?:mandei|enviei)\b|"
-        r"\b(?:gestuurd|verzonden|verstuurd)\b|发了|已发送|发送了|送りました|送信しました"
-    ),
-    "move": (
-        r"\b(?:moved|rescheduled|postponed|renamed)\b|\bi put\b|\bnow in\b|"
-        r"\b(?:deplace|deplacee|renomme|decale)\b|\bmaintenant dans\b|"
-        r"\b(?:verschoben|umbenannt|verlegt)\b|\b(?:movid[oa]|movi|renombrad[oa])\b|"
-        r"\bya esta en\b|\b(?:spostat[oa]|rinominat[oa])\b|\bora e nella\b|"
-        r"\b(?:remarcad[oa]|movid[oa]|renomead[oa])\b|\bagora esta na\b|"
-        r"\b(?:verzet|verplaatst|hernoemd)\b|\bstaat nu in\b"
-        r"|改到|移到|移动了|现在在|変更しました|移しました|移動しました"
-    ),
-    "play": (
-        r"\bnow playing\b|^\s*playing\b|\bi(?:'m| am)\s+playing\b|\bje lance\b|"
-        r"\ben cours de lecture\b|\bjetzt lauft\b|\bsonando ahora\b|\breproduciendo\b|"
-        r"\bin riproduzione\b|\btocando agora\b|\bnu speelt\b|正在播放|再生中"
-    ),
-    "volume": (
-        r"\bturned (?:the volume )?(?:up|down)\b|\b(?:lowered|raised)\b|"
-        r"\b(?:baisse|monte|augmente)\b|\b(?:gesenkt|erhoht|leiser gestellt|lauter gestellt)\b|"
-        r"\b(?:baje|subi)\b|\b(?:abbassato|alzato)\b|\b(?:abaixei|aumentei)\b|"
-        r"\b(?:zachter|harder) gezet\b|调到|调低|调高|下げました|上げました"
-    ),
-    "stop": (
-        r"\b(?:paused|stopped)\b|\bmis en pause\b|\b(?:arrete|arretee)\b|"
-        r"\b(?:pausiert|gestoppt|angehalten)\b|\b(?:pausad[oa]|detenid[oa]|pare|parei)\b|"
-        r"\bmess[oa] in pausa\b|\bfermat[oa]\b|\b(?:gepauzeerd|gestopt)\b|已暂停|暂停了|停止了|"
-        r"一時停止しました|停止しました"
-    ),
-    "done": (
-        r"^\s*(?:done|all set|all done)\b|\b(?:it's|it is)\s+done\b|\bc'est fait\b|"
-        r"\berledigt\b|^\s*(?:listo|hecho|fatto|pronto|klaar|gedaan)\b|^\s*好了|完了しました"
-    ),
-}
-_ACTION_RE = {k: re.compile(v, re.IGNORECASE) for k, v in _ACTIONS.items()}
-_OBJECT_WORDS = {k: tuple(v.split()) for k, v in _OBJECTS.items()}
-_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff]")
+_ACTION_RE = {k: re.compile(v, re.IGNORECASE) for k, v in CLAIM_ACTIONS.items()}
+_OBJECT_WORDS = {k: tuple(v.split()) for k, v in CLAIM_OBJECTS.items()}
 _WORDS = re.compile(r"[^\W_]+(?:[-'][^\W_]+)*")
 
-_NEGATION = re.compile(
-    r"\b(?:not|n't|never|cannot|can't|couldn't|unable|didn't|haven't|wasn't|nothing|no|"
-    r"pas|rien|jamais|aucune?|nicht|nichts|kein|keine|nada|nunca|non|niente|nessun[oa]?|"
-    r"nao|niet|niets|geen)\b|没有|没|无法|不能|できません|していません|ありません|何も",
-    re.IGNORECASE,
-)
-_OFFER = re.compile(
-    r"\?|\b(?:shall|should|would you|do you want|want me|if you|can i|could i|i could|"
-    r"i can|just tell|tell me|voulez-vous|souhaitez|si vous|je pourrais|dites-moi|soll ich|"
-    r"wenn du|ich konnte|sag mir|quieres|si quieres|podria|dime|vuoi|se vuoi|potrei|dimmi|"
-    r"quer que|se quiser|posso|e so dizer|zal ik|als je wilt|ik kan|zeg maar)\b|"
-    r"要不要|要我|是否|如果你愿意|告诉我|ましょうか|しますか|よろしければ|教えてください",
-    re.IGNORECASE,
-)
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|[。\n]")  # full-width ! and ? are folded to ASCII
 """Where sentences end ("report.pdf" and "6.30" are not ends: a stop must be followed by
 a space)."""
@@ -184,14 +55,6 @@ _CLAUSE = re.compile(
     r",(?=\s*[\u3040-\u30ff\u3400-\u9fff])|、|。",
     re.IGNORECASE,
 )
-_NEGATED_CANCEL = re.compile(
-    r"\b(?:won't|will not) (?:ring|go off)\b|\bno longer (?:rings?|set)\b|"
-    r"\bne sonnera (?:pas|plus)\b|\bklingelt\b.{0,20}\bnicht\b|\bno sonara\b|"
-    r"\bnon suonera\b|\bnao vai tocar\b|\bgaat\b.{0,20}\bniet af\b|不会响|鳴りません",
-    re.IGNORECASE,
-)
-"""A cancellation said as a negation ("it won't ring"): a claim, though it negates."""
-
 # What a tool that ran backs: (action kind, object).
 _BACKS: dict[str, tuple[tuple[str, str], ...]] = {
     "set_alarm": (("set", "alarm"),),
@@ -259,7 +122,7 @@ def _objects(clause: str) -> tuple[str, ...]:
     found: list[str] = []
     for kind, stems in _OBJECT_WORDS.items():
         for stem in stems:
-            if _CJK.search(stem):
+            if CJK.search(stem):
                 if stem in clause and not (stem == "文件" and "文件夹" in clause):
                     found.append(kind)
                     break
@@ -279,16 +142,16 @@ def find_claims(text: str) -> list[Claim]:
     """Every action ``text`` claims was carried out, clause by clause (see the module)."""
     claims: list[Claim] = []
     for sentence in _SENTENCE.split(fold(text)):
-        if not sentence.strip() or _OFFER.search(sentence):
+        if not sentence.strip() or CLAIM_OFFER.search(sentence):
             continue
         previous: tuple[str, ...] = ()
         for clause in _clauses(sentence):
             objects = _objects(clause) or previous
             previous = objects
-            if _NEGATED_CANCEL.search(clause):
+            if NEGATED_CANCEL.search(clause):
                 claims.append(Claim("cancel", objects or ("alarm",), clause.strip()))
                 continue
-            if _NEGATION.search(clause):
+            if CLAIM_NEGATION.search(clause):
                 continue
             cancel = _ACTION_RE["cancel"].search(clause)
             for action, pattern in _ACTION_RE.items():

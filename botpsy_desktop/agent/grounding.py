@@ -9,7 +9,7 @@ Conservative on purpose; each rule only ever makes a call ungrounded:
 
 * **typed now**: the request is the person's typing in the window or the CLI, not a routine's
   stored request, a background run or another app's request over MCP;
-* **asked for**: the request names the tool's action (its own words, :data:`ACTIONS`, in the
+* **asked for**: the request names the tool's action (its own words, :data:`ASKS_FOR`, in the
   nine languages the app answers in: "timer", "minuteur", "Wecker", "タイマー"...), and, when
   the app's tool selection runs, the selection model puts the request's own text (not the
   conversation's) in the tool's domain. A tool without words here is never grounded;
@@ -30,64 +30,13 @@ Written by hand: the rules are the gate's, small, and have to be reviewed word b
 from __future__ import annotations
 
 import re
-import unicodedata
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from botpsy_desktop.agent.cues import CJK, fold, names_action
 from botpsy_desktop.core.tools import Tool
-
-
-def fold(text: str) -> str:
-    """Lower case, without accents, full-width letters made plain."""
-    text = unicodedata.normalize("NFKD", unicodedata.normalize("NFKC", text).casefold())
-    plain = "".join(c for c in text if not "\u0300" <= c <= "\u036f")  # Latin accents only
-    return unicodedata.normalize("NFC", plain).replace("\u2019", "'")
-
-
-# The words that ask for each reversible tool (folded stems: a word of the request that starts
-# with one counts; CJK stems count anywhere in the request). Nine languages: en fr de es it pt
-# nl zh ja. A tool missing here is never grounded: its changes keep asking after a read.
-_ACTIONS: dict[str, str] = {
-    "set_timer": "timer countdown minuteur minuterie temporizador cronometro contador "
-    "rovescia temporizzatore 计时 定时 倒计时 タイマー",
-    "set_alarm": "alarm wake reveil alarme reveille wecker weck alarma despiert despertador "
-    "sveglia svegli acorda wekker 闹钟 叫醒 アラーム 目覚まし 起こして",
-    "set_reminder": "remind rappel rappelle erinner recuerd recordatorio recordar ricord "
-    "promemoria lembr lembrete herinner 提醒 リマインド 思い出させ",
-    "create_folder": "folder directory dossier repertoire ordner verzeichnis carpeta "
-    "directorio cartella pasta map 文件夹 目录 フォルダ",
-    "write_text_note": "note notes jot write notiz schreib nota notas escrib apunt apunta "
-    "scriv annota anota escrev notitie schrijf 笔记 记下 写 メモ 書い 書いて",
-    "rename_or_move": "rename move renomm deplac umbenenn verschieb renombr mueve mover "
-    "rinomin spost renome mova hernoem verplaats 重命名 移动 移到 名前を変 移動",
-    "play_music": "play playing listen joue jouer ecout spiel abspiel hore reproduc pon "
-    "escuch suona metti ascolt toca tocar coloca ouvir speel luister 播放 放 听 再生 かけて 聴",
-    "pause_music": "pause pausa pausier pauze 暂停 一時停止",
-    "resume_music": "resume continue unpause reprend fortsetz weiterspiel reanud continu "
-    "riprend retom hervat 继续 再開",
-    "next_track": "next skip suivant suivante nachst naechst siguiente salta prossim "
-    "proxim pula volgend 下一 次の曲",
-    "previous_track": "previous back precedent vorherig zuruck anterior indietro vorig 上一 前の曲",
-    "stop_music": "stop arret arrete stopp beend deten parar ferma interromp 停止 止め",
-    "set_music_volume": "volume louder quieter lautstark lauter leiser volumen sube baja "
-    "alza abbassa aumenta diminu harder zachter 音量 ボリューム",
-    "mark_email": "mark read unread marque lu markier gelesen marca leido segna letto lido "
-    "markeer gelezen 标记 已读 既読 未読",
-    "create_event": "event appointment calendar schedule rendez evenement agenda termin "
-    "kalender evento cita calendario appuntamento compromisso afspraak 日程 日历 预约 予定 "
-    "カレンダー",
-    "update_event": "move reschedule postpone change deplac decal modifi verschieb ander "
-    "cambi mueve aplaz sposta modific rimand mude adi verplaats wijzig 改 推迟 移到 変更 ずら",
-    "snooze_alarm": "snooze schlummer repet pospon posticip soneca sluimer 贪睡 スヌーズ",
-    "dismiss_alarm": "stop dismiss silence off arret arrete coupe aus stopp apaga deten "
-    "spegni ferma desliga uit 关 停 止め",
-    "add_task": "task todo to-do tache aufgabe tarea pendiente compito attivita tarefa "
-    "taak 任务 待办 タスク",
-}
-ACTIONS: dict[str, tuple[str, ...]] = {k: tuple(v.split()) for k, v in _ACTIONS.items()}
-"""The words that ask for each reversible tool, folded (see the module's notes)."""
 
 
 # Words a value may hold without the request typing them: they carry no choice of their own.
@@ -106,7 +55,6 @@ _FREE = _split(
     "txt md"
 )
 
-_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uf900-\ufaff]")
 _WORD = re.compile(r"[^\W_]+(?:'[^\W_]+)?")
 _TIME = re.compile(r"(?<!\d)(\d{1,2})\s*(?:[:h.]|uhr\s*)\s*(\d{2})(?!\d)", re.IGNORECASE)
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)?")
@@ -241,18 +189,9 @@ def _word_typed(word: str, typed: set[str]) -> bool:
 
 def asks_for(tool: Tool, request: Request) -> bool:
     """Does the request name the tool's action in its own words?"""
-    stems = ACTIONS.get(tool.name)
-    if not stems or tool.author:
+    if tool.author:
         return False
-    text = request.folded
-    words = _WORD.findall(text)
-    for stem in stems:
-        if _CJK.search(stem) or "-" in stem:  # "to-do", "タイマー": anywhere in the text
-            if stem in text:
-                return True
-        elif any(w == stem or (len(stem) >= 4 and w.startswith(stem)) for w in words):
-            return True
-    return False
+    return names_action(tool.name, request.folded)
 
 
 @dataclass(frozen=True)
@@ -313,10 +252,10 @@ def text_grounded(
             return False, f"“{number}” is not a number or time you typed in this request", []
     folded = fold(_TIME.sub(" ", text))
     typed = request.words()
-    for char in _CJK.findall(folded):
+    for char in CJK.findall(folded):
         if char not in request.folded:
             return False, f"“{char}” is not in what you typed in this request", []
-    for word in _WORD.findall(_CJK.sub(" ", folded)):
+    for word in _WORD.findall(CJK.sub(" ", folded)):
         if not _word_typed(word, typed):
             return False, f"“{word}” is not in what you typed in this request", []
     return True, "", numbers
