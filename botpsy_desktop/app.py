@@ -378,6 +378,7 @@ def build_gate(config: Config) -> Gate:
         offer_scopes=config.agent.allow_for_conversation,
         never_scoped=ALWAYS_ASK,
         ask_every_change=config.agent.ask_before_every_change,
+        folders=tuple(str(p) for p in config.file_roots()),
     )
 
 

@@ -74,6 +74,8 @@ CLOCK_SENSITIVE = frozenset(
         "tests/cli/test_routines_cli.py",
         "tests/cli/test_routines_daemon.py",
         "tests/cli/test_approvals_restart.py",
+        "tests/cli/test_caldav_bounds.py",
+        "tests/cli/test_db_restore.py",
         "tests/ui/test_stored_approvals.py",
         "tests/ui/test_routines_window.py",
         "tests/ui/test_alarm_rows_window.py",

@@ -308,6 +308,8 @@ class Error:
 
     kind: Literal["step_limit", "cancelled", "model", "internal", "context", "storage"]
     message: str
+    kept: str = ""
+    """For a stopped request: what of it was kept (the reply so far, what ran)."""
 
 
 @dataclass(frozen=True)
@@ -415,6 +417,8 @@ class Transcript:
             self.note = event.note
         elif isinstance(event, Error):
             self.error = {"kind": event.kind, "message": event.message}
+            if event.kept:
+                self.error["kept"] = event.kept
         elif isinstance(event, ContextTrimmed):
             self.context.append(
                 {

@@ -14,6 +14,7 @@ from enum import StrEnum
 from typing import Any
 
 from botpsy_desktop.agent.events import ApprovalRequest, Scope, call_digest
+from botpsy_desktop.agent.grounding import Request, ground, text_grounded
 from botpsy_desktop.agent.policy import EFFECT_REASONS, NEVER_SCOPED, Assessment, Policy, within
 from botpsy_desktop.agent.provenance import Finding, Provenance
 from botpsy_desktop.agent.receipts import build_receipt
@@ -57,6 +58,10 @@ class Verdict:
     sources: tuple[str, ...] = ()
     texts: tuple[tuple[str, str], ...] = ()
     """Long text arguments whole (agent/receipts.py ``Receipt.texts``)."""
+    grounded: bool = False
+    """It runs at once in a tainted context because the person typed it in this request."""
+    numbers: tuple[str, ...] = ()
+    """The numbers of the typed request this change uses (no other tool may use them)."""
     effect: str = ""
     """For ASK: :attr:`Resolution.digest` of what the receipt shows the call acts on."""
 
@@ -145,12 +150,6 @@ def described_by(author: str) -> str:
     return f"{_DESCRIPTIONS}{author}'s tools"
 
 
-def content_read(sources: tuple[str, ...]) -> tuple[str, ...]:
-    """The sources that are content read (tool output, a routine's origin), without tool
-    servers' descriptions: those carry instructions, but none of the user's data."""
-    return tuple(s for s in sources if not s.startswith(_DESCRIPTIONS))
-
-
 MAX_CHANGES_AT_ONCE = 3
 """Changes one request makes without asking: the next change asks (real bulk stays protected:
 "set a timer and another one", "make a folder and put a note in it" just happen)."""
@@ -165,6 +164,14 @@ class Context:
 
     sources: tuple[str, ...] = ()
     changes: int = 0
+    typed: str | None = None
+    """The request the person is typing now (None: a routine, a background run, another
+    app's request): what a change may be grounded in (agent/grounding.py)."""
+    domains: frozenset[str] | None = None
+    """The domains the typed request's own text points to (agent/selection.py); None: no
+    selection runs."""
+    used: tuple[tuple[str, str], ...] = ()
+    """Numbers earlier changes of this request took from it, each with the tool that did."""
 
     @property
     def tainted(self) -> bool:
@@ -330,10 +337,12 @@ class Gate:
     did not type is in it (any tool output still in the rendered prompt, or a routine stored
     from such content). Then:
 
-    * read calls run, except those that send model-chosen text to a service (``sends``, e.g.
-      the place name a weather look-up geocodes) while the context is tainted;
+    * read calls run, except those that send text to a service (``sends``, e.g. the place
+      name a weather look-up geocodes) that is not in the request the person is typing now,
+      while the context holds words they did not type (content read, a server's descriptions);
     * reversible local changes (declared with an inverse) run at once in a clean context, and
-      ask in a tainted one (or always, with ``ask_every_change``); "allow for this
+      in a tainted one only when the person typed them, tool and values, in this request
+      (agent/grounding.py); otherwise they ask (always, with ``ask_every_change``); "allow for this
       conversation" then binds to the values of the tool's declared target fields (else to
       identical arguments);
     * the always-ask tier (outbound, money, personal data, destructive or bulk, routines, the
@@ -355,6 +364,9 @@ class Gate:
     """Effects a conversation-wide allowance never covers (the app passes ``ALWAYS_ASK``)."""
     ask_every_change: bool = False
     """The "Ask before every change" setting: reversible changes ask even in a clean context."""
+    folders: tuple[str, ...] = ()
+    """The person's configured folders: a path's folder part may be one of them and still be
+    grounded in a request that names only what is inside (agent/grounding.py)."""
 
     # --- names ---------------------------------------------------------------------------------
 
@@ -429,9 +441,10 @@ class Gate:
         (an undo: the inverse's own declaration, see core/tools.py Inverse). ``why``: reasons
         the caller knows that the receipt must give (an undo of something changed since).
 
-        * read: runs, unless the context is tainted and the call sends model-chosen text off
-          the computer (a declared ``sends`` field with a value): then it asks;
-        * reversible: runs in a clean context (unless ``ask_every_change``), asks otherwise;
+        * read: runs, unless the context is tainted and the call sends text off the computer
+          (a declared ``sends`` field) that the request typed now does not hold: then it asks;
+        * reversible: runs in a clean context, or in a tainted one when grounded in the typed
+          request (unless ``ask_every_change`` or past the bulk limit), asks otherwise;
         * ask: always asks, never covered by an allowance.
         A provenance finding (an argument value seen in untrusted output) taints the context
         even when the caller passed none.
@@ -451,10 +464,13 @@ class Gate:
             local = EFFECT_REASONS[Effect.LOCAL_WRITE]
             reasons = [r for r in reasons if not r.lower().startswith(local)]
         if tier is Tier.READ:
-            # a read that sends text asks once content was read that the text could carry
-            # (a tool server's descriptions bring instructions but none of the user's data)
+            # text leaving to a third party, in a context that holds a third party's words
+            # (content read, a tool server's descriptions), asks unless the person is typing
+            # that very text now: their earlier messages are exactly the data a planted
+            # instruction asks for
             sent = tool.sent(arguments)
-            if not (content_read(sources) and sent):
+            unsent = self._not_typed(tool, arguments, sent, context) if sources else []
+            if not (sources and unsent):
                 return Verdict(
                     Decision.ALLOW,
                     assessment,
@@ -464,22 +480,40 @@ class Gate:
                     summary=tool.summarize(arguments),
                 )
             reasons.append(
-                f"it sends what is in {', '.join(sent)} to an online service, and this request "
-                "has read content you did not type"
+                f"it sends what is in {', '.join(unsent)} to an online service, and this "
+                "request holds words you did not type, while what it sends is not all in the "
+                "request you are typing now"
             )
         elif tier is Tier.REVERSIBLE:
             bulk = context.changes >= MAX_CHANGES_AT_ONCE
-            if not sources and not self.ask_every_change and not bulk:
+            grounding = ground(
+                tool,
+                arguments,
+                None if context.typed is None else Request(context.typed),
+                domains=None if context.domains is None else set(context.domains),
+                folders=self.folders,
+                used=dict(context.used),
+            )
+            # a change whose tool and every value the person typed in this request is theirs,
+            # whatever the conversation read before (agent/grounding.py); a value that came
+            # from outside content (a provenance finding) never is
+            typed = grounding.grounded and not findings
+            if (not sources or typed) and not self.ask_every_change and not bulk:
                 return Verdict(
                     Decision.ALLOW,
                     assessment,
                     findings,
                     tier=tier,
+                    sources=sources,
                     summary=tool.summarize(arguments),
+                    grounded=bool(sources),
+                    numbers=grounding.numbers,
                 )
             if sources:
+                why_not = f" ({grounding.why})" if grounding.why and not bulk else ""
                 reasons.append(
-                    "this request has read content you did not type, so changes ask first"
+                    "this request has read content you did not type, so changes ask first "
+                    f"unless you typed them in this request{why_not}"
                 )
             elif bulk:
                 reasons.append(
@@ -513,6 +547,21 @@ class Gate:
             texts=built.texts,
             effect=resolution.digest,
         )
+
+    def _not_typed(
+        self, tool: Tool, arguments: Mapping[str, Any], sent: list[str], context: Context
+    ) -> list[str]:
+        """The sent arguments whose text is not all in the request the person is typing now."""
+        if context.typed is None:
+            return sent
+        request = Request(context.typed)
+        out = []
+        for key in sent:
+            value = arguments.get(key)
+            texts = [value] if isinstance(value, str) else [json.dumps(value, ensure_ascii=False)]
+            if not all(text_grounded(t, request)[0] for t in texts):
+                out.append(key)
+        return out
 
     def ask_again(
         self,

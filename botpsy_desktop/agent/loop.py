@@ -15,7 +15,7 @@ from typing import Any
 
 from botpsy_desktop.agent.audit import AuditLog
 from botpsy_desktop.agent.budget import ContextBudget, ContextFull, Fitted
-from botpsy_desktop.agent.claims import NOTE, claims_action
+from botpsy_desktop.agent.claims import note_for
 from botpsy_desktop.agent.events import (
     Answer,
     ApprovalNeeded,
@@ -130,13 +130,22 @@ class AgentSession:
         self.selector = ToolSelector(registry) if settings.select_tools else None
         self._sources: list[str] = []
         """The untrusted content in the current request's context, named (agent/gate.py)."""
-        self._changed = False  # a change was carried out in this request (else claims noted)
+        self._ran: list[str] = []
+        """The changes carried out in this request, by tool: what an answer's claims are
+        checked against (agent/claims.py)."""
         self._decided: dict[str, Decided] = {}
         """Decisions made while a stored run was parked, by call id (see :meth:`resume`)."""
         self._changes = 0
         """The changes the current request has made (agent/gate.py MAX_CHANGES_AT_ONCE)."""
         self._done: list[str] = []
         """The changes the current request made, for an error that ends it."""
+        self._typed: str | None = None
+        """The request the person is typing now (None: a routine's, a resumed or background
+        run's): a change grounded in it runs at once after a read (agent/grounding.py)."""
+        self._domains: frozenset[str] | None = None
+        """The domains the typed request's own text points to (None: no selection)."""
+        self._used: dict[str, str] = {}
+        """Numbers of the typed request that this request's changes used, with their tool."""
         if conversation_id is None:
             conversation_id = store.create()
         elif not store.exists(conversation_id):
@@ -225,6 +234,19 @@ class AgentSession:
                     self._reply.abandon()
             finally:
                 writer.release()
+                self.store.back_up_changes()  # a restore then loses little
+
+    def _stopped(self, wrote: bool | None = None) -> Error:
+        """The end of a request the person stopped, saying what of it was kept."""
+        if wrote is None:
+            wrote = bool(self._reply.text.strip())
+        if wrote:
+            kept = "What the model had written is kept in the conversation, marked as cut off."
+        else:
+            kept = "Your request is kept in the conversation; the model had not written more."
+        if self._done:
+            kept += " Before the stop, this request did: " + "; ".join(self._done) + "."
+        return Error("cancelled", "Stopped.", kept)
 
     def _storage_message(self, exc: StoreError) -> str:
         """A failed write in words: what failed, and what this request had done before."""
@@ -251,6 +273,7 @@ class AgentSession:
         """
         self._reply = PendingReply(self.store, self.conversation_id)
         self._done = []
+        self._typed, self._domains, self._used = None, None, {}  # nobody is typing it now
         cancel = cancel or threading.Event()
         writer = self.store.writer(self.conversation_id)  # one writer per conversation
         if not writer.acquire(cancel):
@@ -291,7 +314,7 @@ class AgentSession:
                 if (yield from self._calls(calls, stubs, step, cancel)):
                     return
                 if cancel.is_set():
-                    yield Error("cancelled", "Stopped.")
+                    yield self._stopped(False)
                     return
                 yield from self._steps(offer, step + 1, cancel, think)
 
@@ -305,6 +328,7 @@ class AgentSession:
                     self._reply.abandon()
             finally:
                 writer.release()
+                self.store.back_up_changes()  # a restore then loses little
 
     def _next_row(
         self, stubs: list[dict[str, Any]], step: int, cancel: threading.Event
@@ -334,6 +358,13 @@ class AgentSession:
         self._reply.start(user)
         self._sources = []
         self._changes = 0
+        self._used = {}
+        self._typed = None if origin or self.background else text
+        self._domains = (
+            frozenset(self.selector.domains_of(text))
+            if self.selector is not None and self._typed is not None
+            else None
+        )
         # this request's tools (agent/selection.py), chosen from its text and the conversation
         # before it: the same every step, so the prompt's start stays cached, unless the model
         # calls a tool outside them (a registered one, or a name that points to a domain): then
@@ -347,7 +378,7 @@ class AgentSession:
         """Model turns from step ``first`` on, each followed by its tool calls, to an answer."""
         trimmed: Fitted | None = None  # what was last reported as left out of the prompt
         if first == 1:
-            self._changed = False  # a change was carried out in this request (else claims noted)
+            self._ran = []  # the changes carried out in this request (claims are checked)
         for step in range(first, self.settings.max_steps + 1):
             tools = offer.schemas()
             splitter: StreamSplitter | None = None
@@ -380,7 +411,14 @@ class AgentSession:
                 yield Error("context", _context_full_message(exc, after_tools=step > 1))
                 return
             except BotpsyError as exc:
-                yield Error("model", str(exc))
+                # the reply was cut short (a crash, a server gone, a stop the engine did not
+                # honour): what was held back is shown and kept with what streamed before it
+                rest = list(_stream_events(splitter.finish())) if splitter is not None else []
+                yield from self._reply.stream(held.release(rest) if held else rest)
+                if cancel.is_set():
+                    yield self._stopped()
+                else:
+                    yield Error("model", str(exc))
                 return
             if splitter is not None:
                 events = _stream_events(splitter.finish())
@@ -396,14 +434,15 @@ class AgentSession:
             if held is not None and held.lacking and not parsed.calls and not cancel.is_set():
                 continue  # asked again with the domain it lacked (the row stays open, empty)
             if completion.finish_reason == "cancelled":
+                stopped = self._stopped(bool(parsed.content.strip()))
                 self._reply.finish(
                     {"role": "assistant", "content": parsed.content} if parsed.content else None,
                     interrupted=True,
                 )
-                yield Error("cancelled", "Stopped.")
+                yield stopped
                 return
             if not parsed.calls:
-                note = "" if self._changed or not claims_action(parsed.content) else NOTE
+                note = note_for(parsed.content, self._ran)  # each claim against what ran
                 final: dict[str, Any] = {
                     "role": "assistant",
                     "content": parsed.content,
@@ -450,7 +489,7 @@ class AgentSession:
             if (yield from self._calls(calls, stubs, step, cancel, skipped)):
                 return
             if cancel.is_set():
-                yield Error("cancelled", "Stopped.")
+                yield self._stopped(False)
                 return
         yield Error(
             "step_limit",
@@ -531,7 +570,8 @@ class AgentSession:
                 )
             except StoreError as exc:  # the call ran: it is reported, then the request ends
                 unsaved = exc
-            self._changed = self._changed or (outcome.ok and outcome.action_id is not None)
+            if outcome.ok and outcome.action_id is not None:
+                self._ran.append(name or "")
             yield ToolResult(
                 call_id,
                 name,
@@ -574,7 +614,13 @@ class AgentSession:
             declined.decided_by = preset.by
             return declined
         provenance = Provenance.from_messages(self.store.messages(self.conversation_id))
-        context = Context(tuple(dict.fromkeys(self._sources)), self._changes)
+        context = Context(
+            tuple(dict.fromkeys(self._sources)),
+            self._changes,
+            typed=self._typed,
+            domains=self._domains,
+            used=tuple(self._used.items()),
+        )
         verdict = self.gate.check(tool, arguments, provenance, context=context)
         call_context = CallContext(verdict.sources, call_id=call_id)
         if verdict.decision is Decision.DENY:
@@ -585,6 +631,9 @@ class AgentSession:
         # outside content field by field: a value a server set (core/outside.py) taints the
         # result of a tool that otherwise only confirms its own arguments
         outcome.untrusted = tool.untrusted_output or carries_outside(outcome.value)
+        if outcome.ok and outcome.action_id is not None:
+            for number in verdict.numbers:  # no other tool may ground a value in it now
+                self._used.setdefault(number, tool.name)
         return outcome
 
     def _carry_out(
@@ -610,6 +659,8 @@ class AgentSession:
         if verdict.decision is Decision.ALLOW:
             entry: int | _Outcome | None = None
             at_once = "ran at once (a reversible change you asked for)"
+            if verdict.grounded:
+                at_once = "ran at once (a reversible change you typed in this request)"
             if preset is not None and preset.approved:  # approved while parked: it says so
                 at_once = preset.by or "user"
             if verdict.tier is not Tier.READ:  # a reversible change runs at once: log it
@@ -1137,6 +1188,15 @@ class _HeldStart:
         self._text = ""
         self.decided = False
         self.lacking: list[str] = []
+
+    def release(self, events: Iterable[Event]) -> list[Event]:
+        """Everything held, then ``events``, unjudged: the reply was cut short, and what the
+        model wrote is shown and kept as it is."""
+        held, self._held = self._held, []
+        if self.decided and self.lacking:
+            return []
+        self.decided = True
+        return [*held, *events]
 
     def feed(self, events: Iterable[Event], final: bool = False) -> list[Event]:
         if self.decided:

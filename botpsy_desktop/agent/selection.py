@@ -43,6 +43,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from botpsy_desktop.agent.cues import CANNOT
 from botpsy_desktop.agent.selection_model import ModelError, SelectionModel, shipped_model
 from botpsy_desktop.core.tools import Tool, ToolRegistry
 
@@ -61,24 +62,6 @@ ASSISTANT = 0.5
 """The score an assistant turn's text must reach for its domain to count as the conversation's."""
 LACKING = 0.5
 """The score the model's answer must reach for a domain it was not offered to be offered."""
-_CANNOT = re.compile(
-    r"\b(?:can(?:no|')t|cannot|unable|not able|no access|don'?t have (?:access|a tool|the tool)|"
-    r"do not have (?:access|a tool|the tool)|no tool|not available)\b"
-    r"|\b(?:kann (?:ich )?(?:nicht|keine)|keinen zugriff|nicht möglich)\b"
-    r"|\b(?:ne (?:peux|puis) pas|pas (?:d')?accès|impossible)\b"
-    r"|\b(?:no (?:puedo|tengo acceso|es posible|pued)|sin acceso)\b"
-    r"|\b(?:non (?:posso|ho accesso|è possibile|riesco))\b"
-    r"|\b(?:não (?:posso|tenho acceso|tenho acesso|consigo|é possível))\b"
-    r"|(?:не (?:могу|умею|имею доступа)|нет доступа)"
-    r"|(?:नहीं कर सकता|नहीं कर सकती|पहुंच नहीं|एक्सेस नहीं)"
-    r"|(?:できません|できない|アクセスでき)"
-    r"|(?:无法|不能|没有权限|没法)"
-    r"|(?:할 수 없|수 없습니다|접근할 수)",
-    re.IGNORECASE,
-)
-"""An answer that says the assistant cannot do something (in the languages the selection
-knows): only such an answer is a sign that a tool is missing; a plain answer that merely
-mentions a domain's words ("Hello from the window") is not."""
 
 
 _WORD = re.compile(r"[^\W_]+")
@@ -344,7 +327,7 @@ class RequestTools:
         mail": email), now offered for a second try (once per request); empty: none."""
         if self.selector is None or not self.may_lack():
             return []
-        if not _CANNOT.search(answer):  # it did not say it cannot: it answered
+        if not CANNOT.search(answer):  # it did not say it cannot: it answered
             return []
         found = self.selector.domains_of(answer, LACKING) - set(self.choice.domains)
         if not found:

@@ -17,6 +17,7 @@ from typing import Any
 from botpsy_desktop.agent.owners import OwnerLock, WriterLock
 from botpsy_desktop.core.dbsafety import (
     backup_before_migration,
+    copy_now,
     integrity_errors,
     is_damage,
     keep_recent_backup,
@@ -157,6 +158,58 @@ class ConversationInfo:
     message_count: int
 
 
+BACKUP_GAP_S = 30.0
+"""A backup after a request that changed something is made at once, unless the last one is
+more recent than this: then when the gap ends, or when the store closes if that is sooner."""
+
+
+class _RecentBackups:
+    """Backups after changes, on a thread of their own: the request never waits for a copy.
+
+    The cost is bounded: one copy at a time (SQLite's backup API on its own read-only
+    connection, core/dbsafety.py), at most one per ``BACKUP_GAP_S``, and the newest
+    ``KEEP_BACKUPS`` kept. A copy still due when the store closes is made then.
+    """
+
+    def __init__(self, path: Path, version: int, gap_s: float = BACKUP_GAP_S) -> None:
+        self.path, self.version, self.gap_s = path, version, gap_s
+        self._lock = threading.Lock()
+        self._due = False
+        self._thread: threading.Thread | None = None
+        self._last = 0.0
+        self._closing = threading.Event()
+
+    def changed(self) -> None:
+        with self._lock:
+            self._due = True
+            if self._thread is None and not self._closing.is_set():
+                self._thread = threading.Thread(
+                    target=self._run, name="database-backup", daemon=True
+                )
+                self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            wait = self._last + self.gap_s - time.monotonic()
+            if wait > 0:
+                self._closing.wait(wait)
+            with self._lock:
+                if not self._due:
+                    self._thread = None
+                    return
+                self._due = False
+            copy_now(self.path, self.version)
+            self._last = time.monotonic()
+
+    def close(self) -> None:
+        """Make the copy still due now, and wait for it."""
+        self._closing.set()
+        with self._lock:
+            thread = self._thread
+        if thread is not None:
+            thread.join(timeout=60)
+
+
 class ConversationStore:
     """One database file; safe to share between threads (one connection behind a lock).
 
@@ -213,6 +266,8 @@ class ConversationStore:
             self.recovered = self._recover()
             if existed and self.backup is None and self._has_history():
                 self._backing_up = keep_recent_backup(self.path, SCHEMA_VERSION)
+            self._recent = _RecentBackups(self.path, SCHEMA_VERSION)
+            self._backed_up_changes = self._db.total_changes
         except sqlite3.DatabaseError as exc:
             if is_damage(exc) and getattr(self, "_db", None) is not None:
                 self.refuse_writes([str(exc)])
@@ -231,6 +286,8 @@ class ConversationStore:
     recovered: int = 0
     """Pending rows of dead processes this open marked interrupted."""
     _backing_up: threading.Thread | None = None
+    _recent: _RecentBackups | None = None
+    _backed_up_changes = 0
     damaged: tuple[str, ...] = ()
     """What the integrity check found wrong with the file (empty: healthy). A damaged file is
     only read, never written: every write raises StoreError saying how to restore it."""
@@ -304,8 +361,20 @@ class ConversationStore:
                     marked += cur.rowcount
         return marked
 
+    def back_up_changes(self) -> None:
+        """After a request: copy the file if this store changed it since the last copy (see
+        _RecentBackups), so that a restore loses little. Never a damaged or in-memory file."""
+        if self._recent is None or self.damaged:
+            return
+        with self._lock:
+            changes = self._db.total_changes
+        if changes != self._backed_up_changes:
+            self._backed_up_changes = changes
+            self._recent.changed()
+
     def close(self) -> None:
-        """Close the file; this store's unfinished replies are marked interrupted first."""
+        """Close the file; this store's unfinished replies are marked interrupted first, and a
+        backup still due is made."""
         with self._lock:
             with contextlib.suppress(sqlite3.Error):  # closing anyway: the next open marks them
                 self._db.execute(
@@ -317,6 +386,8 @@ class ConversationStore:
             self._owner.release()
         if self._backing_up is not None:  # a copy this open started: let it finish
             self._backing_up.join(timeout=60)
+        if self._recent is not None:
+            self._recent.close()
 
     # --- replies written as they stream ---------------------------------------------------
 

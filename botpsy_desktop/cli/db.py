@@ -17,10 +17,17 @@ def add_command(sub: Any) -> None:
     act = db.add_subparsers(dest="db_command", required=True, metavar="ACTION")
     act.add_parser("check", help="integrity of each database, and its backups")
     restore = act.add_parser(
-        "restore", help="put a database's newest backup (or BACKUP) in its place; app closed"
+        "restore",
+        help="put a database's newest backup (or BACKUP) in its place, with the app closed",
     )
     restore.add_argument("database", metavar="FILE", help="e.g. conversations.sqlite3")
     restore.add_argument("backup", nargs="?", metavar="BACKUP", help="a backup file to use")
+    restore.add_argument(
+        "--yes",
+        action="store_true",
+        help="replace a healthy database too, though it holds what the backup lacks (it is "
+        "kept aside)",
+    )
 
 
 def cmd_db(paths: Paths, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
@@ -51,10 +58,31 @@ def cmd_db(paths: Paths, args: argparse.Namespace, out: TextIO, err: TextIO) -> 
         chosen = None if args.backup is None else Path(args.backup)
         if chosen is not None and not chosen.is_absolute():
             chosen = target.parent / chosen
-        used, aside = dbsafety.restore(target, chosen)
+        done = dbsafety.restore(target, chosen, replace_healthy=args.yes)
     except BotpsyError as exc:
         print(f"botpsy: {exc}", file=err)
         return EXIT_ERROR
-    kept = f"; the replaced file is kept as {aside}" if aside is not None else ""
-    print(f"Restored {target} from {used.name}{kept}.", file=out)
+    if done.aside is None and target.exists():  # healthy, and newer than the backup
+        print(
+            f"botpsy: {target.name} is healthy and holds what the backup {done.backup.name} "
+            f"({done.age()}) does not: {done.lost()}. Nothing was changed; run `botpsy db "
+            f"restore {target.name} {done.backup.name} --yes` to put the backup back anyway "
+            "(the current file is then kept aside).",
+            file=err,
+        )
+        return EXIT_ERROR
+    print(f"Restored {target} from {done.backup.name}, a backup {done.age()}.", file=out)
+    if done.aside is not None:
+        state = "damaged" if done.damaged else "healthy"
+        print(f"The replaced file ({state}) is kept as {done.aside}.", file=out)
+        if done.missing:
+            print(f"Not in the backup (saved after it): {done.lost()}.", file=out)
+        elif done.missing is None:
+            print(
+                "What was saved after the backup cannot be counted: the replaced file cannot "
+                "be read.",
+                file=out,
+            )
+        else:
+            print("Nothing saved before the restore is missing from it.", file=out)
     return EXIT_OK

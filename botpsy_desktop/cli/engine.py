@@ -16,7 +16,8 @@ from botpsy_desktop.core.config import (
     plain_http_problem,
 )
 from botpsy_desktop.core.errors import BotpsyError, ConfigError
-from botpsy_desktop.core.secrets import engine_entry
+from botpsy_desktop.core.secrets import KeyringUnavailable, engine_entry
+from botpsy_desktop.core.text import terminal_safe
 
 
 def add_command(sub: Any) -> None:
@@ -82,29 +83,52 @@ def _set(app: App, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         )
         return EXIT_ERROR
     entry = engine_entry(engine_origin(url))
+    key: str | None = None
     if args.api_key_stdin:
         key = sys.stdin.readline().strip()
         if not key:
             raise BotpsyError("No API key was given on stdin.", "Pipe the key, e.g. from a file.")
-        app.secrets.set("", key, entry=entry)
-    elif args.forget_key:
-        app.secrets.delete("", entry=entry)
+    elif not args.forget_key:
+        try:
+            key = app.secrets.get("", entry=entry)
+        except KeyringUnavailable:  # a server without a key still works
+            key = None
     config = Config.model_validate(app.config.model_dump())
     config.engine.url = url
     config.engine.allow_plain_http = allow
-    config.save(app.paths)
-    app.config = config
-    print(f"The model now runs on {url} (only prompts travel there).", file=out)
+    # the server is tried before anything is saved: a wrong address never replaces a working
+    # engine, and the key is stored only for a server that took it
+    from botpsy_desktop.llm.remote import RemoteBackend
+
     try:
-        backend = app.remote_backend(url)
+        backend = RemoteBackend(config.engine, config.model, url=url, api_key=key)
+        try:
+            backend.try_answer()
+        except BaseException:
+            backend.close()
+            raise
     except BotpsyError as exc:
-        print(f"botpsy: saved, but the engine does not work yet: {exc}", file=err)
+        now = app.config.engine.url
+        where = f"the llama-server at {now}" if now else "this computer"
+        print(terminal_safe(f"botpsy: {url} was not saved: {exc}"), file=err)
+        print(
+            f"The model still runs on {where}; `botpsy engine local` runs it on this computer.",
+            file=err,
+        )
         return EXIT_ERROR
     try:
         info = backend.info
-        print(f"Connected: {info.model}, {info.n_ctx} tokens of context per slot.", file=out)
     finally:
         backend.close()
+    if args.api_key_stdin and key:
+        app.secrets.set("", key, entry=entry)
+    elif args.forget_key:
+        app.secrets.delete("", entry=entry)
+    config.save(app.paths)
+    app.config = config
+    print(f"The model now runs on {url} (only prompts travel there).", file=out)
+    print(f"Connected: {info.model}, {info.n_ctx} tokens of context per slot.", file=out)
+    print("`botpsy engine local` runs it on this computer again.", file=out)
     return EXIT_OK
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 import threading
 from collections.abc import Iterator
@@ -118,16 +119,48 @@ class Approver:
             request.deny(by="user")
 
 
-def drive(events: Iterator[Event], cancel: threading.Event) -> Iterator[Event]:
-    """Iterate the loop; Ctrl-C stops the request cleanly instead of killing the process."""
+class CtrlC:
+    """Ctrl-C while the model or a tool works stops the request: it sets ``cancel`` and the
+    request ends as stopped (the loop keeps what was written; the engine stops within a token,
+    or its worker is killed within a second). A second Ctrl-C, or one while the terminal waits
+    for the person (an approval), leaves at once. Outside the main thread it does nothing."""
+
+    def __init__(self, cancel: threading.Event) -> None:
+        self.cancel = cancel
+        self.working = False
+        self._previous: Any = None
+        self._installed = False
+
+    def __enter__(self) -> CtrlC:
+        if (
+            threading.current_thread() is threading.main_thread()
+            and signal.getsignal(signal.SIGINT) is not signal.SIG_IGN  # ignored: left so
+        ):
+            self._previous = signal.signal(signal.SIGINT, self._on_sigint)
+            self._installed = True
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._installed:
+            signal.signal(signal.SIGINT, self._previous)
+            self._installed = False
+
+    def _on_sigint(self, signum: int, frame: Any) -> None:
+        if self.cancel.is_set() or not self.working:
+            raise KeyboardInterrupt
+        self.cancel.set()
+
+
+def drive(events: Iterator[Event], ctrl_c: CtrlC) -> Iterator[Event]:
+    """Iterate the loop; Ctrl-C meanwhile stops the request cleanly (see CtrlC)."""
     while True:
+        ctrl_c.working = True
         try:
             event = next(events)
         except StopIteration:
             return
-        except KeyboardInterrupt:
-            cancel.set()
-            continue
+        finally:
+            ctrl_c.working = False
         yield event
 
 
@@ -178,53 +211,56 @@ def run_request(
     code = EXIT_OK
     progress = ProgressLine(err)
     outcomes: list[str] = []
-    for event in drive(session.run(text, cancel=cancel, think=think), cancel):
-        transcript.add(event)
-        if isinstance(event, ApprovalNeeded):
+    with CtrlC(cancel) as ctrl_c:
+        for event in drive(session.run(text, cancel=cancel, think=think), ctrl_c):
+            transcript.add(event)
+            if isinstance(event, ApprovalNeeded):
+                progress.end()
+                approver.decide(event.request)
+                continue
+            if as_json:
+                continue
+            if isinstance(event, PromptProgress):
+                progress.show(event)
+                continue
             progress.end()
-            approver.decide(event.request)
-            continue
-        if as_json:
-            continue
-        if isinstance(event, PromptProgress):
-            progress.show(event)
-            continue
-        progress.end()
-        if isinstance(event, Thinking):
-            if not in_thinking:
-                err.write("[thinking] ")
-                in_thinking = True
-            err.write(terminal_safe(event.text))
-            err.flush()
-        elif isinstance(event, Token):
-            if in_thinking:
-                err.write("\n")
-                in_thinking = False
-            out.write(terminal_safe(event.text))
-            out.flush()
-        elif isinstance(event, ToolStarted):
-            args_text = json.dumps(event.arguments, ensure_ascii=False)
-            print(terminal_safe(f"\n[tool] {event.name} {args_text}"), file=err)
-        elif isinstance(event, ToolResult):
-            status = "ok" if event.ok else "failed"
-            preview = event.output if len(event.output) < 300 else event.output[:300] + " ..."
-            print(terminal_safe(f"[tool {status}, {event.decision}] {preview}"), file=err)
-            outcomes.append(outcome_line(event))
-        elif isinstance(event, Answer):
-            out.write("\n")
-            # what was carried out, refused or failed, and a claim no tool backs: every time
-            if event.note:
-                print(f"[note] {event.note}", file=err)
-            for line in outcomes:
-                print(f"[outcome] {line}", file=err)
-        elif isinstance(event, Error):
-            print(terminal_safe(f"\n{event.message}"), file=err)
-            for line in outcomes:
-                print(terminal_safe(f"[outcome] {line}"), file=err)
-        elif isinstance(event, ContextTrimmed):
-            print(terminal_safe(f"[context] {event.message}"), file=err)
-        elif isinstance(event, TurnFinished):
-            pass
+            if isinstance(event, Thinking):
+                if not in_thinking:
+                    err.write("[thinking] ")
+                    in_thinking = True
+                err.write(terminal_safe(event.text))
+                err.flush()
+            elif isinstance(event, Token):
+                if in_thinking:
+                    err.write("\n")
+                    in_thinking = False
+                out.write(terminal_safe(event.text))
+                out.flush()
+            elif isinstance(event, ToolStarted):
+                args_text = json.dumps(event.arguments, ensure_ascii=False)
+                print(terminal_safe(f"\n[tool] {event.name} {args_text}"), file=err)
+            elif isinstance(event, ToolResult):
+                status = "ok" if event.ok else "failed"
+                preview = event.output if len(event.output) < 300 else event.output[:300] + " ..."
+                print(terminal_safe(f"[tool {status}, {event.decision}] {preview}"), file=err)
+                outcomes.append(outcome_line(event))
+            elif isinstance(event, Answer):
+                out.write("\n")
+                # what was carried out, refused or failed, and a claim no tool backs: every time
+                if event.note:
+                    print(f"[note] {event.note}", file=err)
+                for line in outcomes:
+                    print(f"[outcome] {line}", file=err)
+            elif isinstance(event, Error):
+                print(terminal_safe(f"\n{event.message}"), file=err)
+                if event.kept:
+                    print(terminal_safe(event.kept), file=err)
+                for line in outcomes:
+                    print(terminal_safe(f"[outcome] {line}"), file=err)
+            elif isinstance(event, ContextTrimmed):
+                print(terminal_safe(f"[context] {event.message}"), file=err)
+            elif isinstance(event, TurnFinished):
+                pass
     if transcript.error is not None:
         code = EXIT_CANCELLED if transcript.error["kind"] == "cancelled" else EXIT_ERROR
     return code, transcript

@@ -92,7 +92,21 @@ class EngineSettings(_Section):
         gt=0,
         le=3600,
         description="Longest silence (seconds) from the engine while it evaluates a prompt or "
-        "answers before the answer is given up.",
+        "answers before the answer is given up (keep-alive pings do not count as an answer).",
+    )
+    request_timeout_s: float = Field(
+        15.0,
+        gt=0,
+        le=300,
+        description="Seconds to wait for a short request to the engine (its health, its "
+        "settings, tokenizing a prompt) before giving up.",
+    )
+    answer_timeout_s: float = Field(
+        1800.0,
+        gt=0,
+        le=24 * 3600,
+        description="Longest time (seconds) one answer from the engine may take in all, its "
+        "prompt included, before it is cut off.",
     )
 
     @field_validator("url")

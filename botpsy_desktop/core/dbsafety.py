@@ -2,19 +2,24 @@
 
 from __future__ import annotations
 
+import calendar
 import contextlib
 import os
 import re
 import shutil
 import sqlite3
+import sys
 import threading
 import time
+import uuid
+from dataclasses import dataclass
 from pathlib import Path
 
 from botpsy_desktop.core.errors import StoreError
 
 KEEP_BACKUPS = 3
-"""How many backups of each database are kept (the newest; older ones are removed)."""
+"""How many backups of each database are kept (the newest; older ones are removed, but the
+newest of each older schema version, made before an upgrade, stays)."""
 
 _BACKUP = re.compile(r"\.backup-v\d+-\d{8}T\d{6}(?:\.\d{6})?Z\.sqlite3$")
 
@@ -207,17 +212,77 @@ def _copy(db: sqlite3.Connection, path: Path, version: int, *, keep: int, why: s
             f"Could not back up {path} {why}: {exc}.",
             "Free some disk space (the backup is as large as the database) and start again.",
         ) from exc
+    kept_versions = {_version_of(b) for b in list_backups(path)[:keep]}
     for old in list_backups(path)[keep:]:
+        version_of_old = _version_of(old)
+        if version_of_old not in kept_versions:  # the newest copy made before an upgrade
+            kept_versions.add(version_of_old)
+            continue
         with contextlib.suppress(OSError):
             old.unlink()
     return target
 
 
-def restore(path: Path, backup: Path | None = None) -> tuple[Path, Path | None]:
-    """Put ``backup`` (default: the newest) in place of ``path``; the old file is kept aside.
+def _version_of(backup: Path) -> str:
+    found = re.search(r"\.backup-v(\d+)-", backup.name)
+    return found.group(1) if found else ""
 
-    Returns the backup used and where the replaced file went (None if there was none). Run it
-    while the app is closed.
+
+def copy_now(path: Path, version: int) -> Path | None:
+    """Back up the database at ``path`` now (its own read-only connection, a snapshot); None
+    when it cannot be read or copied (the next change tries again)."""
+    try:
+        db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+    except sqlite3.Error:
+        return None
+    try:
+        return _copy(db, path, version, keep=KEEP_BACKUPS, why="as a backup")
+    except StoreError:
+        return None
+    finally:
+        db.close()
+
+
+@dataclass(frozen=True)
+class Restored:
+    """What a restore did, or would do."""
+
+    backup: Path
+    made_at: float  # when the backup was made (seconds since the epoch)
+    damaged: list[str]  # what is wrong with the replaced file (empty: it is healthy)
+    missing: dict[str, int] | None  # rows per table the backup lacks (None: unknown)
+    aside: Path | None = None  # where the replaced file went (None: nothing replaced yet)
+
+    def age(self, now: float | None = None) -> str:
+        """How old the backup is, in words."""
+        seconds = max(int((time.time() if now is None else now) - self.made_at), 0)
+        stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(self.made_at))
+        if seconds < 90:
+            return f"{seconds} s old ({stamp})"
+        minutes = seconds // 60
+        if minutes < 90:
+            return f"{minutes} minutes old ({stamp})"
+        hours = minutes // 60
+        if hours < 48:
+            return f"{hours} hours {minutes % 60} minutes old ({stamp})"
+        return f"{hours // 24} days old ({stamp})"
+
+    def lost(self) -> str:
+        """What the replaced file holds that the backup does not, in words."""
+        if self.missing is None:
+            return "what was saved after the backup cannot be counted (the file is unreadable)"
+        shown = [f"{n} row{'s' if n != 1 else ''} of {table}" for table, n in self.missing.items()]
+        return ", ".join(shown) if shown else "nothing"
+
+
+def restore(path: Path, backup: Path | None = None, *, replace_healthy: bool = False) -> Restored:
+    """Put ``backup`` (default: the newest) in place of ``path``; the old file is kept aside
+    (``NAME.damaged-STAMP`` when it is damaged, ``NAME.replaced-STAMP`` when it is healthy).
+
+    Refused (StoreError) while another process has the database open (:func:`holders`): it
+    would go on writing into the file set aside. A healthy file that holds rows the backup
+    lacks is replaced only with ``replace_healthy``; without it nothing changes and the
+    returned ``Restored`` (``aside`` None) says what would be lost.
     """
     if backup is None:
         backups = list_backups(path)
@@ -225,7 +290,7 @@ def restore(path: Path, backup: Path | None = None) -> tuple[Path, Path | None]:
             raise StoreError(
                 f"There is no backup of {path}.",
                 f"Move {path} away to start fresh (backups are made before each upgrade and "
-                "once a day).",
+                "after each request that changed something).",
             )
         backup = backups[0]
     if not backup.is_file():
@@ -236,10 +301,29 @@ def restore(path: Path, backup: Path | None = None) -> tuple[Path, Path | None]:
             f"The backup {backup} is damaged too ({problems[0]}).",
             "Pick an older one from `botpsy db check`, or move the database away to start fresh.",
         )
+    busy = holders(path)
+    if busy:
+        raise StoreError(
+            f"{path.name} is open in {busy} other botpsy process{'es' if busy > 1 else ''} (the "
+            "window, `botpsy daemon`, or a command still running), which would go on writing "
+            "into the file set aside; nothing was changed.",
+            "Close the window and stop the daemon (and any `botpsy chat`), then run this again.",
+        )
+    damaged = check_file(path) if path.exists() else []
+    missing = _missing_rows(path, backup) if path.exists() else {}
+    made_at = _made_at(backup)
+    planned = Restored(backup, made_at, damaged, missing)
+    if path.exists() and not damaged and missing and not replace_healthy:
+        return planned  # a healthy file with newer rows: only on request
     aside: Path | None = None
     if path.exists():
         stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
-        aside = path.with_name(f"{path.name}.damaged-{stamp}")
+        what = "damaged" if damaged else "replaced"
+        aside = path.with_name(f"{path.name}.{what}-{stamp}")
+        n = 1
+        while aside.exists():  # never over an earlier one
+            n += 1
+            aside = path.with_name(f"{path.name}.{what}-{stamp}-{n}")
         os.replace(path, aside)
     for suffix in ("-wal", "-shm"):  # the old file's journal must not be applied to the backup
         side = path.with_name(path.name + suffix)
@@ -249,4 +333,118 @@ def restore(path: Path, backup: Path | None = None) -> tuple[Path, Path | None]:
             with contextlib.suppress(OSError):
                 side.unlink()
     shutil.copyfile(backup, path)
-    return backup, aside
+    return Restored(backup, made_at, damaged, missing, aside)
+
+
+def _made_at(backup: Path) -> float:
+    """When a backup was made: the time in its name (this app's clock), else its file's."""
+    found = re.search(r"-(\d{8}T\d{6})(?:\.\d{6})?Z\.sqlite3$", backup.name)
+    if found:
+        with contextlib.suppress(ValueError, OverflowError):
+            return calendar.timegm(time.strptime(found.group(1), "%Y%m%dT%H%M%S"))
+    return backup.stat().st_mtime
+
+
+def _rows(path: Path) -> dict[str, int]:
+    """Rows per table of the database at ``path`` (read-only; raises sqlite3.Error)."""
+    db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+    try:
+        tables = [
+            str(r[0])
+            for r in db.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
+            )
+        ]
+        return {t: int(db.execute(f'SELECT count(*) FROM "{t}"').fetchone()[0]) for t in tables}
+    finally:
+        db.close()
+
+
+def _missing_rows(path: Path, backup: Path) -> dict[str, int] | None:
+    """Per table, how many more rows the file at ``path`` has than ``backup`` (only tables
+    where it has more); None when the file cannot be read."""
+    try:
+        now = _rows(path)
+    except sqlite3.Error:
+        return None
+    try:
+        then = _rows(backup)
+    except sqlite3.Error:
+        then = {}
+    return {t: n - then.get(t, 0) for t, n in sorted(now.items()) if n > then.get(t, 0)}
+
+
+# --- which processes have a database open ------------------------------------------------------
+
+if sys.platform == "win32":  # pragma: no cover - exercised on Windows only
+    import msvcrt
+
+    def _try_lock(fd: int) -> bool:
+        try:
+            msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
+        except OSError:
+            return False
+        return True
+
+else:
+    import fcntl
+
+    def _try_lock(fd: int) -> bool:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            return False
+        return True
+
+
+def holders_folder(path: Path) -> Path:
+    """``DB.owners``: one locked file per process that has the database open (the conversation
+    store's owner locks, agent/owners.py, live there too)."""
+    return path.with_name(path.name + ".owners")
+
+
+class Hold:
+    """This process has the database at ``path`` open: a file in ``DB.owners`` stays locked
+    until :meth:`release` (the OS frees it when the process ends in any way)."""
+
+    def __init__(self, path: Path) -> None:
+        folder = holders_folder(path)
+        folder.mkdir(parents=True, exist_ok=True)
+        self._file = folder / f"{os.getpid()}-{uuid.uuid4().hex[:12]}.lock"
+        fd = os.open(self._file, os.O_RDWR | os.O_CREAT, 0o600)
+        if not _try_lock(fd):
+            os.close(fd)
+            raise OSError(f"cannot lock {self._file}")
+        self._fd: int | None = fd
+
+    def release(self) -> None:
+        if self._fd is None:
+            return
+        os.close(self._fd)
+        self._fd = None
+        with contextlib.suppress(OSError):
+            self._file.unlink()
+
+
+def holders(path: Path) -> int:
+    """How many other processes have the database at ``path`` open (their lock files in
+    ``DB.owners`` are held); a file left by a dead process is removed."""
+    folder = holders_folder(path)
+    if not folder.is_dir():
+        return 0
+    busy = 0
+    for file in folder.glob("*.lock"):
+        try:
+            fd = os.open(file, os.O_RDWR)
+        except OSError:
+            continue
+        try:
+            free = _try_lock(fd)
+        finally:
+            os.close(fd)
+        if free:
+            with contextlib.suppress(OSError):
+                file.unlink()
+        else:
+            busy += 1
+    return busy

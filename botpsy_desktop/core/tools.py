@@ -34,8 +34,9 @@ class Tier(StrEnum):
     * ``READ``: looks, changes nothing, sends nothing the user did not type: runs.
     * ``REVERSIBLE``: a local change with a declared inverse (a timer, a note, a folder, a
       personal event): runs at once while the request's context is clean (only the user's own
-      typing in it); its result says what happened and offers Undo. Asks once content the user
-      did not type (tool output, a routine from such content) is in the context.
+      typing in it); its result says what happened and offers Undo. Once content the user did
+      not type is in the context, runs at once only when the person typed it, tool and values,
+      in this request (agent/grounding.py), and asks otherwise.
     * ``ASK``: always asks and is never allowed for the whole conversation: anything outbound,
       money, personal data leaving, destructive or bulk changes, scheduling unattended runs,
       the gate's own settings.

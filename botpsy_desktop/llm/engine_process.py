@@ -60,6 +60,9 @@ BACKOFF_MAX_S = 600.0
 CANCEL_POLL_S = 0.02
 """How often a waiting call looks at its cancel event (a cancel then reaches the worker at once
 and stops generation within a token)."""
+CANCEL_GRACE_S = 1.0
+"""How long a cancelled call waits for the worker to end it; a worker that does not (hung in
+native code, say) is killed, and the next call starts a new one."""
 STDERR_TAIL = 16 * 1024
 """How much of a dead worker's last output goes into the log."""
 WHAT_TO_DO = (
@@ -96,6 +99,11 @@ class EngineCrashed(ModelError):
         self.reason = reason
         self.returncode = returncode
         self.doing = doing
+
+
+class EngineStopped(EngineCrashed):
+    """A cancelled call the worker did not end within ``CANCEL_GRACE_S``: the worker was killed
+    (not counted as a crash, nor blamed on the weight layout); the next call starts a new one."""
 
 
 def describe_exit(returncode: int | None) -> str:
@@ -262,6 +270,7 @@ class _Worker:
         self.stderr = stderr
         self.ready: Ready | None = None
         self.decoded = False  # a streamed call finished in this worker
+        self.stop_by: float | None = None  # a cancel was sent: the call must end by then
 
     def tail(self) -> str:
         try:
@@ -524,17 +533,22 @@ class EngineProcess:
         return error
 
     def _receive(self, worker: _Worker, cancel: threading.Event | None, call_id: int) -> Any:
-        """The next message for ``call_id``; forwards ``cancel`` once it is set."""
-        cancel_sent = False
+        """The next message for ``call_id``; forwards ``cancel`` once it is set. Once a cancel
+        is sent, the call must end within ``CANCEL_GRACE_S``, or the worker is killed
+        (EngineStopped): a hung worker never holds the caller."""
         doing = "while answering" if call_id else "while loading the model"
         while True:
             try:
-                if cancel is not None and not cancel_sent:
+                if cancel is not None and worker.stop_by is None:
                     if cancel.is_set():
                         worker.conn.send(Cancel(call_id))
-                        cancel_sent = True
+                        worker.stop_by = time.monotonic() + CANCEL_GRACE_S
                     elif not worker.conn.poll(CANCEL_POLL_S):
                         continue
+                if worker.stop_by is not None and not worker.conn.poll(
+                    max(worker.stop_by - time.monotonic(), 0.0)
+                ):
+                    raise self._stop_hung(worker)
                 message = worker.conn.recv()
             except (EOFError, OSError) as exc:
                 raise self._died(worker, doing) from exc
@@ -544,6 +558,34 @@ class EngineProcess:
             if getattr(message, "id", call_id) != call_id and not isinstance(message, Ready):
                 continue  # the end of a call abandoned earlier
             return message
+
+    def _stop_hung(self, worker: _Worker) -> EngineStopped:
+        """Kill a worker that did not end a cancelled call in time; the next call starts anew."""
+        with contextlib.suppress(OSError):
+            worker.conn.close()
+        if worker.proc.poll() is None:
+            worker.proc.kill()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            worker.proc.wait(timeout=10)
+        tail = worker.tail()
+        log.warning(
+            "the model engine (pid %d, %s) did not stop within %g s of being asked to: it was "
+            "killed, and a new one starts for the next request%s",
+            worker.proc.pid,
+            self.path.name,
+            CANCEL_GRACE_S,
+            f"; its last output:\n{tail}" if tail else "",
+        )
+        with contextlib.suppress(OSError):
+            worker.stderr.unlink()
+        if self._worker is worker:
+            self._worker = None
+        return EngineStopped(
+            f"The model engine did not stop within {CANCEL_GRACE_S:g} s of being asked to, so "
+            "it was stopped; it starts again for your next request.",
+            reason="did not stop when asked",
+            doing="while stopping",
+        )
 
     # -- calls --------------------------------------------------------------------------
     def stream(
@@ -557,6 +599,7 @@ class EngineProcess:
         items as they come; ``cancel`` stops it within a token."""
         with self._lock:
             worker = self._worker_now()
+            worker.stop_by = None
             call_id = next(self._ids)
             ended = False
             try:
@@ -585,9 +628,12 @@ class EngineProcess:
                     self._abandon(worker, call_id)
 
     def _abandon(self, worker: _Worker, call_id: int) -> None:
-        """The caller stopped reading a stream: cancel it and read up to its end."""
+        """The caller stopped reading a stream: cancel it and read up to its end (the worker
+        is killed if that does not come within ``CANCEL_GRACE_S``)."""
         try:
             worker.conn.send(Cancel(call_id))
+            if worker.stop_by is None:
+                worker.stop_by = time.monotonic() + CANCEL_GRACE_S
             while True:
                 message = self._receive(worker, None, call_id)
                 if isinstance(message, Done):  # it ran to its end (the caller had enough)
@@ -596,6 +642,8 @@ class EngineProcess:
                 if isinstance(message, Failed):
                     return
         except EngineCrashed:
+            pass
+        except OSError:  # the connection broke as the cancel went out: found out next call
             pass
 
     def call(self, method: str, *args: Any, **kwargs: Any) -> Any:
@@ -606,6 +654,7 @@ class EngineProcess:
             kwargs["progress"] = True  # the worker sends Item messages on the way (warm)
         with self._lock:
             worker = self._worker_now()
+            worker.stop_by = None
             call_id = next(self._ids)
             doing = "while preparing" if method == "warm" else "while answering"
             try:
@@ -619,7 +668,7 @@ class EngineProcess:
                         progress(message.value)
                     message = self._receive(worker, cancel, call_id)
             except EngineCrashed as exc:
-                if doing != "while answering":
+                if doing != "while answering" and not isinstance(exc, EngineStopped):
                     raise self._reworded(exc, doing) from None
                 raise
             if isinstance(message, Failed):

@@ -47,6 +47,7 @@ _FINAL_FIELDS = [
     "truncated", "stop_type", "stopping_word", "tokens_cached", "timings",
 ]  # fmt: skip
 SSE_PING_S = 10  # the server says it is alive this often while it evaluates a long prompt
+WAY_BACK = "`botpsy engine local` runs the model on this computer again."
 
 log = logging.getLogger(__name__)
 
@@ -135,7 +136,14 @@ class RemoteBackend:
         headers = {"User-Agent": f"botpsy-desktop/{__version__}"}
         if api_key:
             headers["Authorization"] = f"Bearer {api_key}"
+        # a short request (health, settings, tokens) must answer soon; a stream may be silent
+        # for read_timeout_s while a long prompt is evaluated, and lasts answer_timeout_s at most
         self._timeout = httpx.Timeout(
+            engine.request_timeout_s,
+            connect=engine.connect_timeout_s,
+            pool=engine.connect_timeout_s,
+        )
+        self._stream_timeout = httpx.Timeout(
             engine.read_timeout_s, connect=engine.connect_timeout_s, pool=engine.connect_timeout_s
         )
         self._http = httpx.Client(
@@ -208,6 +216,47 @@ class RemoteBackend:
                 "Check the address: it must be llama-server's own address.",
             ) from exc
 
+    def _wrong(self, what: str, value: Any, wanted: str) -> ModelError:
+        """The error for a value the server sent that is not what llama-server sends."""
+        shown = repr(value)
+        shown = shown if len(shown) <= 60 else shown[:57] + "..."
+        return ModelError(
+            f"The engine at {self.url} sent {what} that is not {wanted} ({shown}): it does not "
+            "behave like a llama-server, so its answer was not used.",
+            "Check that the address is llama-server's own and that it runs a current build; "
+            + WAY_BACK,
+        )
+
+    def _typed(self, value: Any, kind: type | tuple[type, ...], what: str, wanted: str) -> Any:
+        """``value`` if it is of ``kind`` (a bool is no number), else the error naming it."""
+        if isinstance(value, kind) and not (isinstance(value, bool) and bool not in _kinds(kind)):
+            return value
+        raise self._wrong(what, value, wanted)
+
+    def _text(self, data: Mapping[str, Any], key: str, where: str) -> str:
+        """A text field that may be absent or null."""
+        value = data.get(key)
+        if value is None:
+            return ""
+        return str(self._typed(value, str, f"{where} {key}", "text"))
+
+    def _count(self, data: Mapping[str, Any], key: str, where: str) -> int:
+        """A whole number >= 0 that may be absent or null (0)."""
+        value = data.get(key)
+        if value is None:
+            return 0
+        number = int(self._typed(value, int, f"{where} {key}", "a whole number"))
+        if number < 0:
+            raise self._wrong(f"{where} {key}", value, "a whole number of 0 or more")
+        return number
+
+    def _number(self, data: Mapping[str, Any], key: str, where: str) -> float:
+        """A number (int or float) that may be absent or null (0)."""
+        value = data.get(key)
+        if value is None:
+            return 0.0
+        return float(self._typed(value, (int, float), f"{where} {key}", "a number"))
+
     def _connect(self) -> ServerInfo:
         started = time.perf_counter()
         self._request("GET", "/health")
@@ -218,18 +267,24 @@ class RemoteBackend:
                 f"{self.url} is not a llama-server (its /props says nothing of a model).",
                 "Give the address llama-server listens on.",
             )
-        model = str(props.get("model_alias") or props.get("model_path") or "unknown model")
+        where = "in /props"
+        model = (
+            self._text(props, "model_alias", where)
+            or self._text(props, "model_path", where)
+            or "unknown model"
+        )
         model = model.replace("\\", "/").rsplit("/", 1)[-1]
         settings = props.get("default_generation_settings") or {}
-        n_ctx = int(settings.get("n_ctx") or 0)
+        self._typed(settings, Mapping, "default_generation_settings", "an object")
+        n_ctx = self._count(settings, "n_ctx", where)
         n_vocab: int | None = None
         try:
             listing = self._json(self._request("GET", "/v1/models"))
             meta = (listing.get("data") or [{}])[0].get("meta") or {}
             n_vocab = int(meta["n_vocab"]) if "n_vocab" in meta else None
-        except (ModelError, AttributeError, IndexError, TypeError, ValueError):
-            n_vocab = None
-        template = props.get("chat_template") or None
+        except (ModelError, AttributeError, IndexError, KeyError, TypeError, ValueError):
+            n_vocab = None  # only shown: a server without it, or with it wrong, still works
+        template = self._text(props, "chat_template", where) or None
         if template and "{%" not in template and "{{" not in template:
             raise ModelError(
                 f"The engine runs {model} with the built-in chat template '{template[:40]}' "
@@ -238,8 +293,8 @@ class RemoteBackend:
             )
         self.renderer = PromptRenderer(
             template,
-            bos_token=str(props.get("bos_token") or ""),
-            eos_token=str(props.get("eos_token") or ""),
+            bos_token=self._text(props, "bos_token", where),
+            eos_token=self._text(props, "eos_token", where),
         )
         self._template = template or ""
         self._check_format(model)
@@ -255,10 +310,10 @@ class RemoteBackend:
             url=self.url,
             model=model,
             n_ctx=n_ctx,
-            slots=int(props.get("total_slots") or 1),
+            slots=self._count(props, "total_slots", where) or 1,
             n_vocab=n_vocab,
             template_source="fallback" if self.renderer.uses_fallback else "model",
-            build=str(props.get("build_info") or ""),
+            build=self._text(props, "build_info", where),
             rtt_s=rtt,
         )
 
@@ -312,8 +367,14 @@ class RemoteBackend:
         if cached is not None:
             return cached
         body = {"content": text, "add_special": False, "parse_special": True}
-        data = self._json(self._request("POST", "/tokenize", json=body))
-        tokens = [int(t) for t in (data.get("tokens") or [])]
+        data = self._typed(
+            self._json(self._request("POST", "/tokenize", json=body)),
+            Mapping,
+            "a /tokenize answer",
+            "an object",
+        )
+        listed = self._typed(data.get("tokens") or [], list, "/tokenize tokens", "a list")
+        tokens = [self._typed(t, int, "a token", "a whole number") for t in listed]
         if len(self._tokenized) >= 8:
             self._tokenized.pop(next(iter(self._tokenized)))
         self._tokenized[text] = tokens
@@ -611,24 +672,30 @@ class RemoteBackend:
         t_last = 0.0
         finish = "length"
         served_slot = slot.index if slot is not None else None
-        request = self._http.build_request("POST", "/completion", json=body)
+        limit = int(body.get("n_predict", self.settings.max_tokens))
+        pieces = 0  # streamed pieces with text or tokens: each is at least one token
+        request = self._http.build_request(
+            "POST", "/completion", json=body, timeout=self._stream_timeout
+        )
+        watch = _Watch(
+            cancel,
+            answer_s=self.engine.answer_timeout_s,
+            silence_s=self.engine.read_timeout_s,
+        )
         try:
             response = self._http.send(request, stream=True)
         except httpx.TimeoutException as exc:
             raise ModelError(
                 f"The engine at {self.url} did not answer in time ({type(exc).__name__}).",
-                "Check that llama-server runs there and is not busy.",
+                "Check that llama-server runs there and is not busy; " + WAY_BACK,
             ) from exc
         except httpx.HTTPError as exc:
             raise ModelError(
                 f"Cannot reach the engine at {self.url}: {exc}.",
                 "Check the address and that llama-server runs there (`botpsy engine show`).",
             ) from exc
-        done = threading.Event()
-        stopper_args = (cancel, done, response)
-        stopper = threading.Thread(
-            target=_close_on_cancel, args=stopper_args, name="engine-stop", daemon=True
-        )
+        watch.response = response
+        stopper = threading.Thread(target=watch.run, name="engine-stop", daemon=True)
         try:
             self._check_status(response)
             stopper.start()
@@ -639,30 +706,48 @@ class RemoteBackend:
                 if not line.startswith("data:"):
                     if line.startswith("error:"):
                         raise ModelError(f"The engine at {self.url} failed: {line[6:].strip()}")
-                    continue  # blank lines and ": ping" comments
-                chunk = json.loads(line[5:])
+                    continue  # blank lines and ": ping" comments (not an answer: see _Watch)
+                watch.heard()
+                chunk = self._typed(json.loads(line[5:]), Mapping, "a stream line", "an object")
                 if "error" in chunk:
                     message = chunk["error"]
                     if isinstance(message, Mapping):
                         message = message.get("message", message)
                     raise ModelError(f"The engine at {self.url} failed: {message}.")
-                if isinstance(chunk.get("id_slot"), int) and chunk["id_slot"] >= 0:
-                    served_slot = chunk["id_slot"]
+                slot_id = chunk.get("id_slot")
+                if isinstance(slot_id, int) and not isinstance(slot_id, bool) and slot_id >= 0:
+                    served_slot = slot_id
                 evaluating = chunk.get("prompt_progress")
-                if isinstance(evaluating, Mapping) and not chunk.get("content"):
-                    cached = int(evaluating.get("cache", 0) or 0)
+                if evaluating is not None and not chunk.get("content"):
+                    where = "in prompt_progress"
+                    self._typed(evaluating, Mapping, "prompt_progress", "an object")
+                    cached = self._count(evaluating, "cache", where)
                     yield PromptProgress(
-                        max(int(evaluating.get("processed", 0) or 0) - cached, 0),
-                        max(int(evaluating.get("total", 0) or 0) - cached, 0),
-                        float(evaluating.get("time_ms", 0.0) or 0.0) / 1000,
+                        max(self._count(evaluating, "processed", where) - cached, 0),
+                        max(self._count(evaluating, "total", where) - cached, 0),
+                        self._number(evaluating, "time_ms", where) / 1000,
                     )
                     continue
-                piece = chunk.get("content") or ""
-                new_tokens = chunk.get("tokens") or []
+                piece = self._text(chunk, "content", "in a stream line")
+                new_tokens = self._typed(
+                    chunk.get("tokens") or [], list, "a stream line's tokens", "a list"
+                )
                 if new_tokens and not t_first:
                     t_first = time.perf_counter()
                     stats.time_to_first_token_s = t_first - t_start
-                generated += [int(t) for t in new_tokens]
+                generated += [
+                    self._typed(t, int, "a streamed token", "a whole number") for t in new_tokens
+                ]
+                if piece or new_tokens:
+                    pieces += 1
+                    # one more: the end-of-turn token some servers list after the last one
+                    if max(len(generated), pieces) > limit + 1:
+                        raise ModelError(
+                            f"The engine at {self.url} went on past the {limit} tokens this "
+                            "answer was allowed, so it was cut off there; what it wrote up to "
+                            "then is kept.",
+                            "Check that the address is llama-server's own; " + WAY_BACK,
+                        )
                 if piece:
                     t_last = time.perf_counter()
                     text_parts.append(piece)
@@ -673,6 +758,13 @@ class RemoteBackend:
         except (httpx.HTTPError, httpx.StreamError, OSError) as exc:
             if cancel.is_set():
                 finish = "cancelled"
+            elif watch.reason:
+                raise ModelError(
+                    f"The engine at {self.url} {watch.reason}, so the answer was cut off; what "
+                    "it wrote up to then is kept.",
+                    "Check that llama-server runs there and is not overloaded (engine."
+                    "read_timeout_s and engine.answer_timeout_s set the limits); " + WAY_BACK,
+                ) from exc
             else:
                 raise ModelError(
                     f"The engine at {self.url} stopped answering mid-reply "
@@ -681,9 +773,12 @@ class RemoteBackend:
                     "again.",
                 ) from exc
         except json.JSONDecodeError as exc:
-            raise ModelError(f"The engine at {self.url} sent a malformed reply ({exc}).") from exc
+            raise ModelError(
+                f"The engine at {self.url} sent a malformed reply ({exc}).",
+                "Check that the address is llama-server's own; " + WAY_BACK,
+            ) from exc
         finally:
-            done.set()
+            watch.done.set()
             response.close()
         if final is None and finish != "cancelled":
             if cancel.is_set():
@@ -697,8 +792,9 @@ class RemoteBackend:
         text = "".join(text_parts)
         timings: Mapping[str, Any] = {}
         if final is not None:
-            timings = final.get("timings") or {}
-            stop_type = final.get("stop_type")
+            where = "in the final stream line"
+            timings = self._typed(final.get("timings") or {}, Mapping, "timings", "an object")
+            stop_type = self._text(final, "stop_type", where)
             finish = "stop" if stop_type in ("eos", "word") else "length"
             if stop_type == "eos" and generated:
                 # the stream lists the end-of-turn token, which is neither text nor evaluated:
@@ -710,10 +806,11 @@ class RemoteBackend:
             if text.endswith(stop):
                 text = text[: -len(stop)]
                 finish = "stop"
+        where = "in timings"
+        stats.reused_tokens = self._count(timings, "cache_n", where)
+        stats.evaluated_tokens = self._count(timings, "prompt_n", where)
+        stats.prefill_s = self._number(timings, "prompt_ms", where) / 1000
         self.last_timings = dict(timings)
-        stats.reused_tokens = int(timings.get("cache_n", 0) or 0)
-        stats.evaluated_tokens = int(timings.get("prompt_n", 0) or 0)
-        stats.prefill_s = float(timings.get("prompt_ms", 0.0) or 0.0) / 1000
         stats.completion_tokens = len(generated)
         if t_first and t_last > t_first:
             stats.decode_s = t_last - t_first
@@ -751,6 +848,14 @@ class RemoteBackend:
         for other in self._slots:
             if other is not slot and other.tokens == slot.tokens:
                 other.text, other.tokens = "", []
+
+    def try_answer(self) -> None:
+        """A two-token answer to a short request, read like any other (ModelError if the
+        server does not answer as llama-server does): what `botpsy engine set` proves."""
+        for _ in self.complete(
+            [{"role": "user", "content": "Say hello."}], [], enable_thinking=False, max_tokens=2
+        ):
+            pass
 
     def round_trip_s(self, n: int = 3) -> float:
         """The median time of ``n`` GET /health round trips."""
@@ -790,13 +895,43 @@ def _shared(a: Sequence[int], b: Sequence[int]) -> int:
     return n
 
 
-def _close_on_cancel(cancel: threading.Event, done: threading.Event, response: Any) -> None:
-    """Close the stream when the user stops: llama-server then stops generating."""
-    while not done.is_set():
-        if cancel.wait(0.05):
-            if not done.is_set():
-                response.close()
-            return
+def _kinds(kind: type | tuple[type, ...]) -> tuple[type, ...]:
+    return kind if isinstance(kind, tuple) else (kind,)
+
+
+class _Watch:
+    """Closes a stream when the person stops, when it has lasted ``answer_s`` in all, or when
+    ``silence_s`` passed with no data (keep-alive pings are not data): the read in progress
+    then fails at once, and ``reason`` says which limit it was."""
+
+    def __init__(self, cancel: threading.Event, *, answer_s: float, silence_s: float) -> None:
+        self.cancel = cancel
+        self.done = threading.Event()
+        self.response: Any = None
+        self.answer_s = answer_s
+        self.silence_s = silence_s
+        self.started = self.last_data = time.monotonic()
+        self.reason = ""
+
+    def heard(self) -> None:
+        self.last_data = time.monotonic()
+
+    def run(self) -> None:
+        while not self.done.is_set():
+            if self.cancel.wait(0.05):
+                break
+            now = time.monotonic()
+            if now - self.started > self.answer_s:
+                self.reason = f"was still answering after {self.answer_s:g} s"
+                break
+            if now - self.last_data > self.silence_s:
+                self.reason = (
+                    f"sent nothing of an answer for {self.silence_s:g} s (keep-alive pings "
+                    "are not an answer)"
+                )
+                break
+        if not self.done.is_set() and self.response is not None:
+            self.response.close()
 
 
 def connect(

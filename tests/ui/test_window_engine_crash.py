@@ -62,3 +62,46 @@ def test_the_window_stays_up_when_the_engine_crashes_and_the_next_request_answer
     finally:
         window.close()
         app.close()
+
+
+def test_stop_ends_a_request_whose_engine_hangs_and_the_next_request_answers(
+    qtbot: QtBot, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The worker stops sending and ignores the cancel (the test hook's ``hang``, as a decode
+    stuck in native code): Stop kills it within a second, the window says what was kept, and
+    the next request starts a new worker."""
+    hang = tmp_path / "hang-now"
+    monkeypatch.setenv(CRASH_FILE_ENV, str(hang))
+    app = build_app(tmp_path / "profile")
+    app.registry = ToolRegistry([t for t in app.registry if t.name == "list_folder"])
+    app.config.model.max_tokens = 200
+    app.config.model.temperature = 1.0
+    app.config.model.seed = 3
+    try:
+        window = MainWindow(app, model=str(tiny_qwen35_gguf()))
+        qtbot.addWidget(window)
+        window.show()
+        qtbot.waitUntil(lambda: window.model_label.text() != "Loading model…", timeout=60_000)
+        backend = window.engine.worker.backend
+        assert isinstance(backend, EngineProcess)
+        qtbot.waitUntil(lambda: window.engine.worker.wait_idle(0.01), timeout=120_000)  # warmed
+        hung_pid = backend.pid
+        hang.write_text("hang 4", encoding="utf-8")  # after 4 streamed pieces
+        window.input.setPlainText("Tell me a story.")
+        window.send_button.click()
+        qtbot.waitUntil(lambda: not hang.exists(), timeout=120_000)  # the worker hangs now
+        qtbot.wait(500)
+        assert window.busy
+        window.stop_button.click()
+        # (before: the window stayed busy for good, waiting on the hung worker)
+        qtbot.waitUntil(lambda: not window.busy, timeout=30_000)
+        shown = notes(window)
+        assert "Stopped." in shown, shown
+        assert any("kept in the conversation" in n for n in shown), shown
+        ask(qtbot, window, "Tell me another one.")
+        bubbles = window.chat.bubbles()
+        assert bubbles[-1].role == "assistant" and bubbles[-1].text, notes(window)
+        assert backend.restarts == 1 and backend.pid != hung_pid  # the hung one was killed
+    finally:
+        window.close()
+        app.close()

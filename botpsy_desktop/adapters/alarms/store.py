@@ -10,6 +10,7 @@ and ``botpsy alarms remove ID`` deletes them.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import sqlite3
@@ -20,7 +21,7 @@ from typing import Any
 
 from botpsy_desktop.adapters.alarms.records import Alarm, AlarmKind
 from botpsy_desktop.adapters.alarms.when import repeat_from_key
-from botpsy_desktop.core.dbsafety import backup_before_migration
+from botpsy_desktop.core.dbsafety import Hold, backup_before_migration
 from botpsy_desktop.core.errors import StoreError, ToolError
 
 log = logging.getLogger(__name__)
@@ -103,6 +104,7 @@ class AlarmStore:
         self.closed = False
         self._db: sqlite3.Connection | None = None
         self._warned: set[tuple[int, str]] = set()
+        self._hold: Hold | None = None  # `botpsy db restore` refuses while it is held
 
     def connection(self) -> sqlite3.Connection:
         if self.closed:
@@ -143,6 +145,8 @@ class AlarmStore:
                 f"Cannot open the alarms database {self.path}: {exc}.",
                 "Check the disk and permissions; a damaged file can be moved away to start fresh.",
             ) from exc
+        with contextlib.suppress(OSError):  # a folder that takes no lock file: still usable
+            self._hold = Hold(self.path)
         self._db = db
         return db
 
@@ -158,6 +162,9 @@ class AlarmStore:
         if self._db is not None:
             self._db.close()
             self._db = None
+        if self._hold is not None:
+            self._hold.release()
+            self._hold = None
 
     def read(self, row: sqlite3.Row) -> Alarm:
         """The alarm a stored row holds; UnreadableRow when a value cannot be what it should."""

@@ -11,8 +11,9 @@ from datetime import UTC, date, datetime, timedelta, tzinfo
 from typing import TYPE_CHECKING, Any, Literal
 
 from botpsy_desktop.adapters.untrusted import one_line
-from botpsy_desktop.core.errors import ToolError
+from botpsy_desktop.core.errors import BotpsyError, ToolError
 from botpsy_desktop.core.outside import outside_if
+from botpsy_desktop.core.tools import check_stopped
 
 if TYPE_CHECKING:
     # icalendar (~5 MiB, 80 modules) is imported where a calendar is read or built
@@ -391,15 +392,32 @@ def occurrences(
     """The occurrences of the object's events between two aware times, repeats expanded.
 
     Bounded in work and memory: a rule that repeats too often for the range is refused
-    (:func:`check_repeats`) before it is expanded.
+    (:func:`check_repeats`) before it is expanded; the expansion itself (recurring-ical-events,
+    one series and one occurrence at a time) stops at ``MAX_OCCURRENCES`` whatever the estimate
+    said, and at once when the tool call running it is abandoned (core/tools.py check_stopped).
     """
     import recurring_ical_events  # type: ignore[import-untyped]
 
     check_repeats(cal, start, end, kind)
+    found: list[Component] = []
     try:
-        found: list[Component] = list(
-            recurring_ical_events.of(cal, components=[kind]).between(start, end)
-        )
+        query = recurring_ical_events.of(cal, components=[kind])
+        for series in query.series:
+            for occurrence in series.between(start, end):
+                check_stopped()
+                found.append(occurrence.as_component(query.keep_recurrence_attributes))
+                if len(found) > MAX_OCCURRENCES:
+                    raise _TooMany
+    except _TooMany:
+        first = next(iter(cal.walk(kind)), None)
+        title = one_line(str(first.get("SUMMARY", "")) if first is not None else "", 80)
+        raise CalendarDataError(
+            f"The event {title or '(no title)'!r} ({uid_of(cal)}) repeats more than "
+            f"{MAX_OCCURRENCES:,} times in this range, too many to list, so it was left out.",
+            "Fix its repeat rule or remove it in your calendar app.",
+        ) from None
+    except BotpsyError:
+        raise
     except Exception as exc:  # the library raises its own types for broken rules and dates
         raise CalendarDataError(
             f"The calendar object {uid_of(cal)} cannot be expanded ({type(exc).__name__}: "
@@ -407,6 +425,10 @@ def occurrences(
             "Fix or remove it in your calendar app.",
         ) from None
     return found
+
+
+class _TooMany(Exception):
+    """More occurrences than ``MAX_OCCURRENCES`` in one range."""
 
 
 def repeat_text(comp: Component) -> str | None:

@@ -268,12 +268,16 @@ class CalDAVSource:
                 calendars = [self._pick(calendars, calendar, kind)]
             for cal in calendars:
                 label = _display_name(cal)
+                # the server's objects as they are: no expansion of repeats and no filtering
+                # on this side (the library would expand every rule over the whole range
+                # before anything could bound it); ical.occurrences expands them, bounded
+                plain = {"expand": False, "post_filter": False}
                 if kind == "VTODO":
-                    objects = cal.search(todo=True, include_completed=True)
+                    objects = cal.search(todo=True, include_completed=True, **plain)
                 elif start is not None and end is not None:
-                    objects = cal.search(start=start, end=end, event=True)
+                    objects = cal.search(start=start, end=end, event=True, **plain)
                 else:
-                    objects = cal.search(event=True)
+                    objects = cal.search(event=True, **plain)
                 for obj in objects:
                     check_stopped()
                     where = f"An object of calendar '{label}' of account '{self.name}' ({obj.url})"
