@@ -192,6 +192,15 @@ class AgentSettings(_Section):
         "...; a small classifier decides, agent/selection.py) and those of the conversation's "
         "last exchange; false: every tool every time (a longer prompt).",
     )
+    conversation_tools: int = Field(
+        24,
+        ge=0,
+        le=1000,
+        description="A conversation keeps the tools it was offered: each request gets the "
+        "conversation's set grown by its own domains (added at the end, so the model's saved "
+        "state of the prompt's start stays usable), up to this many tools; past it the request "
+        "gets a fresh set of its own. 0: every request only its own set.",
+    )
     ask_before_every_change: bool = Field(
         False,
         description="Ask before every change, even small reversible ones you asked for (a "
