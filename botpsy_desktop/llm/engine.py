@@ -308,11 +308,11 @@ class LlamaBackend:
         with entry:
             base = [int(t) for t in entry.tokens]
             state = np.frombuffer(entry.read_body(), dtype=np.uint8)
-        if len(state) != self.states.state_size():
-            self.disk.discard(key, "a recurrent state of another size")
-            return False
         if held < at and not self._restore_prefix(base):
             return False  # the base (with the attention cache) is gone: evaluate instead
+        if len(state) != self.states.state_size():  # (the size of a sequence that holds tokens)
+            self.disk.discard(key, "a recurrent state of another size")
+            return False
         ctx = self._llama._ctx.ctx
         ptr = state.ctypes.data_as(ctypes.POINTER(ctypes.c_uint8))
         read = int(llama_cpp.llama_state_seq_set_data_ext(ctx, ptr, len(state), SEQ, PARTIAL_ONLY))
@@ -545,8 +545,8 @@ class LlamaBackend:
         prefix: str,
     ) -> list[Cut]:
         def render(items: Sequence[Mapping[str, Any]]) -> str:
-            return self.renderer.render(
-                system or [{"role": "system", "content": ""}],
+            return self.renderer.render(  # (the template wants a user message)
+                [*system, {"role": "user", "content": "a"}],
                 items,
                 enable_thinking=enable_thinking,
                 add_generation_prompt=False,
