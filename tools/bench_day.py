@@ -296,7 +296,9 @@ def child(spec_path: str) -> int:
         app.close()
 
 
-def make_profile(home: Path, model: Path, policy: str, threads: int) -> None:
+def make_profile(
+    home: Path, model: Path, policy: str, threads: int, cap: int | None, app_root: str
+) -> None:
     (home / "config").mkdir(parents=True, exist_ok=True)
     work = home / "work"
     for folder in ("Documents", "Music"):
@@ -306,8 +308,13 @@ def make_profile(home: Path, model: Path, policy: str, threads: int) -> None:
             b"%PDF-1.4\n% bench\n" if name.endswith(".pdf") else b"hi"
         )
     agent: dict[str, Any] = {}
-    if policy == "request":
+    config_source = Path(app_root, "botpsy_desktop", "core", "config.py").read_text("utf-8")
+    if "conversation_tools" not in config_source:
+        pass  # an older checkout: every request has its own set
+    elif policy == "request":
         agent["conversation_tools"] = 0
+    elif cap is not None:
+        agent["conversation_tools"] = cap
     settings = {
         "files": {"roots": [str(work)]},
         "music": {"folders": [str(work / "Music")]},
@@ -470,16 +477,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--warm", default="on,off", help="on, off or on,off")
     ap.add_argument("--policy", default="conversation", help="conversation, request or both")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument(
+        "--cap",
+        type=int,
+        default=None,
+        help="agent.conversation_tools (policy conversation; default: the app's)",
+    )
     ap.add_argument("--app-root", default=str(ROOT), help="the checkout whose app is measured")
     ap.add_argument("--out", type=Path, default=None, help="write every figure here (JSON)")
     args = ap.parse_args(argv)
     if args.child:
         return child(args.child)
     args.app_root = str(Path(args.app_root).resolve())
-    model = ensure_model(
-        args.model,
-        args.quant if args.model == "botpsy" else "q4_0" if args.quant == "q4_k_m" else args.quant,
-    )
+    model = ensure_model(args.model, args.quant)
     policies = ["conversation", "request"] if args.policy == "both" else [args.policy]
     results: list[dict[str, Any]] = []
     for policy in policies:
@@ -487,7 +497,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             for warm in (w == "on" for w in args.warm.split(",")):
                 home = Path(tempfile.mkdtemp(prefix="botpsy-day-"))
                 try:
-                    make_profile(home, model, policy, args.threads)
+                    make_profile(home, model, policy, args.threads, args.cap, args.app_root)
                     print(
                         f"# {mode}, policy {policy}, warm-up {'on' if warm else 'off'}", flush=True
                     )
@@ -497,6 +507,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     result = {
                         "mode": mode,
                         "policy": policy,
+                        "cap": args.cap,
                         "warm": warm,
                         "app_root": args.app_root,
                         "model": str(model),

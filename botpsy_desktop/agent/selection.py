@@ -279,9 +279,11 @@ class ToolSelector:
         """The set a request in a conversation is offered: the conversation's set so far
         (``kept``, in its prompt order) grown by the domains ``choice`` adds, at the end, so
         that the prompt's start (and the model's saved state of it) stays the same from one
-        request to the next. When the grown set would offer more than ``cap`` tools (a small
-        model chooses worse among many), the request gets its own choice: a fresh set. A cap
-        of 0 keeps no conversation set (every request its own choice)."""
+        request to the next. At most ``cap`` tools (a small model chooses worse among many):
+        when the grown set would pass it, the conversation's set is cut from its end (its
+        latest domains go first, its start stays the prompt's start) until the request's own
+        domains fit after it; when they do not fit after any of it, the request gets its own
+        choice alone. A cap of 0 keeps no conversation set (every request its own choice)."""
         known = set(self.domain_order)
         kept = [d for d in dict.fromkeys(kept) if d in known]
         if cap <= 0 or not kept:
@@ -290,17 +292,24 @@ class ToolSelector:
             if self.size(known) <= cap:
                 return self._everything(choice.reason)
             return choice
-        union = set(kept) | set(choice.domains)
-        if self.size(union) > cap:
+        own = set(choice.domains)
+        for n in range(len(kept), 0, -1):
+            start = kept[:n]
+            if self.size(set(start) | own) <= cap:
+                break
+        else:
             return dataclasses.replace(
                 choice,
-                reason=f"{choice.reason}; a fresh set (the conversation's would pass {cap} tools)",
+                reason=f"{choice.reason}; a fresh set (with the conversation's it "
+                f"would pass {cap} tools)",
             )
-        added = sorted(set(choice.domains) - set(kept))
-        reason = f"{choice.reason}; the conversation's set" + (
-            f" grown by {', '.join(added)}" if added else ""
-        )
-        return self.offer(union, reason, after=kept)
+        added = [d for d in self.domain_order if d in own and d not in start]
+        reason = f"{choice.reason}; the conversation's set"
+        if n < len(kept):
+            reason += f" without {', '.join(kept[n:])}"
+        if added:
+            reason += f", grown by {', '.join(added)}"
+        return self.offer(set(start) | own, reason, after=start)
 
     def prompt_order(self, choice: Choice) -> list[str]:
         """The domains of ``choice`` in the order its prompt lists them (every domain for

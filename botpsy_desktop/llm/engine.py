@@ -183,6 +183,7 @@ class LlamaBackend:
         self._disk_writer: threading.Thread | None = None
         self.disk_restores = 0
         self.disk_saves = 0
+        self.partial_saves = 0
         self.partial_restores = 0
         """Restores of a tool list's end from its saved recurrent state (a grown set)."""
         self.last_disk_restore_s = 0.0
@@ -293,7 +294,7 @@ class LlamaBackend:
         }
         if self.disk.save(key, base, checkpoint.state, meta) is not None:
             self._disk_known.add(key)
-            self.disk_saves += 1
+            self.partial_saves += 1
 
     def _restore_partial(self, tokens: Sequence[int], at: int, held: int) -> bool:
         """Put the context at the state after ``tokens[:at]`` from a recurrent state on disk
@@ -748,7 +749,9 @@ class LlamaBackend:
         while True:
             if i in at_mark and i > 0:
                 label, text = at_mark.pop(i)
-                if self.states is not None and label in (PREFIX, TURN, TOOLS):
+                # the tool list's end is kept only until the prefix's end, for the disk
+                keep = label in (PREFIX, TURN) or (label == TOOLS and self.disk is not None)
+                if self.states is not None and keep:
                     self.states.save(llm.input_ids[:i], label, text=text, pinned=label == PREFIX)
                 if label == PREFIX:
                     self._save_prefix(llm.input_ids[:i])
@@ -756,6 +759,7 @@ class LlamaBackend:
                         for c in self.states.checkpoints:
                             if c.label == TOOLS and c.n_tokens < i:
                                 self._save_partial(c, llm.input_ids[:i])
+                                self.states.forget(c)
             if i >= len(tokens):
                 return True
             if cancel.is_set():

@@ -431,10 +431,14 @@ def test_a_conversation_keeps_its_set_and_grows_it_at_the_end() -> None:
     assert selector.schemas(again) == after
     hello = selector.for_conversation(selector.choose("good morning!"), order, 40)
     assert selector.schemas(hello) == after
-    # past the cap: the request's own set, in the canonical order
+    # past the cap: the conversation's set cut from its end until the request's domains fit
+    # after it (the prompt's start stays), or, when none of it fits, the request's own set
     mail = selector.choose("Any mail from Marco?")
-    small = selector.size(order)
-    fresh = selector.for_conversation(mail, order, small)
+    assert selector.prompt_order(mail) == ["email"]
+    trimmed = selector.for_conversation(mail, order, selector.size(order))
+    assert selector.prompt_order(trimmed) == ["weather", "email"], trimmed
+    assert selector.schemas(trimmed)[: len(before)] == before
+    fresh = selector.for_conversation(mail, order, selector.size(["email"]))
     assert fresh.names == mail.names and "fresh set" in fresh.reason
     # cap 0: no conversation set at all
     assert selector.for_conversation(mail, order, 0) == mail
