@@ -277,13 +277,13 @@ class ToolSelector:
 
     def for_conversation(self, choice: Choice, kept: Sequence[str], cap: int) -> Choice:
         """The set a request in a conversation is offered: the conversation's set so far
-        (``kept``, in its prompt order) grown by the domains ``choice`` adds, at the end, so
-        that the prompt's start (and the model's saved state of it) stays the same from one
-        request to the next. At most ``cap`` tools (a small model chooses worse among many):
-        when the grown set would pass it, the conversation's set is cut from its end (its
-        latest domains go first, its start stays the prompt's start) until the request's own
-        domains fit after it; when they do not fit after any of it, the request gets its own
-        choice alone. A cap of 0 keeps no conversation set (every request its own choice)."""
+        (``kept``) grown by the domains ``choice`` adds, in the canonical order, so that from
+        one request to the next the prompt's start (and the model's saved state of it) stays
+        the same, or, where a domain joins, stays the same up to that domain's place (the
+        engine keeps the state at the end of each tool list it evaluated, llm/engine.py). At
+        most ``cap`` tools (a small model chooses worse among many): when the grown set would
+        pass it, the request gets its own choice alone, a fresh set. A cap of 0 keeps no
+        conversation set (every request its own choice)."""
         known = set(self.domain_order)
         kept = [d for d in dict.fromkeys(kept) if d in known]
         if cap <= 0 or not kept:
@@ -292,24 +292,18 @@ class ToolSelector:
             if self.size(known) <= cap:
                 return self._everything(choice.reason)
             return choice
-        own = set(choice.domains)
-        for n in range(len(kept), 0, -1):
-            start = kept[:n]
-            if self.size(set(start) | own) <= cap:
-                break
-        else:
+        union = set(kept) | set(choice.domains)
+        if self.size(union) > cap:
             return dataclasses.replace(
                 choice,
                 reason=f"{choice.reason}; a fresh set (with the conversation's it "
                 f"would pass {cap} tools)",
             )
-        added = [d for d in self.domain_order if d in own and d not in start]
+        added = [d for d in self.domain_order if d in union and d not in kept]
         reason = f"{choice.reason}; the conversation's set"
-        if n < len(kept):
-            reason += f" without {', '.join(kept[n:])}"
         if added:
             reason += f", grown by {', '.join(added)}"
-        return self.offer(set(start) | own, reason, after=start)
+        return self.offer(union, reason)
 
     def prompt_order(self, choice: Choice) -> list[str]:
         """The domains of ``choice`` in the order its prompt lists them (every domain for

@@ -193,13 +193,13 @@ class AgentSettings(_Section):
         "last exchange; false: every tool every time (a longer prompt).",
     )
     conversation_tools: int = Field(
-        24,
+        0,
         ge=0,
         le=1000,
-        description="A conversation keeps the tools it was offered: each request gets the "
-        "conversation's set grown by its own domains (added at the end, so the model's saved "
-        "state of the prompt's start stays usable), up to this many tools; past it the request "
-        "gets a fresh set of its own. 0: every request only its own set.",
+        description="Keep a conversation's tools: each request gets the conversation's set "
+        "grown by its own domains, up to this many tools (past it, a fresh set of its own), so "
+        "the prompt's start changes less often. 0 (the default): each request only its own "
+        "set (docs/PERFORMANCE.md measures both).",
     )
     ask_before_every_change: bool = Field(
         False,

@@ -411,10 +411,10 @@ def test_a_short_server_name_names_its_domain() -> None:
     assert "git" in choice.domains and "git_status" in choice.names, choice
 
 
-def test_a_conversation_keeps_its_set_and_grows_it_at_the_end() -> None:
+def test_a_conversation_keeps_its_set_and_grows_it_in_the_canonical_order() -> None:
     """The conversation's set (agent.conversation_tools): a request gets it, grown by its own
-    domains at the end of the list (the earlier list stays the prompt's start), chit-chat and a
-    request within it get it unchanged, and past the cap a request gets a fresh set of its own."""
+    domains in the canonical order, chit-chat and a request within it get it unchanged, and
+    past the cap a request gets a fresh set of its own."""
     registry = app_tools()
     selector = ToolSelector(registry)
     first = selector.choose("What's the weather in Paris?")
@@ -431,14 +431,13 @@ def test_a_conversation_keeps_its_set_and_grows_it_at_the_end() -> None:
     assert selector.schemas(again) == after
     hello = selector.for_conversation(selector.choose("good morning!"), order, 40)
     assert selector.schemas(hello) == after
-    # past the cap: the conversation's set cut from its end until the request's domains fit
-    # after it (the prompt's start stays), or, when none of it fits, the request's own set
+    # in the canonical order: a domain that sorts before the kept ones goes before them
+    files = selector.for_conversation(selector.choose("List my Documents folder"), kept, 40)
+    assert selector.prompt_order(files)[0] == "files" and "weather" in files.domains
+    # past the cap: the request's own set, a fresh one
     mail = selector.choose("Any mail from Marco?")
     assert selector.prompt_order(mail) == ["email"]
-    trimmed = selector.for_conversation(mail, order, selector.size(order))
-    assert selector.prompt_order(trimmed) == ["weather", "email"], trimmed
-    assert selector.schemas(trimmed)[: len(before)] == before
-    fresh = selector.for_conversation(mail, order, selector.size(["email"]))
+    fresh = selector.for_conversation(mail, order, selector.size(order))
     assert fresh.names == mail.names and "fresh set" in fresh.reason
     # cap 0: no conversation set at all
     assert selector.for_conversation(mail, order, 0) == mail
@@ -451,6 +450,7 @@ def test_a_conversation_keeps_its_set_and_grows_it_at_the_end() -> None:
 def test_the_loop_keeps_the_conversations_set_for_its_next_request(tmp_path: Path) -> None:
     app = build_app(tmp_path)
     try:
+        app.config.agent.conversation_tools = 40
         backend = ToolsSeen(["Mild.", "Done.", "Sunny."])
         session = app.session(backend)
         for text in (

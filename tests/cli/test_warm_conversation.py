@@ -1,6 +1,7 @@
-"""A conversation's tool set grows at the end of the tool list, so a request whose set changed
-reuses the prompt up to the first difference: in the window's long-lived engine and in new
-`botpsy ask --conversation` processes (counts of evaluated tokens, on the tiny hybrid model)."""
+"""A request whose tool set changed reuses its prompt up to the first difference (the state at
+the end of the earlier tool list), and a follow-up evaluates only its own message: in the
+window's long-lived engine and in new `botpsy ask --conversation` processes (counts of
+evaluated tokens, on the tiny hybrid model, the app's default settings)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,6 @@ from typing import Any
 import pytest
 
 from botpsy_desktop.agent.events import TurnFinished
-from botpsy_desktop.agent.loop import TOOL_SET_KEY
 from botpsy_desktop.agent.selection import ToolSelector
 from botpsy_desktop.app import App, build_app
 from botpsy_desktop.core.config import ModelSettings
@@ -61,13 +61,21 @@ def tokenizer() -> Iterator[LlamaBackend]:
     backend.close()
 
 
-def prefix_tokens(tok: LlamaBackend, app: App, order: list[str]) -> list[int]:
-    """The tokens of the system prompt with a conversation's tool set (domains in order), as the
-    model's own template renders them: independent of where the engine saves its states."""
+def prefix_tokens(tok: LlamaBackend, app: App, text: str, history: list[Any]) -> list[int]:
+    """The tokens of the system prompt with the tools the shipped selection offers ``text``
+    after ``history``, as the model's own template renders them: independent of where the
+    engine saves its states."""
     selector = ToolSelector(app.registry)
-    tools = selector.schemas(selector.kept(order))
+    tools = selector.schemas(selector.choose(text, history))
     system = [{"role": "system", "content": app.config.agent.system_prompt}]
     return tok.tokenize(tok.prefix_text(system, tools))
+
+
+def before_request(app: App, conv: str, n: int) -> list[dict[str, Any]]:
+    """The conversation's stored messages before its ``n``-th request (0-based)."""
+    messages = app.store.messages(conv)
+    users = [i for i, m in enumerate(messages) if m.get("role") == "user"]
+    return messages[: users[n]]
 
 
 def own_turn(tok: LlamaBackend, text: str) -> int:
@@ -88,7 +96,8 @@ def run(app: App, session: Any, text: str) -> GenerationStats:
 def test_a_grown_tool_set_reuses_the_prompt_up_to_the_first_difference_in_one_engine(
     tmp_path: Path, tokenizer: LlamaBackend
 ) -> None:
-    """The window's path: one long-lived engine, the warm-up after each answer."""
+    """The window's path: one long-lived engine, the usual sets prepared after loading and the
+    conversation after each answer; the app's default settings."""
     app = build_app(make_profile(tmp_path))
     backend = app.backend()
     try:
@@ -96,12 +105,10 @@ def test_a_grown_tool_set_reuses_the_prompt_up_to_the_first_difference_in_one_en
         session = app.session(backend)
         conv = session.conversation_id
         first = run(app, session, WEATHER)
-        order_1 = list(app.store.setting(conv, TOOL_SET_KEY))
-        assert order_1 and "weather" in order_1, order_1
         app.warm(backend, conv)
 
         same = run(app, session, WEATHER_AGAIN)
-        assert list(app.store.setting(conv, TOOL_SET_KEY)) == order_1  # nothing new offered
+        same_tokens = backend.last_prompt_tokens
         # the warmed conversation is extended: only the new user turn is evaluated (its text
         # and the dozen tokens of the turn's frame and the answer's start)
         assert same.reused_tokens > first.reused_tokens
@@ -109,12 +116,13 @@ def test_a_grown_tool_set_reuses_the_prompt_up_to_the_first_difference_in_one_en
         app.warm(backend, conv)
 
         grown = run(app, session, TIMER)
-        order_3 = list(app.store.setting(conv, TOOL_SET_KEY))
-        assert order_3[: len(order_1)] == order_1 and "alarms" in order_3[len(order_1) :]
-        old = prefix_tokens(tokenizer, app, order_1)
-        new = prefix_tokens(tokenizer, app, order_3)
-        shared = common_prefix(*(_array(t) for t in (old, new)))
-        assert 0 < shared < len(old)
+        grown_tokens = backend.last_prompt_tokens
+        # the timer request is offered the alarms too: a longer tool list, the same start
+        old = prefix_tokens(tokenizer, app, WEATHER_AGAIN, before_request(app, conv, 1))
+        new = prefix_tokens(tokenizer, app, TIMER, before_request(app, conv, 2))
+        shared = common_prefix(_array(old), _array(new))
+        assert 0 < shared < len(old) and len(new) > len(old)
+        assert common_prefix(_array(same_tokens), _array(grown_tokens)) == shared
         # reused up to the first difference (the end of the old tool list), not one token less
         assert grown.reused_tokens == shared, (grown.as_dict(), shared, len(old))
         assert grown.evaluated_tokens == grown.prompt_tokens - shared
@@ -151,18 +159,15 @@ def test_botpsy_ask_conversation_restores_the_warmed_conversation_and_a_grown_se
 
     app = build_app(home)
     try:
-        order = list(app.store.setting(conv, TOOL_SET_KEY))
-        assert "alarms" in order and "weather" in order, order
-        before = order[: order.index("alarms")]
         turn_1, turn_2, turn_3 = (r["turns"][0] for r in (first, same, grown))
         assert turn_1["reused_tokens"] == 0  # a fresh profile: nothing on disk yet
         # the second process starts where the first one's warm-up ended: its own message only
         assert turn_2["reused_tokens"] > turn_1["prompt_tokens"] - own_turn(tokenizer, WEATHER)
         assert turn_2["evaluated_tokens"] <= own_turn(tokenizer, WEATHER_AGAIN), turn_2
-        old = prefix_tokens(tokenizer, app, before)
-        new = prefix_tokens(tokenizer, app, order)
-        shared = common_prefix(*(_array(t) for t in (old, new)))
-        assert 0 < shared < len(old)
+        old = prefix_tokens(tokenizer, app, WEATHER_AGAIN, before_request(app, conv, 1))
+        new = prefix_tokens(tokenizer, app, TIMER, before_request(app, conv, 2))
+        shared = common_prefix(_array(old), _array(new))
+        assert 0 < shared < len(old) and len(new) > len(old)
         assert turn_3["reused_tokens"] == shared, (turn_3, shared, len(old))
         files = list((home / "cache" / "prefix-states").glob("*.prefix"))
         assert files, "no state kept on disk"
