@@ -370,7 +370,7 @@ def run_window(args: argparse.Namespace, home: Path, warm: bool) -> dict[str, An
             started = time.perf_counter()
             app.warm(backend)
             prepared = time.perf_counter() - started
-        for c, (lang, requests) in enumerate(DAY):
+        for c, (lang, requests) in enumerate(DAY[: args.conversations]):
             conversation = None
             for i, r in enumerate(requests):
                 row = run_request(app, backend, conversation, r.text)
@@ -408,7 +408,7 @@ def run_processes(args: argparse.Namespace, home: Path, warm: bool) -> dict[str,
         started = time.perf_counter()
         spawn({**base, "prepare": True})
         prepared = time.perf_counter() - started
-    for c, (lang, requests) in enumerate(DAY):
+    for c, (lang, requests) in enumerate(DAY[: args.conversations]):
         conversation = None
         for i, r in enumerate(requests):
             row = spawn({**base, "conversation": conversation, "text": r.text, "warm": warm})
@@ -477,6 +477,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--warm", default="on,off", help="on, off or on,off")
     ap.add_argument("--policy", default="conversation", help="conversation, request or both")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--conversations", type=int, default=len(DAY), help="only the first N")
     ap.add_argument(
         "--cap",
         type=int,
