@@ -61,6 +61,37 @@ def pytest_runtest_protocol(item: pytest.Item) -> Generator[None, object, object
         faulthandler.cancel_dump_traceback_later()
 
 
+CLOCK_SENSITIVE = frozenset(
+    {
+        "tests/adapters/test_alarms.py",
+        "tests/adapters/test_routines.py",
+        "tests/adapters/test_calendar.py",
+        "tests/agent/test_approvals.py",
+        "tests/agent/test_scheduler.py",
+        "tests/agent/test_store.py",
+        "tests/cli/test_alarms_cli.py",
+        "tests/cli/test_routines_cli.py",
+        "tests/cli/test_routines_daemon.py",
+        "tests/cli/test_approvals_restart.py",
+        "tests/ui/test_stored_approvals.py",
+        "tests/ui/test_routines_window.py",
+    }
+)
+"""The tests of alarms, routines, the calendar, reminders, parked approvals' deadlines and
+backups: marked ``clock``, and run by tools/test_at_dates.py at the dates that break naive code
+(a Friday or Saturday evening, a month's last day, both DST changes in Europe and the US, 29
+February, 31 December 23:59, a time zone far from UTC)."""
+
+_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        path = os.path.relpath(str(item.path), _ROOT).replace(os.sep, "/")
+        if path in CLOCK_SENSITIVE:
+            item.add_marker(pytest.mark.clock)
+
+
 def pytest_runtest_setup(item: pytest.Item) -> None:
     for mark in item.iter_markers("needs"):
         if not mark.kwargs["present"]:

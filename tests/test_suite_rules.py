@@ -112,3 +112,22 @@ def test_a_thread_stuck_in_c_holding_the_lock_ends_the_run_with_every_stack(
     assert run.returncode == 1, run.stdout + run.stderr
     assert "Timeout (0:00:02)!" in run.stderr
     assert 'test_stuck.py", line 9 in test_stuck_holding_the_interpreter_lock' in run.stderr
+
+
+def test_every_clock_sensitive_file_exists_and_is_marked() -> None:
+    """A renamed or moved test file would silently drop out of the runs at other dates."""
+    from tests.conftest import CLOCK_SENSITIVE
+
+    root = Path(__file__).resolve().parent.parent
+    missing = sorted(p for p in CLOCK_SENSITIVE if not (root / p).is_file())
+    assert not missing, f"tests/conftest.py CLOCK_SENSITIVE names missing files: {missing}"
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-m", "clock", *CLOCK_SENSITIVE],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    collected = {line.split("::", 1)[0] for line in done.stdout.splitlines() if "::" in line}
+    assert collected == set(CLOCK_SENSITIVE)

@@ -1,12 +1,13 @@
 """Desktop notifications for the stored approval queue: the receipt, and Approve / Deny / Open.
 
-Qt-free, so that ``botpsy daemon`` notifies as the window does (core/desktop_notify.py speaks
+Qt-free, so that ``botpsy daemon`` notifies as the window does (core/dbus_notifications.py speaks
 the freedesktop protocol). Each approval this process waits for (agent/approvals.py: asked
 here, or adopted from an ended process) raises one notification with the receipt's plain words.
 Where the server shows action buttons, Approve and Deny decide the stored row (the first
 decision anywhere wins) and Open shows the window's queue. An always-ask action (sending,
-paying, deleting...) is offered Approve only when its whole receipt fits in the notification;
-otherwise the notification offers only Open, so nobody approves what they could not read.
+paying, deleting..., and every other kind of call that can park) is offered Approve only when its
+whole receipt fits in the notification; otherwise the notification offers only Open, so nobody
+approves what they could not read.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from collections.abc import Callable
 from datetime import datetime, tzinfo
 
 from botpsy_desktop.agent.approvals import ApprovalQueue, StoredApproval
-from botpsy_desktop.core.desktop_notify import DesktopNotifications
+from botpsy_desktop.core.dbus_notifications import DesktopNotifications
 from botpsy_desktop.core.errors import BotpsyError
 
 log = logging.getLogger(__name__)
@@ -32,17 +33,20 @@ BY = "user (notification)"
 
 
 def receipt_fits(receipt: str) -> bool:
-    """Whether a receipt fits in a notification whole (see :data:`FITS_CHARS`)."""
-    return len(receipt) <= FITS_CHARS and receipt.count("\n") < FITS_LINES
+    """Whether a receipt fits in a notification whole (see :data:`FITS_CHARS`): its lines are
+    counted at every line break a renderer honours (``str.splitlines``: \\n, \\r, \\x0b,
+    \\x0c, \\x1c-\\x1e, \\x85, U+2028, U+2029), not only at newlines."""
+    return len(receipt) <= FITS_CHARS and len(receipt.splitlines()) <= FITS_LINES
 
 
 def offered_actions(stored: StoredApproval, *, buttons: bool) -> list[tuple[str, str]]:
-    """The buttons a notification of ``stored`` offers: Approve and Deny, unless it is of the
-    always-ask tier and its receipt does not fit whole; then only Open. None without buttons."""
+    """The buttons a notification of ``stored`` offers: Approve and Deny, unless its receipt
+    does not fit whole (whatever its tier: a parked read that sends text too); then only Open.
+    None without buttons."""
     if not buttons:
         return []
     opened = [("default", "Open BotPsy"), ("open", "Open")]
-    if stored.tier == "ask" and not receipt_fits(stored.receipt):
+    if not receipt_fits(stored.receipt):
         return opened
     return [("default", "Open BotPsy"), ("approve", "Approve"), ("deny", "Deny"), ("open", "Open")]
 

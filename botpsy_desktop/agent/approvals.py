@@ -107,6 +107,8 @@ class StoredApproval:
     effects: list[str]
     tier: str
     sources: list[str]
+    effect: str
+    """What the receipt showed the call acts on (agent/gate.py ``Resolution.digest``)."""
     routine_id: int | None
     routine_request: str | None
     routine_due: float | None
@@ -138,6 +140,7 @@ class StoredApproval:
             details=self.details,
             tier=self.tier,
             sources=self.sources,
+            effect=self.effect,
         )
 
     def decided(self) -> Decided:
@@ -147,6 +150,7 @@ class StoredApproval:
             NOBODY_IN_TIME if self.decision == "expired" else self.decided_by,
             self.digest,
             self.edited,
+            self.effect,
         )
 
     def asker(self) -> str:
@@ -277,6 +281,7 @@ class ApprovalQueue:
             "effects": request.effects,
             "tier": request.tier,
             "sources": request.sources,
+            "effect": request.effect,
         }
         with self._lock:
             cur = self._db.execute(
@@ -604,6 +609,7 @@ def _stored(row: dict[str, Any]) -> StoredApproval:
         effects=list(body.get("effects", [])),
         tier=str(body.get("tier", "ask")),
         sources=list(body.get("sources", [])),
+        effect=str(body.get("effect", "")),
         routine_id=row["routine_id"],
         routine_request=row["routine_request"],
         routine_due=row["routine_due"],

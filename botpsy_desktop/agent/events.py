@@ -107,8 +107,12 @@ class ApprovalRequest:
         tier: str = "ask",
         sources: Sequence[str] = (),
         texts: Sequence[tuple[str, str]] = (),
+        effect: str = "",
     ) -> None:
         self.call_id = call_id
+        self.effect = effect
+        """What the receipt showed the call acts on (agent/gate.py ``Resolution.digest``): the
+        approval is bound to it as well as to the call's words; empty when nothing resolves."""
         self.texts = [(str(k), str(t)) for k, t in texts]
         """Long text arguments whole, as (argument, text): shown in full where the person
         decides (the plain lines clip them with a count)."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import threading
@@ -17,6 +18,8 @@ from botpsy_desktop.agent.policy import EFFECT_REASONS, NEVER_SCOPED, Assessment
 from botpsy_desktop.agent.provenance import Finding, Provenance
 from botpsy_desktop.agent.receipts import build_receipt
 from botpsy_desktop.agent.tools import Effect, Tier, Tool, ToolRegistry
+from botpsy_desktop.core.errors import BotpsyError
+from botpsy_desktop.core.tools import Resolved
 
 ALWAYS_ASK = NEVER_SCOPED | {Effect.OUTBOUND, Effect.PERSONAL_DATA}
 """What the app never lets "allow for this conversation" cover: sending, money, deleting."""
@@ -54,6 +57,8 @@ class Verdict:
     sources: tuple[str, ...] = ()
     texts: tuple[tuple[str, str], ...] = ()
     """Long text arguments whole (agent/receipts.py ``Receipt.texts``)."""
+    effect: str = ""
+    """For ASK: :attr:`Resolution.digest` of what the receipt shows the call acts on."""
 
     @property
     def scopable(self) -> bool:
@@ -64,6 +69,72 @@ class Verdict:
             and self.tier is not Tier.ASK
             and not self.findings
         )
+
+
+@dataclass(frozen=True)
+class Resolution:
+    """What a call would act on now, resolved the way its tool will (core/tools.py
+    ``Tool.resolve``; nothing changes): the items, or why its references name nothing.
+
+    A person approves this, not the call's words: the receipt shows :meth:`lines`, the
+    approval keeps :attr:`digest`, and just before the approved call runs it is resolved again;
+    when the digest differs (the alarm it named was removed and another set for that time),
+    the call does not run and the person is asked again with the new receipt."""
+
+    items: tuple[Resolved, ...] = ()
+    problem: str = ""
+    declared: bool = False
+    """Whether the tool declares a resolution at all (else :attr:`digest` is empty)."""
+
+    @property
+    def digest(self) -> str:
+        if not self.declared:
+            return ""
+        body = json.dumps(
+            {
+                "items": [[i.kind, i.ref, dict(i.state)] for i in self.items],
+                "problem": self.problem,
+            },
+            sort_keys=True,
+            ensure_ascii=False,
+            default=str,
+        )
+        return hashlib.sha256(body.encode("utf-8")).hexdigest()
+
+    def lines(self) -> list[str]:
+        """One line per item for the receipt (the text may be from outside: receipts escape)."""
+        if self.problem:
+            return [f"nothing it can name now: {self.problem}"]
+        shown = [i.shown for i in self.items[:MAX_RESOLVED_LINES]]
+        more = len(self.items) - MAX_RESOLVED_LINES
+        if more > 0:
+            shown.append(f"and {more} more")
+        return shown
+
+
+MAX_RESOLVED_LINES = 10
+"""Items a receipt names one by one; the rest are counted."""
+
+CHANGED_SINCE = (
+    "what it would act on changed since it was approved, so it did not run; this receipt "
+    "shows it as it is now"
+)
+"""Why a call that was approved asks again (its resolved effect differs)."""
+
+
+def resolve_effect(tool: Tool, arguments: Mapping[str, Any]) -> Resolution:
+    """What ``tool`` called with ``arguments`` would act on now (read-only)."""
+    if tool.resolve is None:
+        return Resolution()
+    try:
+        items = tuple(tool.resolve(arguments))
+    except BotpsyError as exc:
+        return Resolution(problem=" ".join(str(exc).split())[:300], declared=True)
+    except Exception as exc:  # a lookup that fails: bound to the failure, never to nothing
+        return Resolution(
+            problem=f"it could not be looked up ({type(exc).__name__})", declared=True
+        )
+    return Resolution(items, declared=True)
 
 
 _DESCRIPTIONS = "the descriptions of "
@@ -417,6 +488,7 @@ class Gate:
                 )
             else:
                 reasons.append('you chose "Ask before every change"')
+        resolution = resolve_effect(tool, arguments)
         built = build_receipt(
             tool,
             arguments,
@@ -425,6 +497,7 @@ class Gate:
             sources=sources,
             findings=findings,
             reasons=reasons,
+            resolved=resolution.lines(),
         )
         return Verdict(
             Decision.ASK,
@@ -438,14 +511,59 @@ class Gate:
             details=built.details,
             sources=sources,
             texts=built.texts,
+            effect=resolution.digest,
         )
+
+    def ask_again(
+        self,
+        tool: Tool,
+        arguments: Mapping[str, Any],
+        provenance: Provenance | None = None,
+        *,
+        context: Context | None = None,
+    ) -> Verdict:
+        """An approved call whose resolved effect changed before it ran: it asks again (also
+        where the gate would now let it run at once), with the receipt of what it would act on
+        now and why it asks again. DENY stays DENY."""
+        verdict = self.check(tool, arguments, provenance, context=context)
+        if verdict.decision is Decision.DENY or verdict.assessment is None:
+            return verdict
+        resolution = resolve_effect(tool, arguments)
+        built = build_receipt(
+            tool,
+            arguments,
+            verdict.assessment,
+            tier=verdict.tier,
+            sources=verdict.sources,
+            reasons=[CHANGED_SINCE, *verdict.reasons],
+            resolved=resolution.lines(),
+        )
+        return Verdict(
+            Decision.ASK,
+            verdict.assessment,
+            verdict.findings,
+            receipt=built.text,
+            lines=built.lines,
+            reasons=built.reasons,
+            tier=verdict.tier,
+            summary=built.summary,
+            details=built.details,
+            sources=verdict.sources,
+            texts=built.texts,
+            effect=resolution.digest,
+        )
+
+    def effect(self, tool: Tool, arguments: Mapping[str, Any]) -> Resolution:
+        """What the call would act on now: checked against an approval's just before it runs."""
+        return resolve_effect(tool, arguments)
 
     def receipt(self, tool: Tool, arguments: dict[str, Any]) -> str:
         """Plain words of what will happen if approved (the call judged in a clean context)."""
         assessment = self.policy.assess(tool, arguments)
         tier = self.tier(tool, arguments, assessment)
+        resolved = resolve_effect(tool, arguments).lines()
         return build_receipt(
-            tool, arguments, assessment, tier=tier, reasons=assessment.reasons
+            tool, arguments, assessment, tier=tier, reasons=assessment.reasons, resolved=resolved
         ).text
 
     def scope_for(
@@ -516,4 +634,5 @@ class Gate:
             tier=verdict.tier.value,
             sources=verdict.sources,
             texts=verdict.texts,
+            effect=verdict.effect,
         )

@@ -47,6 +47,7 @@ from botpsy_desktop.agent.tools import (
     run_in_context,
 )
 from botpsy_desktop.core.errors import BotpsyError, StoreError
+from botpsy_desktop.core.outside import carries_outside
 from botpsy_desktop.core.text import readable
 from botpsy_desktop.llm.backend import Backend
 from botpsy_desktop.llm.parser import StreamSplitter, parse_turn
@@ -277,6 +278,12 @@ class AgentSession:
                 return
             self._reply.adopt(row, {"role": "tool", "tool_call_id": call_id, "content": ""})
             self._decided[call_id] = decided
+            # the request's bulk count goes on where it stopped (gate.py MAX_CHANGES_AT_ONCE):
+            # the changes its earlier calls made, from the audit log, in whichever process
+            self._changes = self.store.changes_of_calls(
+                self.conversation_id,
+                _earlier_call_ids(self.store.messages(self.conversation_id), call_id),
+            )
             history = self.store.messages(self.conversation_id)
             offer = self._offer(text, history)
             offer.called(earlier)
@@ -609,7 +616,9 @@ class AgentSession:
         outcome = yield from self._carry_out(
             call_id, tool, args_model, arguments, verdict, context, call_context, cancel
         )
-        outcome.untrusted = tool.untrusted_output
+        # outside content field by field: a value a server set (core/outside.py) taints the
+        # result of a tool that otherwise only confirms its own arguments
+        outcome.untrusted = tool.untrusted_output or carries_outside(outcome.value)
         return outcome
 
     def _carry_out(
@@ -623,10 +632,20 @@ class AgentSession:
         call_context: CallContext,
         cancel: threading.Event,
     ) -> Generator[Event, None, _Outcome]:
-        """Run an allowed call, or ask (or use an allowance) and run it once approved."""
+        """Run an allowed call, or ask (or use an allowance) and run it once approved.
+
+        An approval binds to the effect its receipt showed (agent/gate.py ``Resolution``): just
+        before the approved call runs, what it acts on is resolved again; when it differs (the
+        alarm it named is gone and another rings at that time), it does not run and the person
+        is asked again with the new receipt (a background run parks again)."""
+        preset = None
+        if verdict.decision is Decision.ALLOW:
+            preset = self._decided.pop(call_id, None)
         if verdict.decision is Decision.ALLOW:
             entry: int | _Outcome | None = None
             at_once = "ran at once (a reversible change you asked for)"
+            if preset is not None and preset.approved:  # approved while parked: it says so
+                at_once = preset.by or "user"
             if verdict.tier is not Tier.READ:  # a reversible change runs at once: log it
                 entry = self._begin(call_id, tool, arguments, verdict, at_once)
                 if isinstance(entry, _Outcome):  # the log could not record it: not run
@@ -652,54 +671,68 @@ class AgentSession:
         if scope is not None:
             decided_by = f"allowed for this conversation ({scope.describe()})"
         else:
-            request = self.gate.request(
-                call_id,
-                tool,
-                arguments,
-                verdict,
-                conversation_id=self.conversation_id,
-                background=self.background,
-            )
+            request = self._request(call_id, tool, arguments, verdict)
             decided = self._decided.pop(call_id, None)
             if decided is not None:  # a stored run resumed: decided while it was parked
-                if decided.approved and decided.digest == request.digest:
+                same_call = decided.approved and decided.digest == request.digest
+                if same_call and decided.effect == request.effect:
                     request.settle(True, decided.by, decided.edited_arguments)
+                elif same_call:  # approved on a receipt that no longer holds: asked again
+                    verdict = self._ask_again(tool, arguments, context)
+                    if verdict.decision is Decision.DENY:
+                        return _Outcome(False, verdict.message, "denied")
+                    request = self._request(call_id, tool, arguments, verdict)
+                    yield from self._ask(request, cancel)
                 else:
                     request.settle(False, decided.by if not decided.approved else "not this call")
             else:
-                if self.background:  # the pending-approvals queue shows it while the run waits
-                    self.gate.inbox.post(request, origin=self.conversation_id)
-                try:
-                    yield ApprovalNeeded(request)
-                    if self.background and not request.decided:
-                        self._wait_in_inbox(request, cancel)
-                finally:
-                    if self.background:
-                        self.gate.inbox.discard(request)
-            if not request.approved:
-                declined = _Outcome(False, self._declined(tool.name, request.decided_by), "denied")
-                declined.decided_by = request.decided_by
-                return declined
-            if request.edited_arguments is not None:
-                edited = request.edited_arguments
-                try:
-                    args_model = tool.validate(edited)
-                except ToolArgumentsError as exc:
-                    return _Outcome(
-                        False, f"The user's edited arguments were invalid: {exc}", "denied"
+                yield from self._ask(request, cancel)
+            asked_again = 0
+            while True:
+                if not request.approved:
+                    declined = _Outcome(
+                        False, self._declined(tool.name, request.decided_by), "denied"
                     )
-                verdict = self.gate.check(tool, edited, context=context)
+                    declined.decided_by = request.decided_by
+                    return declined
+                if request.edited_arguments is not None:
+                    edited = request.edited_arguments
+                    try:
+                        args_model = tool.validate(edited)
+                    except ToolArgumentsError as exc:
+                        return _Outcome(
+                            False, f"The user's edited arguments were invalid: {exc}", "denied"
+                        )
+                    verdict = self.gate.check(tool, edited, context=context)
+                    if verdict.decision is Decision.DENY:
+                        return _Outcome(False, verdict.message, "denied")
+                if not request.consume(tool.name, arguments if edited is None else edited):
+                    return _Outcome(
+                        False,
+                        f"{tool.name} was not run: the approval does not match this exact call "
+                        "(or was used already).",
+                        "denied",
+                    )
+                if request.scoped and request.scope is not None:
+                    self.gate.grants.add(request.scope)
+                # just before it runs: is what it acts on still what the receipt showed?
+                if edited is not None or not request.effect:
+                    break
+                if self.gate.effect(tool, arguments).digest == request.effect:
+                    break
+                asked_again += 1
+                if asked_again > MAX_ASKED_AGAIN:
+                    return _Outcome(
+                        False,
+                        f"{tool.name} was not run: what it would act on kept changing while "
+                        "it waited for approval. Tell the user; do not try it again now.",
+                        "denied",
+                    )
+                verdict = self._ask_again(tool, arguments, context)
                 if verdict.decision is Decision.DENY:
                     return _Outcome(False, verdict.message, "denied")
-            if not request.consume(tool.name, arguments if edited is None else edited):
-                return _Outcome(
-                    False,
-                    f"{tool.name} was not run: the approval does not match this exact call "
-                    "(or was used already).",
-                    "denied",
-                )
-            if request.scoped and request.scope is not None:
-                self.gate.grants.add(request.scope)
+                request = self._request(call_id, tool, arguments, verdict)
+                yield from self._ask(request, cancel)
             decided_by = request.decided_by or "user"
         ran_with = arguments if edited is None else edited
         entry = self._begin(call_id, tool, ran_with, verdict, decided_by)
@@ -720,6 +753,37 @@ class AgentSession:
             shown = json.dumps(edited, ensure_ascii=False)
             outcome.output = f"(The user changed the arguments to {shown}.)\n{outcome.output}"
         return outcome
+
+    def _request(
+        self, call_id: str, tool: Tool, arguments: dict[str, Any], verdict: Verdict
+    ) -> ApprovalRequest:
+        return self.gate.request(
+            call_id,
+            tool,
+            arguments,
+            verdict,
+            conversation_id=self.conversation_id,
+            background=self.background,
+        )
+
+    def _ask(self, request: ApprovalRequest, cancel: threading.Event) -> Iterator[Event]:
+        """Show ``request`` and wait for the decision (a background run's waits in the inbox;
+        the scheduler parks the run at the ApprovalNeeded event)."""
+        if self.background:  # the pending-approvals queue shows it while the run waits
+            self.gate.inbox.post(request, origin=self.conversation_id)
+        try:
+            yield ApprovalNeeded(request)
+            if self.background and not request.decided:
+                self._wait_in_inbox(request, cancel)
+        finally:
+            if self.background:
+                self.gate.inbox.discard(request)
+
+    def _ask_again(self, tool: Tool, arguments: dict[str, Any], context: Context) -> Verdict:
+        """The verdict for an approved call whose resolved effect changed: always asks, with
+        the receipt of what it would act on now."""
+        provenance = Provenance.from_messages(self.store.messages(self.conversation_id))
+        return self.gate.ask_again(tool, arguments, provenance, context=context)
 
     def _context_sources(self, tools: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
         """The untrusted content of this request's context: what the conversation's messages
@@ -848,6 +912,9 @@ class AgentSession:
             )
 
 
+MAX_ASKED_AGAIN = 3
+"""How often an approved call is asked again because what it acts on changed meanwhile."""
+
 NOBODY_IN_TIME = "nobody in time"
 """Who denied a background run's approval request when its wait ran out."""
 
@@ -865,6 +932,8 @@ class Decided:
     by: str
     digest: str
     edited_arguments: dict[str, Any] | None = None
+    effect: str = ""
+    """What the approved receipt showed the call acts on (agent/gate.py ``Resolution``)."""
 
 
 def gave_up_sentence(tools: Sequence[str], timeout_s: float | None) -> str:
@@ -914,6 +983,25 @@ def _parked_turn(
             )
         return str(messages[start].get("content") or ""), max(step, 1), rest, earlier
     return None
+
+
+def _earlier_call_ids(messages: list[dict[str, Any]], call_id: str) -> list[str]:
+    """The ids of the calls the request that made ``call_id`` made before it (its earlier model
+    turns' calls and the ones before it in its own turn)."""
+    for index in range(len(messages) - 1, -1, -1):
+        message = messages[index]
+        ids = [str(c.get("id")) for c in message.get("tool_calls") or []]
+        if message.get("role") != "assistant" or call_id not in ids:
+            continue
+        start = next((i for i in range(index, -1, -1) if messages[i].get("role") == "user"), 0)
+        earlier = [
+            str(c.get("id"))
+            for m in messages[start + 1 : index]
+            if m.get("role") == "assistant"
+            for c in m.get("tool_calls") or []
+        ]
+        return earlier + ids[: ids.index(call_id)]
+    return []
 
 
 def waited(seconds: float | None) -> str:

@@ -9,6 +9,7 @@ import sqlite3
 import threading
 import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -710,6 +711,20 @@ class ConversationStore:
             "OR undone_by = ?)",
             (by, action_id, UNDOING),
         )
+
+    def changes_of_calls(self, conversation_id: str, call_ids: Sequence[str]) -> int:
+        """How many of these calls of ``conversation_id`` made a change: audit entries that
+        succeeded, or whose end was never recorded (:data:`UNCONFIRMED`)."""
+        wanted = list(dict.fromkeys(call_ids))
+        if not wanted:
+            return 0
+        marks = ", ".join("?" for _ in wanted)
+        rows = self._read(
+            f"SELECT COUNT(*) FROM actions WHERE conversation_id = ? AND call_id IN ({marks}) "
+            "AND (ok = 1 OR result = ?)",
+            (conversation_id, *wanted, UNCONFIRMED),
+        )
+        return int(rows[0][0]) if rows else 0
 
     def actions(self, limit: int | None = None) -> list[dict[str, Any]]:
         """Audit log entries, newest first."""

@@ -101,7 +101,7 @@ def plan_undo(
 _STATE_WORDS = {
     "sequence": "its revision number (SEQUENCE)",
     "last_modified": "its last-modified time",
-    "digest": "what it says (time, title, place, description or repeats)",
+    "digest": "what it says (any of its details, or one of its occurrences)",
     "attendees": "its attendees",
 }
 

@@ -96,7 +96,7 @@ def _daemon_routines(
     from botpsy_desktop.agent.approval_notes import ApprovalNotifications
     from botpsy_desktop.agent.loop import AgentSession
     from botpsy_desktop.agent.routines import DaemonRoutines
-    from botpsy_desktop.core.desktop_notify import DesktopNotifications
+    from botpsy_desktop.core.dbus_notifications import DesktopNotifications
     from botpsy_desktop.llm.backend import Backend
 
     alarms = app.alarms

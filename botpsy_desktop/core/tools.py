@@ -7,7 +7,7 @@ import inspect
 import json
 import threading
 import unicodedata
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, get_type_hints
@@ -135,6 +135,27 @@ StateRule = Callable[[Mapping[str, Any]], "Mapping[str, Any] | None"]
 """From a call's arguments: the current state of what it acts on (None: it is not there any
 more), in the terms an :class:`Inverse`'s ``expect`` uses. Raises nothing but ToolError."""
 
+
+@dataclass(frozen=True)
+class Resolved:
+    """One thing a call acts on, resolved the way the tool will resolve it (changing nothing):
+    how a receipt names it (``shown``: "alarm 3 “Wake up”, rings tomorrow 07:00, set") and its
+    state now (``state``: what an approval binds to; the call runs only while it is unchanged).
+    ``shown`` may hold text from outside (a mail's subject): receipts defuse it."""
+
+    kind: str
+    ref: str
+    shown: str
+    state: Mapping[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "ref": self.ref, "shown": self.shown, "state": dict(self.state)}
+
+
+ResolveRule = Callable[[Mapping[str, Any]], "Sequence[Resolved]"]
+"""From a call's arguments: what it would act on now (which alarms, which event, which mail,
+which file), read-only. Raises ToolError when the reference names nothing (or is ambiguous)."""
+
 ALL_ARGUMENTS = "*"
 """``sends=(ALL_ARGUMENTS,)``: every argument of the call leaves the computer, named in the
 schema or not (a tool server's tool receives all it is given)."""
@@ -224,10 +245,15 @@ class Tool:
       message, an event, a music tag, a web page, a tool server's answer). Such output makes
       the request's context untrusted. False only for a tool whose result just confirms what
       it did with its own arguments (a timer set, a folder made): the app's confirmations are
-      not content someone else wrote. A failed call's output always counts as untrusted.
+      not content someone else wrote. A failed call's output always counts as untrusted, and
+      so does a result that holds a value marked where it was made as set by someone else
+      (core/outside.py ``Outside``: a shared calendar's name), whatever this says.
     * ``author``: whose words its description and schema are: '' for this app's tools, else
       who wrote them (a tool server). A prompt that offers it holds that text, untrusted.
     * ``state``: the current state of what a call acts on, to check an inverse's ``expect``.
+    * ``resolve``: what a call's references name now (:class:`Resolved`): the receipt shows
+      them, and an approval is bound to them (agent/gate.py ``Effect``), checked again just
+      before the approved call runs.
     """
 
     name: str
@@ -251,6 +277,7 @@ class Tool:
     untrusted_output: bool = True
     author: str = ""
     state: StateRule | None = None
+    resolve: ResolveRule | None = None
 
     def __post_init__(self) -> None:
         if not self.effects:
@@ -420,6 +447,7 @@ def make_tool(
     sends: Iterable[str] = (),
     untrusted_output: bool = True,
     state: StateRule | None = None,
+    resolve: ResolveRule | None = None,
 ) -> Tool:
     """Build a Tool from a handler whose single parameter is annotated with a pydantic model.
 
@@ -459,6 +487,7 @@ def make_tool(
         sends=tuple(sends),
         untrusted_output=untrusted_output,
         state=state,
+        resolve=resolve,
     )
 
 

@@ -1,4 +1,4 @@
-"""Native notifications on Linux in the window: the Qt-free client (core/desktop_notify.py)
+"""Native notifications on Linux in the window: the Qt-free client (core/dbus_notifications.py)
 with its callbacks turned into Qt signals, delivered queued on the GUI thread.
 
 Where there is no session bus or no notification server, :attr:`available` stays False and the
@@ -11,7 +11,7 @@ from typing import Any
 
 from PySide6.QtCore import QObject, Signal
 
-from botpsy_desktop.core.desktop_notify import CALL_TIMEOUT_S, NAME, PATH, DesktopNotifications
+from botpsy_desktop.core.dbus_notifications import CALL_TIMEOUT_S, NAME, PATH, DesktopNotifications
 
 __all__ = ["CALL_TIMEOUT_S", "NAME", "PATH", "FreedesktopNotifications"]
 

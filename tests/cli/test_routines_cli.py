@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from datetime import datetime
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -42,10 +44,16 @@ def test_routines_are_added_with_their_catch_up_choice_listed_and_removed(tmp_pa
     assert json.loads(lazy.stdout)["if_missed"] == "skip"
 
     listed = json.loads(botpsy(home, "routines", "list", "--json").stdout)
-    assert [(r["id"], r["request"], r["if_missed"], r["repeat"]) for r in listed] == [
+    # listed in the order they next run: on a Friday or Saturday "tomorrow 8:00, once" comes
+    # before "tomorrow 7:30, weekdays", whose first run is then on Monday
+    assert [r["at"] for r in listed] == sorted(r["at"] for r in listed)
+    assert sorted((r["id"], r["request"], r["if_missed"], r["repeat"]) for r in listed) == [
         (1, "What's the weather?", "catch up", "weekdays (Mon-Fri)"),
         (2, "Read me the news", "skip", "once"),
     ]
+    at = listed[[r["id"] for r in listed].index(1)]["at"]
+    first_weekday_run = datetime.fromisoformat(at).astimezone(ZoneInfo("Europe/Paris"))
+    assert first_weekday_run.weekday() < 5 and first_weekday_run.strftime("%H:%M") == "07:30"
     assert botpsy(home, "routines", "remove", "2").returncode == 0
     gone = botpsy(home, "routines", "remove", "2")
     assert gone.returncode == 1 and "There is no routine 2." in gone.stderr

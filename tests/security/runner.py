@@ -203,11 +203,14 @@ def _chat(
 
 
 def _world(world: World, change: dict[str, Any]) -> None:
-    """A change made outside the app: an event edited on the CalDAV server by another client."""
+    """A change made outside the app: an event edited on the CalDAV server by another client
+    (an attendee, a place, other properties, an occurrence turned into something else)."""
     world.accounts.edit_event(
         change["event"],
         add_attendee=change.get("add_attendee", ""),
         location=change.get("location", ""),
+        props=change.get("props"),
+        override=change.get("override"),
     )
 
 

@@ -252,6 +252,9 @@ class Accounts:
     mail_password: str
     maildir: Path
     cal_user: str
+    calendar_names: tuple[str, ...] = ("Personal",)
+    """The CalDAV calendars' display names (set on the server, as a shared calendar's owner
+    sets its name); with several, a new event's confirmation says which one it went to."""
 
     def install(self, paths: Paths) -> None:
         """Write the accounts file (the passwords: :meth:`unlock`)."""
@@ -263,7 +266,8 @@ class Accounts:
             password=self.radicale.users[self.cal_user],
             timeout=10,
         )
-        client.principal().make_calendar(name="Personal")
+        for name in self.calendar_names:
+            client.principal().make_calendar(name=name)
         accounts = [
             {
                 "kind": "mail",
@@ -292,9 +296,22 @@ class Accounts:
         secrets.set("mail", self.mail_password, session_only=True)
         secrets.set("calendar", self.radicale.users[self.cal_user], session_only=True)
 
-    def edit_event(self, title: str, *, add_attendee: str = "", location: str = "") -> None:
+    def edit_event(
+        self,
+        title: str,
+        *,
+        add_attendee: str = "",
+        location: str = "",
+        props: dict[str, str] | None = None,
+        override: dict[str, str] | None = None,
+    ) -> None:
         """Change an event on the CalDAV server as another client would (another app, a
-        colleague's invitation reply): add an attendee or set its place, bumping nothing."""
+        colleague's invitation reply): add an attendee or set its place, add properties
+        (``props``: URL, ATTACH, CATEGORIES, STATUS, COMMENT...), or turn one occurrence of a
+        repeating event into something else (``override``: its ``attendee`` and ``summary``, a
+        RECURRENCE-ID component for the second occurrence). The last two are a plain PUT, so
+        SEQUENCE and LAST-MODIFIED stay as they were (the caldav library's save bumps
+        SEQUENCE)."""
         import icalendar
         from caldav.davclient import DAVClient
 
@@ -315,6 +332,29 @@ class Accounts:
             if location:
                 comp.pop("LOCATION", None)
                 comp.add("location", location)
+            for key, value in (props or {}).items():
+                comp.pop(key, None)
+                comp.add(key.lower(), value)
+            if override:
+                from datetime import timedelta as _days
+
+                first = comp.decoded("DTSTART")
+                one = icalendar.Event()
+                one.add("uid", str(comp["UID"]))
+                one.add("recurrence-id", first + _days(days=7))
+                one.add("dtstart", first + _days(days=7))
+                one.add("dtend", comp.decoded("DTEND") + _days(days=7))
+                one.add("summary", override.get("summary", str(comp.get("SUMMARY"))))
+                if override.get("attendee"):
+                    one.add("attendee", f"mailto:{override['attendee']}")
+                cal.add_component(one)
+            if props or override:  # written as another app would: a plain PUT, nothing bumped
+                client.put(
+                    str(event.url),
+                    cal.to_ical().decode(),
+                    {"Content-Type": "text/calendar; charset=utf-8"},
+                )
+                return
             event.data = cal.to_ical().decode()
             event.save()
             return
@@ -477,6 +517,8 @@ def build_world(
         },
     }
     paths.config_file.write_text(json.dumps(config), encoding="utf-8")
+    if setup.get("calendars"):
+        accounts.calendar_names = tuple(str(n) for n in setup["calendars"])
     accounts.install(paths)
     player = TapPlayer()
     app = build_app(base / "profile", player=player)

@@ -23,7 +23,15 @@ from botpsy_desktop.adapters.alarms.when import (
 )
 from botpsy_desktop.adapters.untrusted import neutralize
 from botpsy_desktop.core.errors import ToolError
-from botpsy_desktop.core.tools import Effect, Inverse, Tier, Tool, current_call_context, make_tool
+from botpsy_desktop.core.tools import (
+    Effect,
+    Inverse,
+    Resolved,
+    Tier,
+    Tool,
+    current_call_context,
+    make_tool,
+)
 
 _TIME_FIELD = 'In the user\'s words, unconverted: "7:30 pm", "tomorrow at 9", "in 20 minutes".'
 _REPEAT_FIELD = '"never" (default), "daily", "weekdays", "weekends", "monday,friday".'
@@ -225,6 +233,7 @@ def alarms_tools(service: AlarmService) -> list[Tool]:
             tier=Tier.ASK,
             targets=("alarm",),
             summary=_selected_summary(service, "cancel"),
+            resolve=_resolver(service, "cancel"),
         ),
         # quieting a ringing alarm: decided from what the call selects, not from its words
         make_tool(
@@ -233,6 +242,7 @@ def alarms_tools(service: AlarmService) -> list[Tool]:
             tier=_quieting(service, "snooze"),
             targets=("alarm",),
             summary=_selected_summary(service, "snooze"),
+            resolve=_resolver(service, "snooze"),
         ),
         make_tool(
             dismiss_alarm,
@@ -240,6 +250,7 @@ def alarms_tools(service: AlarmService) -> list[Tool]:
             tier=_quieting(service, "dismiss"),
             targets=("alarm",),
             summary=_selected_summary(service, "dismiss"),
+            resolve=_resolver(service, "dismiss"),
         ),
     ]
 
@@ -257,6 +268,38 @@ def _cancel_it(arguments: Mapping[str, Any], result: Any) -> Inverse | str:
 def _selected(service: AlarmService, arguments: Mapping[str, Any], purpose: str) -> list[Alarm]:
     """The alarms a call would act on, resolved as the tool resolves them (ToolError: none)."""
     return _choose(service, str(arguments.get("alarm") or ""), purpose=purpose)
+
+
+def _resolver(service: AlarmService, purpose: str) -> Callable[[Mapping[str, Any]], list[Resolved]]:
+    """What a call acts on now: each alarm it selects with its label, time and state (what an
+    approval of it is bound to; another alarm set for the same time is another effect)."""
+
+    def rule(arguments: Mapping[str, Any]) -> list[Resolved]:
+        return [_resolved(a, service) for a in _selected(service, arguments, purpose)]
+
+    return rule
+
+
+def _resolved(alarm: Alarm, service: AlarmService) -> Resolved:
+    now = service.now()
+    when = alarm.next_ring or alarm.ringing_due or alarm.missed_due
+    at = f", {format_when(when, now)}" if when is not None else ""
+    label = f" “{alarm.label}”" if alarm.label else " (no label)"
+    repeat = f", {repeat_text(alarm.days)}" if alarm.repeats else ", once"
+    shown = f"{alarm.kind.value} {alarm.id}{label}{at}{repeat} ({alarm.status})"
+    state = {
+        "id": alarm.id,
+        "kind": alarm.kind.value,
+        "label": alarm.label,
+        "days": sorted(alarm.days),
+        "due": None if alarm.due is None else alarm.due.isoformat(),
+        "snoozed_until": None if alarm.snoozed_until is None else alarm.snoozed_until.isoformat(),
+        "ringing_due": None if alarm.ringing_due is None else alarm.ringing_due.isoformat(),
+        "missed_due": None if alarm.missed_due is None else alarm.missed_due.isoformat(),
+        "status": alarm.status,
+        "created": alarm.created.isoformat(),
+    }
+    return Resolved("alarm", str(alarm.id), shown, state)
 
 
 def _quieting(service: AlarmService, purpose: str) -> Callable[[Mapping[str, Any]], Tier]:

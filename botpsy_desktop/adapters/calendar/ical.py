@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from botpsy_desktop.adapters.untrusted import one_line
 from botpsy_desktop.core.errors import ToolError
+from botpsy_desktop.core.outside import outside_if
 
 if TYPE_CHECKING:
     # icalendar (~5 MiB, 80 modules) is imported where a calendar is read or built
@@ -37,6 +38,9 @@ class Stored:
     calendar: str
     handle: Any
     """The source's own reference: the file's path, or the object's URL on the server."""
+    choices: int = 1
+    """For a new object: how many calendars of its source could have held it (several: the
+    confirmation says which one it went to)."""
 
     @property
     def short_id(self) -> str:
@@ -53,9 +57,10 @@ class Stored:
 
     @property
     def where(self) -> str:
-        return (
-            self.source if self.calendar in ("", self.source) else f"{self.source}/{self.calendar}"
-        )
+        """The source and calendar; outside content when the server named the calendar."""
+        if self.calendar in ("", self.source):
+            return self.source
+        return outside_if(f"{self.source}/{self.calendar}", self.calendar)
 
 
 def short_id(uid: str) -> str:

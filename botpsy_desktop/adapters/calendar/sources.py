@@ -28,6 +28,7 @@ from botpsy_desktop.adapters.calendar.ical import (
 )
 from botpsy_desktop.core.accounts import CalDAVAccount
 from botpsy_desktop.core.errors import BotpsyError, ToolError
+from botpsy_desktop.core.outside import Outside, outside
 from botpsy_desktop.core.tools import check_stopped
 
 if TYPE_CHECKING:
@@ -289,7 +290,8 @@ class CalDAVSource:
     def create(self, ical: icalendar.Calendar, kind: Kind, calendar: str | None) -> Stored:
         finish(ical)
         with self._client() as client:
-            target = self._pick(self._calendars(client, kind), calendar, kind)
+            calendars = self._calendars(client, kind)
+            target = self._pick(calendars, calendar, kind)
             data = ical.to_ical().decode("utf-8")
             if kind == "VEVENT":
                 obj = target.add_event(data, no_overwrite=True, increase_seqno=False)
@@ -297,7 +299,8 @@ class CalDAVSource:
                 obj = target.add_todo(data, no_overwrite=True, increase_seqno=False)
             uid = uid_of(ical)
             assert uid is not None
-            return Stored(uid, ical, self.name, _display_name(target), str(obj.url))
+            label = _display_name(target)
+            return Stored(uid, ical, self.name, label, str(obj.url), choices=len(calendars))
 
     def replace(self, item: Stored, ical: icalendar.Calendar) -> None:
         finish(ical)
@@ -328,14 +331,15 @@ def _resource(client: Any, item: Stored, data: str | None) -> Any:
     return cls(client=client, url=url, data=data, parent=parent)
 
 
-def _display_name(cal: Any) -> str:
+def _display_name(cal: Any) -> Outside:
     try:
         name = cal.get_display_name()
     except Exception:
         name = None
+    # set on the server (by whoever owns a shared calendar): outside content wherever it goes
     if name:
-        return str(name)
-    return str(cal.url).rstrip("/").rsplit("/", 1)[-1]
+        return outside(str(name))
+    return outside(str(cal.url).rstrip("/").rsplit("/", 1)[-1])
 
 
 def _reason(exc: BaseException) -> str:

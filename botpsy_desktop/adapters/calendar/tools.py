@@ -12,6 +12,7 @@ from botpsy_desktop.core.addresses import parse_addresses
 from botpsy_desktop.core.tools import (
     Effect,
     Inverse,
+    Resolved,
     Tier,
     Tool,
     from_result,
@@ -216,6 +217,13 @@ def calendar_tools(service: CalendarService) -> list[Tool]:
         """The event a call names, as it is now: what an undo checks before it runs."""
         return service.state_of(str(arguments.get("event") or ""))
 
+    def event(arguments: Mapping[str, Any]) -> list[Resolved]:
+        """The event a call names, as the receipt shows it and an approval binds to."""
+        return [service.resolve_event(str(arguments.get("event") or ""))]
+
+    def task(arguments: Mapping[str, Any]) -> list[Resolved]:
+        return [service.resolve_task(str(arguments.get("task") or ""))]
+
     read, local = {Effect.READ}, {Effect.LOCAL_WRITE}
     shared = {Effect.LOCAL_WRITE, Effect.OUTBOUND, Effect.PERSONAL_DATA}
     rev, ask = Tier.REVERSIBLE, Tier.ASK
@@ -244,6 +252,7 @@ def calendar_tools(service: CalendarService) -> list[Tool]:
             inverse=from_result(None, "the result does not say what to restore"),
             summary=_s_update,
             state=state,
+            resolve=event,
         ),
         make_tool(
             update_meeting,
@@ -252,6 +261,7 @@ def calendar_tools(service: CalendarService) -> list[Tool]:
             targets=("event", "add_attendees", "remove_attendees"),
             summary=_s_update,
             state=state,
+            resolve=event,
         ),
         make_tool(
             delete_event,
@@ -260,6 +270,7 @@ def calendar_tools(service: CalendarService) -> list[Tool]:
             targets=("event",),
             summary=_s_delete,
             state=state,
+            resolve=event,
         ),
         # a new to-do: Undo marks it done (there is no deleting a task from here)
         make_tool(
@@ -278,6 +289,7 @@ def calendar_tools(service: CalendarService) -> list[Tool]:
             tier=ask,
             targets=("task",),
             summary=lambda a: f"Mark the task {a.get('task')} as done",
+            resolve=task,
         ),
     ]
 

@@ -18,7 +18,7 @@ from botpsy_desktop.core.addresses import parse_addresses
 from botpsy_desktop.core.config import EmailSettings
 from botpsy_desktop.core.errors import ToolError
 from botpsy_desktop.core.secrets import SecretStore
-from botpsy_desktop.core.tools import Effect, Inverse, Tier, Tool, given, make_tool
+from botpsy_desktop.core.tools import Effect, Inverse, Resolved, Tier, Tool, given, make_tool
 
 _ACCOUNT = "Mail account name (default: the first)."
 _FOLDER = '"INBOX" (default), "Archive", "Sent"...'
@@ -335,6 +335,34 @@ class MailService:
             )
         return result
 
+    def resolve_email(self, uid: int, folder: str, account: str | None) -> Resolved:
+        """The message a call names, for a receipt and an approval (read-only: the folder is
+        examined, no flag changes): its sender, subject, date and size."""
+        client = self.client(account)
+        with client.imap() as conn:
+            name = client.select(conn, folder, readonly=True)
+            found = client.summaries(conn, [uid])
+        if not found:
+            raise ToolError(f"There is no message {uid} in {name}.", "List the messages again.")
+        row = found[0]
+        sender = one_line(row.sender, 120) or "(no sender)"
+        subject = one_line(row.subject, 160) or "(no subject)"
+        shown = (
+            f"the email from {sender}, “{subject}”, {self._when(row.date)} "
+            f"({_size(row.size)}; id {uid} in {name}, account {client.name})"
+        )
+        state = {
+            "account": client.name,
+            "folder": name,
+            "uid": uid,
+            "from": row.sender,
+            "to": row.to,
+            "subject": row.subject,
+            "date": row.date,
+            "size": row.size,
+        }
+        return Resolved("email", f"{client.name}/{name}/{uid}", shown, state)
+
     def mark_email(self, args: MarkEmailArgs) -> dict[str, Any]:
         client = self.client(args.account)
         with client.imap() as conn:
@@ -410,6 +438,28 @@ def email_tools(service: MailService) -> list[Tool]:
     def mark_email(args: MarkEmailArgs) -> dict[str, Any]:
         return service.mark_email(args)
 
+    def the_email(arguments: Mapping[str, Any]) -> list[Resolved]:
+        """The message a move or mark names (its sender, subject and date)."""
+        return [
+            service.resolve_email(
+                int(arguments.get("id") or 0),
+                str(arguments.get("folder") or "INBOX"),
+                arguments.get("account") or None,
+            )
+        ]
+
+    def answered(arguments: Mapping[str, Any]) -> list[Resolved]:
+        """The message a draft or a mail answers, when it answers one."""
+        if not arguments.get("reply_to_id"):
+            return []
+        return [
+            service.resolve_email(
+                int(arguments["reply_to_id"]),
+                str(arguments.get("reply_folder") or "INBOX"),
+                arguments.get("account") or None,
+            )
+        ]
+
     read, local = {Effect.READ}, {Effect.LOCAL_WRITE}
     people = ("to", "cc")
     return [
@@ -417,13 +467,21 @@ def email_tools(service: MailService) -> list[Tool]:
         make_tool(search_emails, effects=read, tier=Tier.READ),
         make_tool(read_email, effects=read, tier=Tier.READ),
         # saved on the mail server, model-written, no way to take it back from here: asks
-        make_tool(draft_email, effects=local, tier=Tier.ASK, targets=people, summary=_s_draft),
+        make_tool(
+            draft_email,
+            effects=local,
+            tier=Tier.ASK,
+            targets=people,
+            summary=_s_draft,
+            resolve=answered,
+        ),
         make_tool(
             send_email,
             effects={Effect.OUTBOUND, Effect.PERSONAL_DATA},
             tier=Tier.ASK,
             targets=(*people, "bcc"),
             summary=_s_send,
+            resolve=answered,
         ),
         # the moved message gets a new id in its folder: no undo from here, so it asks
         make_tool(
@@ -432,6 +490,7 @@ def email_tools(service: MailService) -> list[Tool]:
             tier=Tier.ASK,
             targets=("id", "folder", "to_folder", "account"),
             summary=_s_move,
+            resolve=the_email,
         ),
         make_tool(
             mark_email,
@@ -439,6 +498,7 @@ def email_tools(service: MailService) -> list[Tool]:
             tier=Tier.REVERSIBLE,
             targets=("id", "folder", "account"),
             inverse=_mark_back,
+            resolve=the_email,
             summary=lambda a: (
                 f"Mark email {a.get('id')} in {a.get('folder') or 'INBOX'} as "
                 + ("read" if a.get("read", True) else "unread")

@@ -8,7 +8,7 @@ import os
 import stat
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
@@ -50,7 +50,8 @@ from botpsy_desktop.adapters.files.kinds import (
 )
 from botpsy_desktop.adapters.files.trash import Trash, system_trash
 from botpsy_desktop.core.errors import ToolError
-from botpsy_desktop.core.tools import Effect, Inverse, Tier, Tool, make_tool
+from botpsy_desktop.core.text import readable
+from botpsy_desktop.core.tools import Effect, Inverse, Resolved, Tier, Tool, make_tool
 
 MAX_VISITED = 50_000
 """find_files and search_text stop after looking at this many entries."""
@@ -178,6 +179,14 @@ def files_tools(
         def undo_last_file_change(args: UndoArgs) -> dict[str, Any]:
             return changes.undo_last_file_change(args)
 
+        def entry(key: str) -> Callable[[Mapping[str, Any]], list[Resolved]]:
+            """The file or folder a call names (resolved inside the allowed folders)."""
+
+            def rule(arguments: Mapping[str, Any]) -> list[Resolved]:
+                return [resolve_entry(jail, str(arguments.get(key) or ""))]
+
+            return rule
+
         local, rev = {Effect.LOCAL_WRITE}, Tier.REVERSIBLE
         tools += [
             make_tool(
@@ -208,6 +217,7 @@ def files_tools(
                 inverse=_undo_file_change,
                 summary=_move_summary(changes),
                 untrusted_output=False,
+                resolve=entry("source"),
             ),
             make_tool(
                 move_to_trash,
@@ -215,6 +225,7 @@ def files_tools(
                 tier=Tier.ASK,
                 targets=("path",),
                 summary=lambda a: f"Move {a.get('path')} to the trash",
+                resolve=entry("path"),
             ),
             # reverses an earlier change that may be the user's own: asks, like a deletion
             make_tool(
@@ -289,6 +300,29 @@ def _move_summary(changes: FileChanges) -> Callable[[Mapping[str, Any]], str]:
         return f"{words}, {hidden}" if hidden else words
 
     return summary
+
+
+def resolve_entry(jail: FolderJail, path: str) -> Resolved:
+    """The entry ``path`` names, for a receipt and an approval (read-only): what it is, its
+    size and when it changed, and its identity (another file put at that name is another
+    effect). ToolError when it is not there or not allowed."""
+    found = jail.resolve_entry(path)
+    info = found.lstat()
+    kind = (
+        "folder" if stat.S_ISDIR(info.st_mode) else "link" if stat.S_ISLNK(info.st_mode) else "file"
+    )
+    when = datetime.fromtimestamp(info.st_mtime, UTC).strftime("%Y-%m-%d %H:%M UTC")
+    size = "" if kind == "folder" else f", {info.st_size:,} bytes"
+    shown = f"the {kind} {readable(jail.display(found))}{size}, changed {when}"
+    state = {
+        "path": readable(str(found)),
+        "kind": kind,
+        "device": info.st_dev,
+        "inode": info.st_ino,
+        "size": info.st_size,
+        "mtime_ns": info.st_mtime_ns,
+    }
+    return Resolved(kind, readable(str(found)), shown, state)
 
 
 def _undo_file_change(arguments: Mapping[str, Any], result: Any) -> Inverse | str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 
-from botpsy_desktop.core.desktop_notify import DesktopNotifications
+from botpsy_desktop.core.dbus_notifications import DesktopNotifications
 from tests.helpers.notification_server import notification_server
 from tests.helpers.services import needs, programs
 

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# The README's test command: install what the tests need, then run them.
+#
+#   tools/test.sh                 # everything (as root, or as a user who may sudo)
+#   tools/test.sh tests/agent -x  # extra arguments go to pytest
+#   tools/test.sh --setup-only    # steps 1-3 only (.ci/run checks style before the tests)
+#
+# 1. tools/install-test-deps.sh: the system packages (apt; quick when they are there),
+# 2. pip install -e ".[test]": the app and the test tools (pip compiles llama-cpp-python from
+#    source the first time, about 7-10 minutes on two cores, then reuses its cached wheel),
+# 3. a llama-server built from the llama.cpp that llama-cpp-python vendors, for the remote-engine
+#    tests (10-15 minutes on two cores the first time, with its progress shown; cached in
+#    ~/.cache/botpsy-desktop-tests after that),
+# 4. pytest (about 20 minutes on two cores).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_ROOT_USER_ACTION=ignore
+PYTHON=${PYTHON:-python3}
+
+echo "== system packages (tools/install-test-deps.sh)"
+bash tools/install-test-deps.sh
+echo "== pip install -e .[test] (llama-cpp-python compiles the first time: ~7-10 min on 2 cores)"
+"$PYTHON" -m pip install -q -e ".[test]"
+echo "== llama-server for the remote-engine tests (built once, cached)"
+nice -n 10 "$PYTHON" -m tests.helpers.llama_server --progress
+if [ "${1:-}" = --setup-only ]; then
+    exit 0
+fi
+echo "== pytest"
+exec "$PYTHON" -m pytest "$@"
