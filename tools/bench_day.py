@@ -3,8 +3,8 @@ and time to first token, with per-request tool selection as shipped (issue 35).
 
     python tools/bench_day.py                       # BotPsy-shaped Q4_K_M, every mode
     python tools/bench_day.py --model tiny          # the tiny hybrid model (32k context)
-    python tools/bench_day.py --modes window --warm on --policy conversation
-    python tools/bench_day.py --app-root /work/main --policy request   # an older checkout
+    python tools/bench_day.py --modes window --warm on --policy conversation --cap 24
+    python tools/bench_day.py --app-root OLD_CHECKOUT    # the code before, side by side
 
 Three conversations of nine requests (English, French, German) across every domain and a tool
 server (a stdio MCP server written into the profile), in a temporary profile:
@@ -17,8 +17,8 @@ server (a stdio MCP server written into the profile), in a temporary profile:
   ``App.keep_for_next``, what `botpsy ask` does after its answer, and the usual sets prepared
   once before the day; without, neither).
 
-``--policy conversation`` keeps a conversation's tool set (agent.conversation_tools, the
-default); ``request`` offers every request only its own set (agent.conversation_tools 0).
+``--policy request`` offers every request only its own set (agent.conversation_tools 0, the
+app's default); ``conversation`` keeps a conversation's tool set up to ``--cap`` tools.
 
 A random-weight model cannot choose a tool, so a script stands in for its output: each model
 turn runs through the engine as usual (the whole prompt rendered, restored or evaluated, one
@@ -397,6 +397,7 @@ def run_processes(args: argparse.Namespace, home: Path, warm: bool) -> dict[str,
         path = home / "spec.json"
         path.write_text(json.dumps(spec), encoding="utf-8")
         cmd = [sys.executable, str(Path(__file__).resolve()), "--child", str(path)]
+        # (the environment names the checkout: PYTHONPATH, set in main)
         done = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=1800)
         if done.returncode != 0:
             raise RuntimeError(f"a request process failed:\n{done.stderr[-4000:]}")
@@ -475,14 +476,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--quant", default="q4_k_m", choices=("q4_k_m", "q8_0", "f16"))
     ap.add_argument("--modes", default="window,process")
     ap.add_argument("--warm", default="on,off", help="on, off or on,off")
-    ap.add_argument("--policy", default="conversation", help="conversation, request or both")
+    ap.add_argument("--policy", default="request", help="request, conversation or both")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--conversations", type=int, default=len(DAY), help="only the first N")
     ap.add_argument(
         "--cap",
         type=int,
-        default=None,
-        help="agent.conversation_tools (policy conversation; default: the app's)",
+        default=24,
+        help="agent.conversation_tools for policy conversation (tools)",
     )
     ap.add_argument("--app-root", default=str(ROOT), help="the checkout whose app is measured")
     ap.add_argument("--out", type=Path, default=None, help="write every figure here (JSON)")
@@ -490,6 +491,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.child:
         return child(args.child)
     args.app_root = str(Path(args.app_root).resolve())
+    # the engine's worker (python -m botpsy_desktop.llm.worker) and the request processes
+    # import the checkout being measured, not an installed copy or the current folder's
+    os.environ["PYTHONPATH"] = args.app_root
+    os.chdir(args.app_root)
     model = ensure_model(args.model, args.quant)
     policies = ["conversation", "request"] if args.policy == "both" else [args.policy]
     results: list[dict[str, Any]] = []
