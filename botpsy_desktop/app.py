@@ -27,7 +27,7 @@ from botpsy_desktop.adapters.music import (
 from botpsy_desktop.adapters.weather import OpenMeteo, weather_tools
 from botpsy_desktop.agent.gate import ALWAYS_ASK, Gate
 from botpsy_desktop.agent.loop import AgentSession, LoopSettings
-from botpsy_desktop.agent.selection import RequestTools, ToolSelector
+from botpsy_desktop.agent.selection import ToolSelector
 from botpsy_desktop.agent.store import ConversationStore
 from botpsy_desktop.agent.tools import Tool, ToolRegistry
 from botpsy_desktop.core.accounts import AccountBook, MailAccount
@@ -268,6 +268,7 @@ class App:
             reply_tokens=a.reply_reserve_tokens or self.config.model.max_tokens,
             trim_chunk_turns=a.trim_chunk_turns,
             select_tools=a.tool_selection,
+            conversation_tools=a.conversation_tools,
             max_calls_per_turn=a.max_calls_per_turn,
         )
 
@@ -310,6 +311,7 @@ class App:
 
         # a backend whose warm takes no ``progress`` (a wrapper, another process) warms silently
         hears = "progress" in inspect.signature(warm).parameters
+        keeps = "keep" in inspect.signature(warm).parameters
 
         def told(what: str) -> dict[str, Callable[[PromptProgress], None]]:
             if progress is None or not hears:
@@ -323,15 +325,17 @@ class App:
             # the loop's own prompt (tool output framed as it frames it, older turns left out
             # as the context budget will leave them out), so the tokens match; with the tools
             # of the domains the conversation used, as a follow-up on them will be offered
+            # with the conversation's tool set as its next request starts with it (unless that
+            # request grows it), kept on disk for a new process (the next `botpsy ask`)
             session = self.session(backend, conversation_id)
-            history = self.store.messages(conversation_id)
-            tools = RequestTools(self.registry, selector, "", history).schemas()
+            tools = session.warm_tools()
             warm(
                 session.warm_messages(tools, think),
                 tools,
                 enable_thinking=think,
                 cancel=cancel,
                 **told("Preparing this conversation"),
+                **({"keep": conversation_id} if keeps else {}),
             )
             return
         # the tool sets requests are offered (agent/selection.py): one per domain, then all of
@@ -346,6 +350,21 @@ class App:
                 f" (part {i} of {len(every)})" if len(every) > 1 else ""
             )
             warm(system, tools, enable_thinking=think, cancel=cancel, **told(what))
+
+    def keep_for_next(self, backend: Backend, conversation_id: str) -> bool:
+        """After a request in a process that ends with it (`botpsy ask`): warm the conversation
+        as its next request will start and keep that state on disk, so that the next process
+        (`botpsy ask --conversation`) evaluates only its own message. Only for an engine that
+        keeps states on disk (llama.cpp here); whether it did."""
+        warm = getattr(backend, "warm", None)
+        if warm is None:
+            return False
+        import inspect
+
+        if "keep" not in inspect.signature(warm).parameters:
+            return False  # a llama-server keeps its slot itself
+        self.warm(backend, conversation_id)
+        return True
 
     def plan_undo(self, action_id: int | None = None) -> UndoPlan:
         """Undo, judged by the gate: the plan to undo audit entry ``action_id`` (None: the

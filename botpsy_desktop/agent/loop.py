@@ -53,6 +53,10 @@ from botpsy_desktop.llm.backend import Backend
 from botpsy_desktop.llm.parser import StreamSplitter, parse_turn
 from botpsy_desktop.llm.types import Completion, PromptProgress, ToolCall, ToolCallError
 
+TOOL_SET_KEY = "tool_domains"
+"""The per-conversation setting that keeps the conversation's tool set (domains in prompt
+order, agent/selection.py ``ToolSelector.for_conversation``)."""
+
 
 @dataclass(frozen=True)
 class LoopSettings:
@@ -72,6 +76,9 @@ class LoopSettings:
     """Older turns are left out of the prompt this many at a time (see agent/budget.py)."""
     select_tools: bool = True
     """Offer each request only the tools of its domains (agent/selection.py), else all."""
+    conversation_tools: int = 0
+    """A conversation keeps its tool set, grown by each request up to this many tools
+    (agent/selection.py ``ToolSelector.for_conversation``); 0: each request its own set."""
     max_calls_per_turn: int = 16
     """Tool calls run from one model turn, at most; the model is told the rest did not run."""
 
@@ -301,8 +308,9 @@ class AgentSession:
                 _earlier_call_ids(self.store.messages(self.conversation_id), call_id),
             )
             history = self.store.messages(self.conversation_id)
-            offer = RequestTools(self.registry, self.selector, text, history)
+            offer = self._offer(text, history)
             offer.called(earlier)
+            self._keep_tools(offer)
             self._sources = list(self._context_sources(offer.schemas()))
             self._reply.taint = tuple(self._sources)  # what the model writes from it
             stubs = [
@@ -369,8 +377,39 @@ class AgentSession:
         # before it: the same every step, so the prompt's start stays cached, unless the model
         # calls a tool outside them (a registered one, or a name that points to a domain): then
         # that domain is offered from the next step on, a second chance within this request
-        offer = RequestTools(self.registry, self.selector, text, history)
+        offer = self._offer(text, history)
+        self._keep_tools(offer)
         yield from self._steps(offer, 1, cancel, think)
+
+    def _offer(self, text: str | None, history: list[dict[str, Any]]) -> RequestTools:
+        """The tools of a request ``text`` (None: the conversation's set as it stands): its own
+        choice, grown into the conversation's set when the settings keep one."""
+        kept = None
+        if self.selector is not None and self.settings.conversation_tools > 0:
+            stored = self.store.setting(self.conversation_id, TOOL_SET_KEY)
+            kept = [str(d) for d in stored] if isinstance(stored, list) else None
+        return RequestTools(
+            self.registry,
+            self.selector,
+            text,
+            history,
+            kept=kept,
+            cap=self.settings.conversation_tools,
+        )
+
+    def _keep_tools(self, offer: RequestTools) -> None:
+        """Remember the conversation's tool set (its domains in prompt order) for its next
+        request and for the warm-up that prepares it."""
+        if self.selector is None or self.settings.conversation_tools <= 0:
+            return
+        order = offer.order
+        if self.store.setting(self.conversation_id, TOOL_SET_KEY) != order:
+            self.store.set_setting(self.conversation_id, TOOL_SET_KEY, order)
+
+    def warm_tools(self) -> list[dict[str, Any]]:
+        """The tools the conversation's next request starts with, unless it grows the set."""
+        history = self.store.messages(self.conversation_id)
+        return self._offer(None, history).schemas()
 
     def _steps(
         self, offer: RequestTools, first: int, cancel: threading.Event, think: bool
@@ -431,6 +470,7 @@ class AgentSession:
                 completion.text, tools, started_in_thinking=completion.started_in_thinking
             )
             offer.called(c.name for c in parsed.calls if c.name)
+            self._keep_tools(offer)  # a domain the model reached for stays with the conversation
             if held is not None and held.lacking and not parsed.calls and not cancel.is_set():
                 continue  # asked again with the domain it lacked (the row stays open, empty)
             if completion.finish_reason == "cancelled":

@@ -36,6 +36,7 @@ set: ``botpsy eval --selection`` and docs/EVALUATION.md.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import re
 import unicodedata
@@ -101,13 +102,16 @@ def _server_words(domain: str, tools: Iterable[Tool], extra: Iterable[str] = ())
 
 @dataclass(frozen=True)
 class Choice:
-    """The tools offered to one request, in the registry's order, and why."""
+    """The tools offered to one request, in the prompt's order, and why."""
 
     names: tuple[str, ...]
     domains: tuple[str, ...]
     """The domains offered (sorted); empty when everything, or no domain, is offered."""
     everything: bool
     reason: str
+    order: tuple[str, ...] = ()
+    """The domains in the order the prompt lists their tools (see :meth:`ToolSelector.offer`);
+    empty: the registry's order."""
 
 
 class ToolSelector:
@@ -227,13 +231,74 @@ class ToolSelector:
             return self._everything("no domain recognised in the request")
         return self.offer(named | kept, "; ".join(parts))
 
-    def offer(self, domains: Iterable[str], reason: str = "") -> Choice:
-        """The tools of ``domains`` and the tools without one, in the registry's order."""
-        wanted = set(domains) & {d for d in self.by_domain if d}
-        if wanted and wanted >= {d for d in self.by_domain if d}:
+    @property
+    def domain_order(self) -> list[str]:
+        """Every domain in the canonical order (the registry's): the order a new set lists them."""
+        return [d for d in self.by_domain if d]
+
+    def offer(
+        self, domains: Iterable[str], reason: str = "", *, after: Sequence[str] = ()
+    ) -> Choice:
+        """The tools without a domain, then those of ``domains``, domain by domain: first the
+        domains of ``after`` (a set this one extends, in its order), then the others in the
+        canonical order. A set that grows thus only adds tools at the end of the prompt's list,
+        and the saved state of the list before them stays usable (llm/engine.py)."""
+        known = self.domain_order
+        wanted = set(domains) & set(known)
+        if wanted and wanted >= set(known):
             return self._everything(reason or "every domain")
-        names = tuple(t.name for t in self.registry if not t.domain or t.domain in wanted)
-        return Choice(names, tuple(sorted(wanted)), False, reason)
+        order = [d for d in dict.fromkeys(after) if d in wanted]
+        order += [d for d in known if d in wanted and d not in order]
+        names = tuple(t.name for t in self.registry if not t.domain)
+        names += tuple(t.name for d in order for t in self.by_domain[d])
+        return Choice(names, tuple(sorted(wanted)), False, reason, tuple(order))
+
+    def size(self, domains: Iterable[str]) -> int:
+        """How many tools a set of ``domains`` offers (with the tools that have no domain)."""
+        wanted = set(domains)
+        return sum(1 for t in self.registry if not t.domain or t.domain in wanted)
+
+    def for_conversation(self, choice: Choice, kept: Sequence[str], cap: int) -> Choice:
+        """The set a request in a conversation is offered: the conversation's set so far
+        (``kept``) grown by the domains ``choice`` adds, in the canonical order, so that from
+        one request to the next the prompt's start (and the model's saved state of it) stays
+        the same, or, where a domain joins, stays the same up to that domain's place (the
+        engine keeps the state at the end of each tool list it evaluated, llm/engine.py). At
+        most ``cap`` tools (a small model chooses worse among many): when the grown set would
+        pass it, the request gets its own choice alone, a fresh set. A cap of 0 keeps no
+        conversation set (every request its own choice)."""
+        known = set(self.domain_order)
+        kept = [d for d in dict.fromkeys(kept) if d in known]
+        if cap <= 0 or not kept:
+            return choice
+        if choice.everything:
+            if self.size(known) <= cap:
+                return self._everything(choice.reason)
+            return choice
+        union = set(kept) | set(choice.domains)
+        if self.size(union) > cap:
+            return dataclasses.replace(
+                choice,
+                reason=f"{choice.reason}; a fresh set (with the conversation's it "
+                f"would pass {cap} tools)",
+            )
+        added = [d for d in self.domain_order if d in union and d not in kept]
+        reason = f"{choice.reason}; the conversation's set"
+        if added:
+            reason += f", grown by {', '.join(added)}"
+        return self.offer(union, reason)
+
+    def prompt_order(self, choice: Choice) -> list[str]:
+        """The domains of ``choice`` in the order its prompt lists them (every domain for
+        everything), what a conversation keeps (see :meth:`for_conversation`)."""
+        if choice.everything:
+            return self.domain_order
+        return list(choice.order) or [d for d in self.domain_order if d in choice.domains]
+
+    def kept(self, kept: Sequence[str], reason: str = "the conversation's set") -> Choice:
+        """The conversation's set ``kept`` as it stands (what its next request starts with
+        unless that request grows it): what the app warms after an answer."""
+        return self.offer(kept, reason, after=kept)
 
     def grow(self, choice: Choice, called: Iterable[str]) -> Choice:
         """``choice`` plus the domains of the tools the model called outside it: a registered
@@ -252,12 +317,16 @@ class ToolSelector:
         extra -= set(choice.domains)
         if not extra:
             return choice
-        return self.offer(set(choice.domains) | extra, f"{choice.reason}; grown: {sorted(extra)}")
+        return self.offer(
+            set(choice.domains) | extra,
+            f"{choice.reason}; grown: {sorted(extra)}",
+            after=self.prompt_order(choice),
+        )
 
     def schemas(self, choice: Choice) -> list[dict[str, Any]]:
-        """The prompt's tool declarations for ``choice``."""
-        wanted = set(choice.names)
-        return [s for s in self.registry.schemas() if s["function"]["name"] in wanted]
+        """The prompt's tool declarations for ``choice``, in its order."""
+        by_name = {s["function"]["name"]: s for s in self.registry.schemas()}
+        return [by_name[n] for n in choice.names if n in by_name]
 
     def warm_sets(self) -> list[Choice]:
         """The tool sets worth evaluating ahead: one per domain, then everything (the fallback).
@@ -292,22 +361,33 @@ class RequestTools:
     saved state of it, stay valid) and grows only when the model calls a tool it was not offered
     (a registered one, or an unknown name that points to a domain): that domain is offered from
     the next step on. Without a selector every tool is offered.
+
+    ``kept`` is the conversation's set so far (its domains in prompt order, see
+    :meth:`ToolSelector.for_conversation`): the request is offered it, grown by what its own
+    choice adds, up to ``cap`` tools. ``text`` None: no new request, the conversation's set as
+    it stands (what the app warms after an answer).
     """
 
     def __init__(
         self,
         registry: ToolRegistry,
         selector: ToolSelector | None,
-        text: str,
+        text: str | None,
         history: Sequence[Mapping[str, Any]] = (),
+        *,
+        kept: Sequence[str] | None = None,
+        cap: int = 0,
     ) -> None:
         self.registry = registry
         self.selector = selector
-        self.choice = (
-            selector.choose(text, history)
-            if selector is not None
-            else Choice(tuple(registry.names()), (), True, "selection off")
-        )
+        if selector is None:
+            self.choice = Choice(tuple(registry.names()), (), True, "selection off")
+        elif text is None and kept and cap > 0:
+            self.choice = selector.kept(kept)
+        else:
+            self.choice = selector.choose(text or "", history)
+            if kept and cap > 0:
+                self.choice = selector.for_conversation(self.choice, kept, cap)
         self._schemas: list[dict[str, Any]] | None = None
         self._calls = 0
         self._asked_again = False
@@ -335,10 +415,18 @@ class RequestTools:
         self._asked_again = True
         before = set(self.choice.domains)
         self.choice = self.selector.offer(
-            before | found, f"{self.choice.reason}; the model lacked {', '.join(sorted(found))}"
+            before | found,
+            f"{self.choice.reason}; the model lacked {', '.join(sorted(found))}",
+            after=self.selector.prompt_order(self.choice),
         )
         self._schemas = None
         return sorted(found)
+
+    @property
+    def order(self) -> list[str]:
+        """The offered domains in prompt order: what the conversation keeps for its next
+        request (empty without a selector)."""
+        return [] if self.selector is None else self.selector.prompt_order(self.choice)
 
     def schemas(self) -> list[dict[str, Any]]:
         """The declarations to render for this step (the same list until the set grows)."""

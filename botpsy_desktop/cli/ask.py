@@ -7,7 +7,7 @@ import json
 from typing import Any, TextIO
 
 from botpsy_desktop.app import App
-from botpsy_desktop.cli.common import EXIT_ERROR, first_run
+from botpsy_desktop.cli.common import EXIT_ERROR, EXIT_OK, first_run
 from botpsy_desktop.cli.turns import add_run_options, opened_session, run_request
 
 
@@ -34,4 +34,8 @@ def cmd_ask(app: App, args: argparse.Namespace, out: TextIO, err: TextIO) -> int
             data["conversation_id"] = session.conversation_id
             json.dump(data, out, ensure_ascii=False, indent=2)
             out.write("\n")
+        if code == EXIT_OK:
+            out.flush()
+            # the conversation as its next request starts, kept on disk for the next process
+            app.keep_for_next(backend, session.conversation_id)
         return code

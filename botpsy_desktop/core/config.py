@@ -207,6 +207,15 @@ class AgentSettings(_Section):
         "...; a small classifier decides, agent/selection.py) and those of the conversation's "
         "last exchange; false: every tool every time (a longer prompt).",
     )
+    conversation_tools: int = Field(
+        0,
+        ge=0,
+        le=1000,
+        description="Keep a conversation's tools: each request gets the conversation's set "
+        "grown by its own domains, up to this many tools (past it, a fresh set of its own), so "
+        "the prompt's start changes less often. 0 (the default): each request only its own "
+        "set (docs/PERFORMANCE.md measures both).",
+    )
     ask_before_every_change: bool = Field(
         False,
         description="Ask before every change, even small reversible ones you asked for (a "

@@ -233,8 +233,11 @@ class ScriptedBackend(BackendWrapper[EngineProcess]):
         *,
         enable_thinking: bool = False,
         cancel: threading.Event | None = None,
+        keep: str | None = None,
     ) -> GenerationStats:
-        return self.engine.warm(messages, tools, enable_thinking=enable_thinking, cancel=cancel)
+        return self.engine.warm(
+            messages, tools, enable_thinking=enable_thinking, cancel=cancel, keep=keep
+        )
 
 
 class RawContext:

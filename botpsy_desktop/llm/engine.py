@@ -28,7 +28,13 @@ from botpsy_desktop.llm.backend import Message
 from botpsy_desktop.llm.gguf_info import GGUFInfo, check_fits, read_gguf_info
 from botpsy_desktop.llm.grammar import build_tool_call_grammar, grammar_key
 from botpsy_desktop.llm.grammar_check import GrammarMatcher
-from botpsy_desktop.llm.prefix_cache import SEQ, StateCache, common_prefix
+from botpsy_desktop.llm.prefix_cache import (
+    PARTIAL_ONLY,
+    SEQ,
+    Checkpoint,
+    StateCache,
+    common_prefix,
+)
 from botpsy_desktop.llm.prefix_store import PrefixStore, file_identity, prefix_key
 from botpsy_desktop.llm.prompt import PromptRenderer
 from botpsy_desktop.llm.types import Completion, GenerationStats, PromptProgress, TextPiece
@@ -37,6 +43,13 @@ TOOL_CALL_OPEN = "<tool_call>"
 TOOL_CALL_CLOSE = "</tool_call>"
 _TEXT_STOPS = ("<|im_end|>", "<|endoftext|>")
 PREFIX, TURN = "prefix", "turn"  # checkpoint labels: system prompt + tools; end of a user turn
+TOOLS = "tools"  # the end of the tool list (where a set that grows adds its new tools)
+BOUND = "bound"  # the end of an earlier tool in the list (another set's list may end there)
+HEAD = "head"  # the start of a request's user turn (where the warmed conversation ended)
+_SENTINEL_TOOL = {
+    "type": "function",
+    "function": {"name": "_", "description": "", "parameters": {"type": "object"}},
+}  # a tool added to a list to see where the list can grow (never sent to the model)
 Cut = tuple[int, str]  # (character offset in the prompt, label): where to save a checkpoint
 WARM_BATCH = 128  # tokens per llama_decode while warming up on a CPU
 
@@ -155,6 +168,7 @@ class LlamaBackend:
         self.last_prompt_tokens: list[int] = []
         """The prompt tokens the last generation evaluated or reused (the fidelity check)."""
         self._prefix_texts: dict[str, str] = {}
+        self._layouts: dict[str, list[Cut]] = {}
         self.states: StateCache | None = None
         if self.hybrid and settings.state_checkpoints > 0:
             ctx = self._llama._ctx.ctx
@@ -169,6 +183,9 @@ class LlamaBackend:
         self._disk_writer: threading.Thread | None = None
         self.disk_restores = 0
         self.disk_saves = 0
+        self.partial_saves = 0
+        self.partial_restores = 0
+        """Restores of a tool list's end from its saved recurrent state (a grown set)."""
         self.last_disk_restore_s = 0.0
         self.last_disk_read_s = 0.0
 
@@ -252,10 +269,72 @@ class LlamaBackend:
         )
         return True
 
-    def _save_prefix(self, tokens: npt.NDArray[np.intc]) -> None:
+    def _partial_key(self, tokens: Sequence[int] | npt.NDArray[Any]) -> str:
+        """The disk key of the recurrent state alone after ``tokens`` (see _save_partial)."""
+        return prefix_key({**self._disk_components, "part": "recurrent"}, tokens)
+
+    def _save_partial(self, checkpoint: Checkpoint, base: npt.NDArray[np.intc]) -> None:
+        """Keep a checkpoint's recurrent state (PARTIAL_ONLY, about 19 MiB for BotPsy) on disk,
+        with the tokens of ``base``, a longer prefix whose full state is on disk: a later
+        process restores the base, then this state, and cuts the attention cache back to the
+        checkpoint (the same as restoring the checkpoint in memory). A process whose context
+        still holds the checkpoint's tokens needs only this state."""
+        if self.disk is None or not self.hybrid:
+            return
+        key = self._partial_key(checkpoint.tokens)
+        if key in self._disk_known or self.disk.contains(key):
+            self._disk_known.add(key)
+            return
+        meta = {
+            **self._disk_components,
+            "part": "recurrent",
+            "n_tokens": checkpoint.n_tokens,
+            "base_tokens": len(base),
+            "saved_at": time.time(),
+        }
+        if self.disk.save(key, base, checkpoint.state, meta) is not None:
+            self._disk_known.add(key)
+            self.partial_saves += 1
+
+    def _restore_partial(self, tokens: Sequence[int], at: int, held: int) -> bool:
+        """Put the context at the state after ``tokens[:at]`` from a recurrent state on disk
+        (see _save_partial); ``held``: how many of ``tokens`` the context holds now. False if
+        there is none (the context is then as it was, or cleared when a restore failed)."""
+        if self.disk is None or not self.hybrid or self.states is None:
+            return False
+        key = self._partial_key(tokens[:at])
+        entry = self.disk.load(key, tokens[:at], at_least=True)
+        if entry is None:
+            return False
+        with entry:
+            base = [int(t) for t in entry.tokens]
+            state = np.frombuffer(entry.read_body(), dtype=np.uint8)
+        if held < at and not self._restore_prefix(base):
+            return False  # the base (with the attention cache) is gone: evaluate instead
+        if len(state) != self.states.state_size():  # (the size of a sequence that holds tokens)
+            self.disk.discard(key, "a recurrent state of another size")
+            return False
+        ctx = self._llama._ctx.ctx
+        ptr = state.ctypes.data_as(ctypes.POINTER(ctypes.c_uint8))
+        read = int(llama_cpp.llama_state_seq_set_data_ext(ctx, ptr, len(state), SEQ, PARTIAL_ONLY))
+        if read != len(state) or not llama_cpp.llama_memory_seq_rm(
+            llama_cpp.llama_get_memory(ctx), SEQ, at, -1
+        ):
+            self.reset()
+            self.disk.discard(key, "llama.cpp refused it")
+            return False
+        self._llama.n_tokens = at
+        self.states.truncate(at)
+        self._evaluated_text = ""
+        self.partial_restores += 1
+        log.info("tool list of %d tokens restored from its saved state", at)
+        return True
+
+    def _save_prefix(self, tokens: npt.NDArray[np.intc], *, keep: str | None = None) -> None:
         """Write the full state (which must be the state after ``tokens``) to disk, unless it
         is there already: llama.cpp writes it into a temporary file now, tensor by tensor (no
-        copy of the whole state in memory); a background thread checksums and seals it."""
+        copy of the whole state in memory); a background thread checksums and seals it.
+        ``keep`` names a group (a conversation) of which the disk keeps only the newest."""
         if self.disk is None:
             return
         key = self.prefix_state_key(tokens)
@@ -281,7 +360,7 @@ class LlamaBackend:
         token_copy = np.array(tokens, dtype=np.intc)
 
         def write() -> None:
-            if pending.finish(token_copy, meta) is not None:
+            if pending.finish(token_copy, meta, group=keep) is not None:
                 self.disk_saves += 1
 
         # not a daemon: a short-lived process (botpsy ask) finishes the write before exiting
@@ -426,6 +505,77 @@ class LlamaBackend:
             self._prefix_texts[key] = text
         return text
 
+    def prefix_cuts(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[Mapping[str, Any]],
+        *,
+        enable_thinking: bool = False,
+    ) -> list[Cut]:
+        """Where the prefix's saved states may sit: the end of each tool in the list (BOUND),
+        the end of the list (TOOLS) and the end of the prefix (PREFIX).
+
+        A conversation's tool set grows by adding tools at the end of the list
+        (agent/selection.py), so the prompt of the grown set shares the old one's tokens up to
+        the old list's end: a state saved there spares evaluating the list again. The tools'
+        ends are found by rendering the list with one more tool (where the two renders part),
+        and kept only where tokenizing the prefix in pieces cut there gives exactly the tokens
+        of the whole (they do for the Qwen3.5 template: each cut follows a newline, where the
+        tokenizer's pre-split falls anyway), so a prompt's tokens never depend on the cuts.
+        """
+        prefix = self.prefix_text(messages, tools, enable_thinking=enable_thinking)
+        if not prefix:
+            return []
+        system = [dict(messages[0])] if messages and messages[0].get("role") == "system" else []
+        key = json.dumps([system, list(tools), enable_thinking], sort_keys=True, default=str)
+        found = self._layouts.get(key)
+        if found is None:
+            found = []
+            if tools and self.hybrid:
+                found = self._tool_ends(system, tools, enable_thinking, prefix)
+            if len(self._layouts) >= 4:
+                self._layouts.clear()
+            self._layouts[key] = found
+        return [*found, (len(prefix), PREFIX)]
+
+    def _tool_ends(
+        self,
+        system: list[dict[str, Any]],
+        tools: Sequence[Mapping[str, Any]],
+        enable_thinking: bool,
+        prefix: str,
+    ) -> list[Cut]:
+        def render(items: Sequence[Mapping[str, Any]]) -> str:
+            return self.renderer.render(  # (the template wants a user message)
+                [*system, {"role": "user", "content": "a"}],
+                items,
+                enable_thinking=enable_thinking,
+                add_generation_prompt=False,
+            ).text
+
+        ends: list[int] = []
+        for i in range(1, len(tools) + 1):
+            short = render(tools[:i])
+            longer = render([*tools[:i], _SENTINEL_TOOL])
+            at = next(
+                (j for j, (x, y) in enumerate(zip(short, longer, strict=False)) if x != y),
+                min(len(short), len(longer)),
+            )
+            if not prefix.startswith(short[:at]) or (ends and at <= ends[-1]):
+                return []  # the template does not list tools one after the other
+            ends.append(at)
+        if not ends or ends[-1] >= len(prefix):
+            return []
+        pieces: list[int] = []
+        start = 0
+        for at in [*ends, len(prefix)]:
+            pieces += self.tokenize(prefix[start:at])
+            start = at
+        if pieces != self.tokenize(prefix):
+            log.info("tool list states off: tokens cut at a tool's end differ from the whole")
+            return []
+        return [(at, BOUND) for at in ends[:-1]] + [(ends[-1], TOOLS)]
+
     def _cuts(
         self,
         messages: Sequence[Message],
@@ -433,15 +583,22 @@ class LlamaBackend:
         enable_thinking: bool,
         prompt: str,
     ) -> list[Cut]:
-        """Where to checkpoint while evaluating ``prompt``: after the prefix, and after the
-        request's user turn when this is a request's first model turn."""
+        """Where to checkpoint (or look for a saved state) while evaluating ``prompt``: the
+        prefix's places (``prefix_cuts``), the start of the request's user turn (where the
+        conversation's warmed state on disk ends) and its end, when this is a request's first
+        model turn."""
         if self.states is None and self.disk is None:
             return []
         cuts: list[Cut] = []
         prefix = self.prefix_text(messages, tools, enable_thinking=enable_thinking)
         if prefix and len(prefix) < len(prompt) and prompt.startswith(prefix):
-            cuts.append((len(prefix), PREFIX))
-        if self.states is not None and messages and messages[-1].get("role") == "user":
+            cuts += self.prefix_cuts(messages, tools, enable_thinking=enable_thinking)
+        last_user = bool(messages) and messages[-1].get("role") == "user"
+        if self.disk is not None and last_user and len(messages) > 2 and cuts:
+            head = self.conversation_head(messages[:-1], tools, enable_thinking=enable_thinking)
+            if len(prefix) < len(head) < len(prompt) and prompt.startswith(head):
+                cuts.append((len(head), HEAD))
+        if self.states is not None and last_user:
             head = self.renderer.render(
                 messages, tools, enable_thinking=enable_thinking, add_generation_prompt=False
             ).text
@@ -488,23 +645,43 @@ class LlamaBackend:
             tokens += self.tokenize(prompt[at:])
         return tokens, marks
 
-    def _prepare(self, tokens: list[int], *, need_logits: bool = True, prefix_at: int = 0) -> int:
+    def _prepare(
+        self,
+        tokens: list[int],
+        *,
+        need_logits: bool = True,
+        prefix_at: int = 0,
+        marks: Sequence[tuple[int, str, str]] = (),
+    ) -> int:
         """Bring the context to hold a prefix of ``tokens``; return its length.
 
         tokens[start:] still need evaluating (at least one when ``need_logits``, to get fresh
         logits). The evaluated sequence is continued when the prompt extends it; otherwise it is
         cut back: any model to the shared prefix when it can, a hybrid/recurrent model to the
-        longest checkpoint the prompt starts with, or to nothing. When the context does not
-        hold the first ``prefix_at`` tokens (the system prompt and tools), their state is
-        restored from disk if it is there.
+        longest checkpoint the prompt starts with, or to nothing. A state on disk is restored
+        instead when it reaches further: at a mark (``marks``: the conversation warmed up to
+        the request's user turn, the prefix, or the end of a tool list, the recurrent state
+        alone) or at ``prefix_at`` (the system prompt and tools).
         """
         llm = self._llama
         n = int(llm.n_tokens)
         common = common_prefix(llm.input_ids[:n], np.asarray(tokens, dtype=np.intc))
         if need_logits and common == len(tokens):
             common -= 1
-        if common < prefix_at and self._restore_prefix(tokens[:prefix_at]):
-            return prefix_at
+        if self.disk is not None:
+            reach = self._reach(common, n)
+            places = [(pos, label) for pos, label, _ in marks]
+            if prefix_at and not places:
+                places = [(prefix_at, PREFIX)]
+            for pos, label in sorted(places, reverse=True):
+                if not reach < pos <= len(tokens) - int(need_logits):
+                    continue
+                if label in (HEAD, PREFIX) and self._restore_prefix(tokens[:pos]):
+                    return pos
+                if label in (TOOLS, BOUND) and self._restore_partial(tokens, pos, common):
+                    return pos
+                n = int(llm.n_tokens)  # a failed restore may have cleared the context
+                common = min(common, n)
         if common == n:
             return n
         if not self.hybrid:
@@ -521,6 +698,16 @@ class LlamaBackend:
                 return checkpoint.n_tokens
         self.reset()
         return 0
+
+    def _reach(self, common: int, n: int) -> int:
+        """How many leading tokens of a prompt the context can give without the disk, when it
+        shares ``common`` of them with the ``n`` it holds."""
+        if common == n or not self.hybrid:
+            return common
+        if self.states is None:
+            return 0
+        checkpoint = self.states.best(common)
+        return checkpoint.n_tokens if checkpoint is not None else 0
 
     def _eval(
         self,
@@ -552,16 +739,27 @@ class LlamaBackend:
         """``_eval`` one batch at a time: yields the tokens evaluated so far after each batch
         (the caller reports progress), returns whether all were evaluated."""
         llm = self._llama
-        at_mark = {pos: (label, text) for pos, label, text in marks if start <= pos <= len(tokens)}
+        at_mark = {
+            pos: (label, text)
+            for pos, label, text in marks
+            if start <= pos <= len(tokens) and label in (PREFIX, TURN, TOOLS)
+        }  # the places where a state is saved (the others are only looked up on disk)
         step = max(step or int(llm.n_batch), 1)
         i = start
         while True:
             if i in at_mark and i > 0:
                 label, text = at_mark.pop(i)
-                if self.states is not None:
+                # the tool list's end is kept only until the prefix's end, for the disk
+                keep = label in (PREFIX, TURN) or (label == TOOLS and self.disk is not None)
+                if self.states is not None and keep:
                     self.states.save(llm.input_ids[:i], label, text=text, pinned=label == PREFIX)
                 if label == PREFIX:
                     self._save_prefix(llm.input_ids[:i])
+                    if self.states is not None:  # the tool list's end, with this as its base
+                        for c in self.states.checkpoints:
+                            if c.label == TOOLS and c.n_tokens < i:
+                                self._save_partial(c, llm.input_ids[:i])
+                                self.states.forget(c)
             if i >= len(tokens):
                 return True
             if cancel.is_set():
@@ -638,6 +836,7 @@ class LlamaBackend:
         enable_thinking: bool = False,
         cancel: threading.Event | None = None,
         progress: Callable[[PromptProgress], None] | None = None,
+        keep: str | None = None,
     ) -> GenerationStats:
         """Evaluate now what the next request on ``messages`` will start with.
 
@@ -647,7 +846,9 @@ class LlamaBackend:
         own user message. Runs on the thread that owns the model; ``cancel`` stops it between
         batches, keeping what was evaluated (a request that follows continues from there).
         Returns the prompt-side stats (tokens reused and evaluated, seconds); ``progress`` is
-        told how far it has come after each batch.
+        told how far it has come after each batch. ``keep`` (a conversation's id) also keeps
+        the warmed conversation's state on disk, the newest one per ``keep``, so that a new
+        process (the next `botpsy ask --conversation`, the window opened again) starts there.
         """
         if self._closed:
             raise ModelError("The model was closed.", "Load it again.")
@@ -660,12 +861,12 @@ class LlamaBackend:
         if self.states is not None or self.disk is not None:
             prefix = self.prefix_text(messages, tools, enable_thinking=enable_thinking)
             if prefix and head.startswith(prefix):
-                cuts.append((len(prefix), PREFIX))
+                cuts += self.prefix_cuts(messages, tools, enable_thinking=enable_thinking)
         tokens, marks = self._tokenize_continuing(head, cuts)
         stats.prompt_tokens = len(tokens)
         if len(tokens) >= self.n_ctx:
             return stats  # the request will say it does not fit; nothing to prepare
-        start = self._prepare(tokens, need_logits=False, prefix_at=_prefix_at(marks))
+        start = self._prepare(tokens, need_logits=False, marks=marks)
         stats.reused_tokens = start
         stats.evaluated_tokens = len(tokens) - start
         self._evaluated_text = ""
@@ -684,6 +885,8 @@ class LlamaBackend:
             except StopIteration as finished:
                 if finished.value:
                     self._evaluated_text = head
+                    if keep and len(messages) > 1 and int(self._llama.n_tokens) == len(tokens):
+                        self._save_prefix(self._llama.input_ids[: len(tokens)], keep=keep)
                 break
             if progress is not None:
                 progress(PromptProgress(at - start, total, time.perf_counter() - t_eval))
@@ -732,7 +935,7 @@ class LlamaBackend:
                 "Start a new conversation or raise model.n_ctx in the settings.",
             )
         limit = min(max_tokens or self.settings.max_tokens, room)
-        start = self._prepare(tokens, prefix_at=_prefix_at(marks))
+        start = self._prepare(tokens, marks=marks)
         stats.reused_tokens = start
         stats.evaluated_tokens = len(tokens) - start
         self._evaluated_text = ""

@@ -793,9 +793,11 @@ class EngineProcess:
         enable_thinking: bool = False,
         cancel: threading.Event | None = None,
         progress: Callable[[PromptProgress], None] | None = None,
+        keep: str | None = None,
     ) -> GenerationStats:
         """Evaluate ahead what the next request will start with (LlamaBackend.warm), in the
-        worker; ``progress`` hears how far it is, passed on from the worker as it goes."""
+        worker; ``progress`` hears how far it is, passed on from the worker as it goes;
+        ``keep`` keeps a conversation's warmed state on disk."""
         stats: GenerationStats = self.call(
             "warm",
             _plain(messages),
@@ -803,6 +805,7 @@ class EngineProcess:
             enable_thinking=enable_thinking,
             cancel=cancel,
             progress=progress,
+            keep=keep,
         )
         return stats
 

@@ -181,6 +181,11 @@ class StateCache:
         self.restores += 1
         return True
 
+    def forget(self, checkpoint: Checkpoint) -> None:
+        """Forget one checkpoint (its memory is kept for the next)."""
+        if any(c is checkpoint for c in self._items):
+            self._forget([checkpoint])
+
     def truncate(self, n_tokens: int) -> None:
         """The evaluated sequence now keeps only its first ``n_tokens``: forget longer ones."""
         self._forget([c for c in self._items if c.n_tokens > n_tokens])

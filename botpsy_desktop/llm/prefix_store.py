@@ -55,6 +55,7 @@ _TRAILER = struct.Struct("<8sIIQQ32s32s")  # magic, version, n_tokens, meta, bod
 TRAILER_SIZE = _TRAILER.size
 _BLOCK = 1 << 20  # read and hash in blocks of this size, never the whole file at once
 _LOCK = ".lock"
+_GROUPS = "groups.json"
 _STALE_TMP_S = 3600.0  # a temporary file this old was left by a writer that died
 MiB = 2**20
 
@@ -136,10 +137,15 @@ class PendingWrite:
         self.path = path
 
     def finish(
-        self, tokens: Sequence[int] | npt.NDArray[Any], meta: Mapping[str, Any]
+        self,
+        tokens: Sequence[int] | npt.NDArray[Any],
+        meta: Mapping[str, Any],
+        *,
+        group: str | None = None,
     ) -> Path | None:
         """Seal the written body into an entry; its final path, or None (logged) when it is
-        larger than the bound or cannot be written."""
+        larger than the bound or cannot be written. ``group`` (a conversation) keeps one
+        entry: the one it held before is removed (see ``PrefixStore.regroup``)."""
         store, key, tmp = self.store, self.key, self.path
         token_bytes = np.asarray(tokens, dtype="<i4").tobytes()
         meta_bytes = json.dumps(dict(meta), sort_keys=True, default=str).encode()
@@ -182,6 +188,8 @@ class PendingWrite:
             log.warning("prefix state %s not written: %s", final.name, exc)
             self.abandon()
             return None
+        if group is not None:
+            store.regroup(group, final)
         store.evict(keep=final)
         return final
 
@@ -212,9 +220,11 @@ class PrefixStore:
         return self.path_for(key).is_file()
 
     # -- reading ---------------------------------------------------------------------------
-    def load(self, key: str, tokens: Sequence[int] | npt.NDArray[Any]) -> Entry | None:
-        """The verified entry for ``key`` whose tokens are ``tokens``, open; None if there is
-        none. The caller closes it.
+    def load(
+        self, key: str, tokens: Sequence[int] | npt.NDArray[Any], *, at_least: bool = False
+    ) -> Entry | None:
+        """The verified entry for ``key`` whose tokens are ``tokens`` (``at_least``: whose
+        tokens start with them), open; None if there is none. The caller closes it.
 
         A file that is truncated, damaged or made for something else is removed and logged;
         nothing of it is returned.
@@ -229,7 +239,8 @@ class PrefixStore:
             log.warning("prefix state %s cannot be opened: %s", path.name, exc)
             return None
         try:
-            problem, entry = self._read(f, path, key, np.asarray(tokens, dtype=np.intc), started)
+            want = np.asarray(tokens, dtype=np.intc)
+            problem, entry = self._read(f, path, key, want, started, at_least)
         except OSError as exc:
             problem, entry = f"unreadable ({exc})", None
         if entry is None:
@@ -241,7 +252,13 @@ class PrefixStore:
         return entry
 
     def _read(
-        self, f: BinaryIO, path: Path, key: str, want: npt.NDArray[np.intc], started: float
+        self,
+        f: BinaryIO,
+        path: Path,
+        key: str,
+        want: npt.NDArray[np.intc],
+        started: float,
+        at_least: bool = False,
     ) -> tuple[str | None, Entry | None]:
         size = os.fstat(f.fileno()).st_size
         if size < TRAILER_SIZE:
@@ -258,7 +275,7 @@ class PrefixStore:
         expected = body_len + meta_len + 4 * n_tokens + TRAILER_SIZE
         if size != expected:
             return f"{size} bytes, the trailer announces {expected} (truncated or padded)", None
-        if n_tokens != len(want):
+        if n_tokens < len(want) or (n_tokens != len(want) and not at_least):
             return f"{n_tokens} tokens, the prefix has {len(want)}", None
         f.seek(0)
         digest = _hash_blocks(f, body_len)
@@ -269,7 +286,7 @@ class PrefixStore:
         if digest.digest() != checksum:
             return "checksum mismatch (damaged)", None
         tokens = np.frombuffer(rest, dtype="<i4", offset=meta_len).astype(np.intc)
-        if not np.array_equal(tokens, want):
+        if not np.array_equal(tokens[: len(want)], want):
             return "its tokens differ from the prefix's", None
         try:
             meta = json.loads(rest[:meta_len])
@@ -322,6 +339,35 @@ class PrefixStore:
             pending.abandon()
             return None
         return pending.finish(tokens, meta)
+
+    def regroup(self, group: str, path: Path) -> None:
+        """Make ``path`` the one entry of ``group`` (a conversation, whose newest warmed state
+        is the only one worth keeping): the entry the group had before is removed. The
+        groups are listed in a small JSON file in the folder, changed under its lock."""
+        name = hashlib.sha256(group.encode()).hexdigest()[:32]
+        index = self.folder / _GROUPS
+        with exclusive_lock(self.folder / _LOCK, "the prefix state cache", wait=True):
+            try:
+                groups = json.loads(index.read_text(encoding="utf-8"))
+                if not isinstance(groups, dict):
+                    groups = {}
+            except (OSError, ValueError):
+                groups = {}
+            old = groups.get(name)
+            if isinstance(old, str) and old != path.name and old.endswith(SUFFIX):
+                with contextlib.suppress(OSError):
+                    (self.folder / Path(old).name).unlink()
+            groups[name] = path.name
+            known = {e.name for _, _, e in self._entries()}
+            groups = {g: f for g, f in groups.items() if f in known}
+            tmp = index.with_name(f".{_GROUPS}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+            try:
+                tmp.write_text(json.dumps(groups), encoding="utf-8")
+                os.replace(tmp, index)
+            except OSError as exc:
+                log.warning("prefix state groups not written: %s", exc)
+                with contextlib.suppress(OSError):
+                    tmp.unlink()
 
     # -- the bound -------------------------------------------------------------------------
     def _entries(self) -> list[tuple[float, int, Path]]:

@@ -336,7 +336,9 @@ def test_the_loop_offers_the_requests_tools_every_step_and_grows_on_demand(tmp_p
         alarms = [n for n in names if app.registry.get(n).domain == "alarms"]  # type: ignore[union-attr]
         files = [n for n in names if app.registry.get(n).domain == "files"]  # type: ignore[union-attr]
         assert backend.offered[0] == backend.offered[1] == alarms
-        assert backend.offered[2] == [n for n in names if n in alarms + files]
+        # the domain the model reached for comes at the end of the list, so the prompt's
+        # start (and the model's saved state of it) stays the same (llm/engine.py TOOLS)
+        assert backend.offered[2] == alarms + files
 
         app.config.agent.tool_selection = False
         backend = ToolsSeen(["Hello."])
@@ -407,3 +409,72 @@ def test_a_short_server_name_names_its_domain() -> None:
     registry.register(make_tool(git_status, effects={Effect.READ}, domain="git"))
     choice = ToolSelector(registry).choose("what changed in my git repository since yesterday?")
     assert "git" in choice.domains and "git_status" in choice.names, choice
+
+
+def test_a_conversation_keeps_its_set_and_grows_it_in_the_canonical_order() -> None:
+    """The conversation's set (agent.conversation_tools): a request gets it, grown by its own
+    domains in the canonical order, chit-chat and a request within it get it unchanged, and
+    past the cap a request gets a fresh set of its own."""
+    registry = app_tools()
+    selector = ToolSelector(registry)
+    first = selector.choose("What's the weather in Paris?")
+    kept = selector.prompt_order(first)
+    assert kept == ["weather"]
+    timer = selector.for_conversation(selector.choose("Set a timer for 10 minutes"), kept, 40)
+    order = selector.prompt_order(timer)
+    assert order[0] == "weather" and "alarms" in order[1:], timer
+    before = selector.schemas(selector.kept(kept))
+    after = selector.schemas(timer)
+    assert after[: len(before)] == before  # the old list is the new one's start
+    # nothing new: the same set, the same list (so the prompt's start stays cached)
+    again = selector.for_conversation(selector.choose("Weather in Lyon tomorrow?"), order, 40)
+    assert selector.schemas(again) == after
+    hello = selector.for_conversation(selector.choose("good morning!"), order, 40)
+    assert selector.schemas(hello) == after
+    # in the canonical order: a domain that sorts before the kept ones goes before them
+    files = selector.for_conversation(selector.choose("List my Documents folder"), kept, 40)
+    assert selector.prompt_order(files)[0] == "files" and "weather" in files.domains
+    # past the cap: the request's own set, a fresh one
+    mail = selector.choose("Any mail from Marco?")
+    assert selector.prompt_order(mail) == ["email"]
+    fresh = selector.for_conversation(mail, order, selector.size(order))
+    assert fresh.names == mail.names and "fresh set" in fresh.reason
+    # cap 0: no conversation set at all
+    assert selector.for_conversation(mail, order, 0) == mail
+    # the loop's request tools do the same, and a warm-up (no text) gets the kept set as it is
+    offer = RequestTools(registry, selector, "Set a timer for 10 minutes", kept=kept, cap=40)
+    assert offer.order == order
+    assert RequestTools(registry, selector, None, kept=order, cap=40).schemas() == after
+
+
+def test_the_loop_keeps_the_conversations_set_for_its_next_request(tmp_path: Path) -> None:
+    app = build_app(tmp_path)
+    try:
+        app.config.agent.conversation_tools = 40
+        backend = ToolsSeen(["Mild.", "Done.", "Sunny."])
+        session = app.session(backend)
+        for text in (
+            "Weather in Paris?",
+            "Set a timer for 10 minutes",
+            "Weather in Lyon tomorrow?",
+        ):
+            list(session.run(text))
+        first, second, third = backend.offered
+        assert second[: len(first)] == first and len(second) > len(first)
+        assert third == second  # the set kept, the prompt's start unchanged
+        assert session.warm_tools() == [
+            s for n in third for s in app.registry.schemas() if s["function"]["name"] == n
+        ]
+        stored = app.store.setting(session.conversation_id, "tool_domains")
+        assert stored[0] == "weather" and "alarms" in stored
+        app.config.agent.conversation_tools = 0  # each request its own set, as before
+        backend = ToolsSeen(["Mild.", "Done."])
+        session = app.session(backend)
+        for text in ("What's the weather in Paris?", "Set a timer for 10 minutes"):
+            list(session.run(text))
+        assert app.store.setting(session.conversation_id, "tool_domains") is None
+        assert backend.offered[1] == list(
+            ToolSelector(app.registry).choose("Set a timer for 10 minutes", ["get_weather"]).names
+        )
+    finally:
+        app.close()
