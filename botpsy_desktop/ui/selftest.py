@@ -17,7 +17,7 @@ from typing import Any, Literal, TextIO
 
 Status = Literal["ok", "skip", "FAIL"]
 
-REQUEST = "List my Documents folder and make a Self-test folder in it."
+REQUEST = "List my Documents folder and make a new folder in it for this check."
 ANSWER = "Your Documents folder holds notes.txt; I made the Self-test folder."
 REPLAY = [
     "<tool_call>\n<function=list_folder>\n<parameter=path>\nDocuments\n</parameter>\n"
@@ -26,7 +26,8 @@ REPLAY = [
     "</parameter>\n</function>\n</tool_call>",
     ANSWER,
 ]
-"""One request: a read-only call the gate lets through, a change it holds for approval."""
+"""One request: a read-only call the gate lets through, then a change it holds for approval:
+after the read, the folder's name is the model's choice, not words the person typed."""
 
 
 class SelfTestError(Exception):
@@ -409,8 +410,9 @@ class SelfTest:
         if not (self.profile / "data" / "files-actions.jsonl").is_file():
             raise SelfTestError("the files adapter kept no action log")
         return (
-            "list_folder ran unasked (read-only); create_folder waited for approval, was "
-            "approved and made Documents/Self-test; answer shown, conversation saved "
+            "list_folder ran unasked (read-only); create_folder waited for approval (the "
+            "model named the folder after the read), was approved and made "
+            "Documents/Self-test; answer shown, conversation saved "
             f"({took:.2f} s)"
         )
 
