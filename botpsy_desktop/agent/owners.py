@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import sys
 import threading
 import time
 import uuid
@@ -12,25 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import ClassVar
 
-if sys.platform == "win32":  # pragma: no cover - exercised on Windows only
-    import msvcrt
-
-    def _try_lock(fd: int) -> bool:
-        try:
-            msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
-        except OSError:
-            return False
-        return True
-
-else:
-    import fcntl
-
-    def _try_lock(fd: int) -> bool:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            return False
-        return True
+from botpsy_desktop.core.dbsafety import try_lock
 
 
 class OwnerLock:
@@ -50,7 +31,7 @@ class OwnerLock:
             return
         self._folder.mkdir(parents=True, exist_ok=True)
         fd = os.open(self._file(self.token), os.O_RDWR | os.O_CREAT, 0o600)
-        if not _try_lock(fd):  # a fresh random name: nobody else can hold it
+        if not try_lock(fd):  # a fresh random name: nobody else can hold it
             os.close(fd)
             raise OSError(f"cannot lock {self._file(self.token)}")
         self._fd = fd
@@ -75,7 +56,7 @@ class OwnerLock:
             return
         dead = False
         try:
-            dead = _try_lock(fd)
+            dead = try_lock(fd)
             yield dead
         finally:
             os.close(fd)
@@ -129,7 +110,7 @@ class WriterLock:
             return True
         self._file.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(self._file, os.O_RDWR | os.O_CREAT, 0o600)
-        while not _try_lock(fd):
+        while not try_lock(fd):
             if cancel is not None and cancel.wait(poll_s):
                 os.close(fd)
                 return False

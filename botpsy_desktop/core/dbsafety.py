@@ -375,11 +375,13 @@ def _missing_rows(path: Path, backup: Path) -> dict[str, int] | None:
 
 
 # --- which processes have a database open ------------------------------------------------------
+# try_lock(fd): lock an open file exclusively without waiting, and say whether it was free; the
+# OS frees the lock when its process ends in any way (agent/owners.py uses it too).
 
 if sys.platform == "win32":  # pragma: no cover - exercised on Windows only
     import msvcrt
 
-    def _try_lock(fd: int) -> bool:
+    def try_lock(fd: int) -> bool:
         try:
             msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
         except OSError:
@@ -389,7 +391,7 @@ if sys.platform == "win32":  # pragma: no cover - exercised on Windows only
 else:
     import fcntl
 
-    def _try_lock(fd: int) -> bool:
+    def try_lock(fd: int) -> bool:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
@@ -412,7 +414,7 @@ class Hold:
         folder.mkdir(parents=True, exist_ok=True)
         self._file = folder / f"{os.getpid()}-{uuid.uuid4().hex[:12]}.lock"
         fd = os.open(self._file, os.O_RDWR | os.O_CREAT, 0o600)
-        if not _try_lock(fd):
+        if not try_lock(fd):
             os.close(fd)
             raise OSError(f"cannot lock {self._file}")
         self._fd: int | None = fd
@@ -439,7 +441,7 @@ def holders(path: Path) -> int:
         except OSError:
             continue
         try:
-            free = _try_lock(fd)
+            free = try_lock(fd)
         finally:
             os.close(fd)
         if free:
