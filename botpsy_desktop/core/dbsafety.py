@@ -158,7 +158,7 @@ def keep_recent_backup(
     """
     backups = list_backups(path)
     with contextlib.suppress(OSError):
-        if backups and time.time() - backups[0].stat().st_mtime < every_s:
+        if backups and time.time() - _made_at(backups[0]) < every_s:
             return None
     for stale in path.parent.glob(f"{path.name.removesuffix('.sqlite3')}.backup-*.part"):
         with contextlib.suppress(OSError):  # a copy cut off earlier
