@@ -92,6 +92,16 @@ _BACKS: dict[str, tuple[tuple[str, str], ...]] = {
 }
 
 
+ANY_CHANGE = "*"
+"""In ``ran``: a change by a tool this table does not know (a tool server's, a plug-in's). What
+it did cannot be read from its name, so no claim is called unbacked beside it."""
+
+
+def as_ran(name: str) -> str:
+    """How a change that ran by the tool ``name`` is given to :func:`note_for`."""
+    return name if name in _BACKS else ANY_CHANGE
+
+
 @dataclass(frozen=True)
 class Claim:
     """One claimed action: its kind, the objects it names (empty: none named), the words."""
@@ -179,6 +189,8 @@ def backed(claim: Claim, ran: Iterable[str]) -> bool:
     names = list(ran)
     if claim.action == "done":
         return bool(names)
+    if ANY_CHANGE in names:
+        return True
     pairs = {pair for name in names for pair in _BACKS.get(name, ())}
     if not claim.objects:
         return any(action == claim.action for action, _ in pairs) or (

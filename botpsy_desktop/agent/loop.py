@@ -15,7 +15,7 @@ from typing import Any
 
 from botpsy_desktop.agent.audit import AuditLog
 from botpsy_desktop.agent.budget import ContextBudget, ContextFull, Fitted
-from botpsy_desktop.agent.claims import note_for
+from botpsy_desktop.agent.claims import as_ran, note_for
 from botpsy_desktop.agent.events import (
     Answer,
     ApprovalNeeded,
@@ -611,7 +611,7 @@ class AgentSession:
             except StoreError as exc:  # the call ran: it is reported, then the request ends
                 unsaved = exc
             if outcome.ok and outcome.action_id is not None:
-                self._ran.append(name or "")
+                self._ran.append(as_ran(name or ""))
             yield ToolResult(
                 call_id,
                 name,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from botpsy_desktop.agent.claims import NOTE, claims_action, note_for
+from botpsy_desktop.agent.claims import NOTE, as_ran, claims_action, note_for
 from botpsy_desktop.eval.claims_eval import CLAIMS_SET, HELD_OUT, load, measure
 
 
@@ -99,3 +99,13 @@ def test_the_checker_holds_its_measured_precision_and_recall() -> None:
         assert score.precision >= 0.9 and score.recall >= 0.9, (lang, score)
     held = measure(held_out)["all"]
     assert held.precision >= 0.9 and held.recall >= 0.4, held
+
+
+def test_a_change_by_a_tool_the_checker_does_not_know_backs_the_claim() -> None:
+    """A tool server's or plug-in's change ran: its name says nothing about what it did, so the
+    answer is not told that nothing was carried out."""
+    text = "Your summary is saved in summary.txt."
+    assert note_for(text, []) == NOTE
+    assert note_for(text, [as_ran("write_note")]) == ""
+    assert note_for("Alarm cancelled.", ["set_timer", as_ran("crm_update_contact")]) == ""
+    assert note_for("Alarm cancelled.", [as_ran("set_timer")])  # a known tool stays checked

@@ -63,34 +63,57 @@ def secret_service(folder: Path) -> Iterator[SecretService]:
         if not address:
             raise RuntimeError("dbus-daemon did not start")
         env["DBUS_SESSION_BUS_ADDRESS"] = address
-        keyring_daemon = subprocess.Popen(
-            ["gnome-keyring-daemon", "--foreground", "--unlock", "--components=secrets"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            env={**os.environ, **env},
-            text=True,
-        )
-        assert keyring_daemon.stdin is not None
-        keyring_daemon.stdin.write("test-keyring-unlock")
-        keyring_daemon.stdin.close()
-        _wait_for_secrets(env)
+        # the daemon is started again (with a fresh keyring folder) when it has not registered
+        # an unlocked login keyring in time: on a loaded CI machine it once never did
+        for attempt in range(1, 4):
+            keyring_daemon = _start_keyring(env, folder / f"keyring-daemon-{attempt}.log")
+            problem = _wait_for_secrets(env, keyring_daemon, 20.0 * attempt)
+            if problem is None:
+                break
+            _stop(keyring_daemon)
+            shutil.rmtree(home / "data" / "keyrings", ignore_errors=True)
+        else:
+            raise RuntimeError(f"gnome-keyring did not come up in three starts: {problem}")
         yield SecretService(env)
     finally:
         for proc in (keyring_daemon, bus):
-            if proc is not None and proc.poll() is None:
-                proc.terminate()
-                try:
-                    proc.wait(5)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait()
+            if proc is not None:
+                _stop(proc)
         if bus.stdout is not None:
             bus.stdout.close()
 
 
-def _wait_for_secrets(env: dict[str, str]) -> None:
-    """Until the keyring answers a round trip (the daemon registers on the bus asynchronously).
+def _start_keyring(env: dict[str, str], log: Path) -> subprocess.Popen[str]:
+    with log.open("w", encoding="utf-8") as err:
+        daemon = subprocess.Popen(
+            ["gnome-keyring-daemon", "--foreground", "--unlock", "--components=secrets"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+            env={**os.environ, **env},
+            text=True,
+        )
+    assert daemon.stdin is not None
+    daemon.stdin.write("test-keyring-unlock")
+    daemon.stdin.close()
+    return daemon
+
+
+def _stop(proc: subprocess.Popen[str]) -> None:
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def _wait_for_secrets(
+    env: dict[str, str], daemon: subprocess.Popen[str], within_s: float
+) -> str | None:
+    """Until the keyring answers a round trip (the daemon registers on the bus asynchronously);
+    None when it did, else what was wrong.
 
     First until the unlocked login keyring is there as the default collection, asked on one
     connection that is closed each time: a round trip tried before that makes the daemon ask to
@@ -101,12 +124,14 @@ def _wait_for_secrets(env: dict[str, str]) -> None:
     from jeepney.io.blocking import open_dbus_connection
     from secretstorage.collection import get_collection_by_alias
 
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + within_s
     saved = os.environ.get("DBUS_SESSION_BUS_ADDRESS")
     os.environ["DBUS_SESSION_BUS_ADDRESS"] = env["DBUS_SESSION_BUS_ADDRESS"]
     try:
         last: Exception | None = None
         while time.monotonic() < deadline:
+            if daemon.poll() is not None:
+                return f"gnome-keyring-daemon exited with {daemon.returncode}"
             try:
                 with open_dbus_connection(bus="SESSION") as conn:
                     collection = get_collection_by_alias(conn, "default")
@@ -117,7 +142,7 @@ def _wait_for_secrets(env: dict[str, str]) -> None:
                 last = exc
             time.sleep(0.1)
         else:
-            raise RuntimeError(f"gnome-keyring did not come up: {last}")
+            return f"not ready after {within_s:.0f} s: {last}"
         from keyring.backends import SecretService as backend
 
         k = backend.Keyring()
@@ -125,6 +150,7 @@ def _wait_for_secrets(env: dict[str, str]) -> None:
         if k.get_password("botpsy-test-probe", "probe") != "ok":
             raise RuntimeError("gnome-keyring did not return what was stored")
         k.delete_password("botpsy-test-probe", "probe")
+        return None
     finally:
         if saved is None:
             os.environ.pop("DBUS_SESSION_BUS_ADDRESS", None)

@@ -60,9 +60,10 @@ def run(
 
 
 def folder_twice(app: App, tmp_path: Path) -> tuple[list[ApprovalRequest], list[ToolResult], str]:
-    """The same local change twice in one conversation (the user named the folder), after
-    reading a file: with content the user did not type in the context, changes ask."""
-    path = str(tmp_path / "files" / "notes")
+    """The same local change twice in one conversation after reading a file, the folder's name
+    chosen by the assistant (neither typed by the person nor found in what was read): with
+    content the person did not type in the context, such a change asks."""
+    path = str(tmp_path / "files" / "jottings")
     readme = tmp_path / "files" / "readme.txt"
     readme.write_text("read me", encoding="utf-8")
     turns = [
@@ -71,7 +72,7 @@ def folder_twice(app: App, tmp_path: Path) -> tuple[list[ApprovalRequest], list[
         xml_call("create_folder", path=path),
         "Done.",
     ]
-    return run(app, turns, f"read {readme}, then make the folder {path}, twice")
+    return run(app, turns, f"read {readme}, then make a folder for it, twice")
 
 
 def folder_once(app: App, tmp_path: Path, name: str) -> tuple[list[ApprovalRequest], ToolResult]:
