@@ -14,6 +14,10 @@ from typing import TYPE_CHECKING
 from botpsy_desktop import __version__
 from botpsy_desktop.adapters.alarms import AlarmService, alarms_tools, time_zone
 from botpsy_desktop.adapters.calendar import calendar_service, calendar_tools
+from botpsy_desktop.adapters.device.desktop import DesktopSettings
+from botpsy_desktop.adapters.device.power import Power
+from botpsy_desktop.adapters.device.sound import Sound
+from botpsy_desktop.adapters.device.tools import device_tools
 from botpsy_desktop.adapters.email import email_tools, mail_service
 from botpsy_desktop.adapters.files import files_tools
 from botpsy_desktop.adapters.mcp import ServerBook, ServerHub
@@ -86,6 +90,8 @@ def build_registry(
         registry.register(tool)
     for tool in alarms_tools(alarms) if alarms is not None else []:
         registry.register(tool)
+    for tool in _device_tools(config):
+        registry.register(tool)
     for tool in _account_tools(config, paths, secrets or SecretStore(), now) if paths else []:
         registry.register(tool)
     for tool in servers.tools() if servers is not None else []:
@@ -108,6 +114,18 @@ def _account_tools(
     if problem or any(isinstance(a, MailAccount) for a in accounts):
         tools += email_tools(mail_service(config.email, tz, accounts, secrets, problem, now))
     return tools
+
+
+def _device_tools(config: Config) -> list[Tool]:
+    d = config.device
+    if not d.enabled:
+        return []
+    return device_tools(
+        config.file_roots(),
+        sound=Sound(d.pulse_server),
+        desktop=DesktopSettings(d.gsettings),
+        power=Power(Path(d.sysfs)),
+    )
 
 
 def _weather_tools(config: Config, resources: ExitStack) -> list[Tool]:
