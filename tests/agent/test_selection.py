@@ -96,6 +96,53 @@ def test_a_request_is_offered_its_domain(language: str, text: str, domain: str) 
     assert found != "everything" and domain in found, (language, text, found)
 
 
+# The computer itself (written for this test, not the training phrases): its sound, do not
+# disturb, appearance, brightness, battery and state, opening files, pages and apps, locking.
+DEVICE = [
+    ("en", "turn the laptop's sound down a notch", "set_volume"),
+    ("en", "how much battery is left on this thing?", "battery_status"),
+    ("en", "lock my screen", "lock_screen"),
+    ("fr", "active le mode ne pas déranger jusqu'à midi", "set_do_not_disturb"),
+    ("fr", "mets l'ordinateur en thème sombre", "set_appearance"),
+    ("de", "ist auf der Festplatte noch genug Platz?", "system_status"),
+    ("de", "starte den Taschenrechner", "start_app"),
+    ("es", "baja el brillo de la pantalla", "set_brightness"),
+    ("it", "togli l'audio al computer", "mute_sound"),
+    ("pt", "abre o site da prefeitura no navegador", "open_web_address"),
+    ("ja", "画面を暗くして", "set_brightness"),
+    ("zh", "电脑还剩多少电量？", "battery_status"),  # noqa: RUF001
+    ("ko", "소리를 헤드폰으로 돌려줘", "choose_sound_output"),
+    ("ru", "включи тёмную тему", "set_appearance"),
+    ("hi", "बैटरी कितनी बची है?", "battery_status"),
+]
+
+
+@pytest.mark.parametrize(("language", "text", "tool"), DEVICE)
+def test_a_request_about_the_computer_is_offered_the_device_tools(
+    language: str, text: str, tool: str
+) -> None:
+    selector = ToolSelector(app_tools())
+    # the model knows the domain and names it: not offered only as a tool server's unknown
+    # domain when the request is unsure, nor found by its tools' names
+    assert "device" in selector.modelled and "device" not in selector.server_words
+    assert selector.scores(text)["device"] >= selector.offer_at, (language, text)
+    choice = selector.choose(text)
+    assert not choice.everything and "device" in choice.domains, (language, text, choice.reason)
+    assert tool in choice.names
+
+
+def test_music_stays_music_beside_the_device_domain() -> None:
+    # the music domain keeps its requests: playing, and the player's own volume
+    for text in ("Play something by Nina Simone", "mets l'album de Daft Punk", "nächstes Lied"):
+        found = domains(text)
+        assert found != "everything" and "music" in found, (text, found)
+        assert "device" not in found, (text, found)
+    # the computer's sound is the device's; a bare "quieter" may mean either, so both are fine
+    assert {"device"} <= set(domains("set the computer's volume to 20 percent"))
+    found = domains("pause the song and mute the computer")
+    assert found != "everything" and {"music", "device"} <= found
+
+
 def test_several_domains_are_all_offered() -> None:
     found = domains("Check the weather in Lyon and email it to tom@example.com")
     assert found != "everything" and {"weather", "email"} <= found

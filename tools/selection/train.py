@@ -3,7 +3,7 @@
     python tools/selection/train.py            # train, choose thresholds, write the model
     python tools/selection/train.py --check    # cross-validate only, write nothing
 
-Reads corpus_<language>[_<part>].txt (requests under "# <class>" headings: the six domains,
+Reads corpus_<language>[_<part>].txt (requests under "# <class>" headings: the seven domains,
 "none", or domains joined by "+" for a request that needs each of them)
 and lexicon.txt (each domain's words per language) in this folder, nothing else: the held-out
 requests (botpsy_desktop/eval/selection_sets/) and the evaluation cases are never read, so
@@ -47,7 +47,7 @@ from botpsy_desktop.agent.selection_model import (
 HERE = Path(__file__).parent
 CV_FILE = Path("/tmp/botpsy-selection-cv.json")
 """The cross-validation scores, kept for a look at the misses (not read back)."""
-DOMAINS = ("alarms", "calendar", "email", "files", "music", "weather")
+DOMAINS = ("alarms", "calendar", "device", "email", "files", "music", "weather")
 CLASSES = (*DOMAINS, "none")
 TEMPLATED: set[str] = set()
 """The chit-chat made from chitchat.txt's frames and topics."""
@@ -296,7 +296,7 @@ trained on (held-back phrases come from the same writers as the rest, so the hel
 usually come out a little lower)."""
 EVERY = 0.05
 """The largest share of held-back requests that need a tool that may be offered every tool (the
-union of the domains offered covering all six counts as every tool)."""
+union of the domains offered covering all of them counts as every tool)."""
 GRID = {
     "offer": (0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5),
     "sure": (0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.99),
