@@ -239,7 +239,7 @@ def test_the_screen_locks_through_the_desktop(session: DesktopSession, profile: 
     assert len(session.locks) == 1
 
 
-def test_a_web_address_from_a_file_asks_and_a_typed_one_opens(
+def test_a_web_address_from_a_file_asks_a_typed_one_opens_and_cards_say_what_changed(
     session: DesktopSession, profile: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     for key, value in session.env.items():
@@ -278,6 +278,10 @@ def test_a_web_address_from_a_file_asks_and_a_typed_one_opens(
         assert asked == [], [a.request.reasons for a in asked]
         assert results[0].ok
         assert session.launches(1) == ["Browser: https://example.org/news"]
+        # the card says what changed, and what Undo would do
+        asked, [result] = run("turn it down a bit", xml_call("set_volume", change=-10), "Ok.")
+        assert asked == [] and result.summary == "Volume 50% → 40%"
+        assert result.undo == "Set the volume to 50%" and result.action_id is not None
     finally:
         app.close()
 

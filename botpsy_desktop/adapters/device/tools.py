@@ -212,6 +212,10 @@ def device_tools(
 
     read, local, rev = {Effect.READ}, {Effect.LOCAL_WRITE}, Tier.REVERSIBLE
 
+    def said(arguments: Mapping[str, Any], result: Any) -> str:
+        """What a change did, as its result says it ("Volume 60% → 40%")."""
+        return str(result.get("message") or "") if isinstance(result, Mapping) else ""
+
     def state(read_now: Callable[[], Any], key: str) -> StateRule:
         def rule(arguments: Mapping[str, Any]) -> Mapping[str, Any] | None:
             return {key: read_now()}
@@ -224,6 +228,7 @@ def device_tools(
             set_volume,
             effects=local,
             tier=rev,
+            done=said,
             inverse=_back("set_volume", "percent", "volume"),
             summary=lambda a: _level_summary("the volume", a),
             state=state(sound.volume, "volume"),
@@ -232,6 +237,7 @@ def device_tools(
             mute_sound,
             effects=local,
             tier=rev,
+            done=said,
             inverse=_back("mute_sound", "mute", "muted"),
             summary=lambda a: "Mute the sound" if a.get("mute", True) else "Unmute the sound",
             state=state(sound.muted, "muted"),
@@ -240,6 +246,7 @@ def device_tools(
             choose_sound_output,
             effects=local,
             tier=rev,
+            done=said,
             inverse=_back("choose_sound_output", "output", "output"),
             summary=lambda a: f"Play the sound on “{a.get('output')}”",
             state=state(sound.output_name, "output"),
@@ -248,6 +255,7 @@ def device_tools(
             set_do_not_disturb,
             effects=local,
             tier=rev,
+            done=said,
             inverse=_back("set_do_not_disturb", "on", "on"),
             summary=lambda a: f"Turn do not disturb {'on' if a.get('on') else 'off'}",
             state=state(desktop.do_not_disturb, "on"),
@@ -256,6 +264,7 @@ def device_tools(
             set_appearance,
             effects=local,
             tier=rev,
+            done=said,
             inverse=_back("set_appearance", "mode", "mode"),
             summary=lambda a: f"Switch to {a.get('mode')} mode",
             state=state(desktop.appearance, "mode"),
@@ -264,6 +273,7 @@ def device_tools(
             set_brightness,
             effects=local,
             tier=rev,
+            done=said,
             inverse=_back("set_brightness", "percent", "brightness"),
             summary=lambda a: _level_summary("the screen's brightness", a),
             state=state(power.brightness, "brightness"),
