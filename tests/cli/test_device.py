@@ -286,6 +286,16 @@ def test_a_web_address_from_a_file_asks_a_typed_one_opens_and_cards_say_what_cha
         app.close()
 
 
+def test_doctor_says_what_the_device_tools_reach(
+    session: DesktopSession, profile: Path
+) -> None:
+    done = botpsy(session, "--home", str(profile), "doctor", "--json")
+    checks = {c["name"]: c for c in json.loads(done.stdout)}
+    assert checks["sound"]["status"] == "ok" and checks["sound"]["detail"] == "Speakers at 50%"
+    assert checks["desktop settings"]["detail"] == "GNOME settings (light mode)"
+    assert checks["brightness"]["detail"] == "80%"
+
+
 def test_system_status_reads_disk_network_and_processes(
     session: DesktopSession, profile: Path
 ) -> None:

@@ -77,7 +77,23 @@ class DesktopSettings:
         return value
 
     def set(self, key: Key, value: str) -> None:
+        """Write the key and read it back: without the settings service (dconf on a session
+        bus) gsettings says nothing and keeps nothing, which must not read as done."""
         self._run("set", key.schema, key.key, value)
+        if self.get(key) != value:
+            raise ToolError(
+                "The desktop did not keep the setting: its settings service (dconf, on the "
+                "session's D-Bus) is not running. Change it in the desktop's own settings."
+            )
+
+    def check(self) -> str:
+        """'' when settings can be changed here, else why not (the doctor's line)."""
+        if not os.environ.get("DBUS_SESSION_BUS_ADDRESS") and not os.path.exists(
+            os.path.join(os.environ.get("XDG_RUNTIME_DIR", "/nonexistent"), "bus")
+        ):
+            return "no session bus: the desktop's settings service cannot be reached"
+        self.get(COLOR_SCHEME)
+        return ""
 
     # --- the two settings the tools change ---------------------------------------------------
 
