@@ -286,9 +286,7 @@ def test_a_web_address_from_a_file_asks_a_typed_one_opens_and_cards_say_what_cha
         app.close()
 
 
-def test_doctor_says_what_the_device_tools_reach(
-    session: DesktopSession, profile: Path
-) -> None:
+def test_doctor_says_what_the_device_tools_reach(session: DesktopSession, profile: Path) -> None:
     done = botpsy(session, "--home", str(profile), "doctor", "--json")
     checks = {c["name"]: c for c in json.loads(done.stdout)}
     assert checks["sound"]["status"] == "ok" and checks["sound"]["detail"] == "Speakers at 50%"
