@@ -29,8 +29,10 @@ from botpsy_desktop.adapters.music import (
     music_tools,
 )
 from botpsy_desktop.adapters.weather import OpenMeteo, weather_tools
+from botpsy_desktop.agent.audit import AuditLog
 from botpsy_desktop.agent.gate import ALWAYS_ASK, Gate
 from botpsy_desktop.agent.loop import AgentSession, LoopSettings
+from botpsy_desktop.agent.restores import Restores
 from botpsy_desktop.agent.selection import ToolSelector
 from botpsy_desktop.agent.store import ConversationStore
 from botpsy_desktop.agent.tools import Tool, ToolRegistry
@@ -90,7 +92,7 @@ def build_registry(
         registry.register(tool)
     for tool in alarms_tools(alarms) if alarms is not None else []:
         registry.register(tool)
-    for tool in _device_tools(config):
+    for tool in _device_tools(config, alarms):
         registry.register(tool)
     for tool in _account_tools(config, paths, secrets or SecretStore(), now) if paths else []:
         registry.register(tool)
@@ -116,7 +118,7 @@ def _account_tools(
     return tools
 
 
-def _device_tools(config: Config) -> list[Tool]:
+def _device_tools(config: Config, alarms: AlarmService | None = None) -> list[Tool]:
     d = config.device
     if not d.enabled:
         return []
@@ -125,6 +127,7 @@ def _device_tools(config: Config) -> list[Tool]:
         sound=Sound(d.pulse_server),
         desktop=DesktopSettings(d.gsettings),
         power=Power(Path(d.sysfs)),
+        alarms=alarms,
     )
 
 
@@ -180,6 +183,8 @@ class App:
     """Account passwords (OS keyring, or this session only when the user chooses that)."""
     tool_servers: ServerHub | None = None
     """The tool servers (MCP) of the profile, their connections and tools."""
+    restores: Restores | None = None
+    """Timed ways back ("mute for an hour"), carried out when due while the alarms run."""
     _approvals: ApprovalQueue | None = field(default=None, init=False, repr=False)
 
     def approvals(self) -> ApprovalQueue:
@@ -451,6 +456,7 @@ def build_app(
         servers=servers,
     )
     gate = build_gate(config)
+    restores = Restores(alarms, AuditLog(store), registry, gate)
     return App(
         paths,
         config,
@@ -461,4 +467,5 @@ def build_app(
         alarms,
         secrets=secrets,
         tool_servers=servers,
+        restores=restores,
     )

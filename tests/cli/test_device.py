@@ -66,6 +66,7 @@ def profile(tmp_path: Path, session: DesktopSession, sysfs: Path) -> Path:
     config = {
         "files": {"roots": [str(tmp_path / "files")]},
         "device": {"pulse_server": session.pulse_server, "sysfs": str(sysfs)},
+        "alarms": {"time_zone": "UTC"},
     }
     (home / "config" / "config.json").write_text(json.dumps(config), encoding="utf-8")
     return home
@@ -239,7 +240,7 @@ def test_the_screen_locks_through_the_desktop(session: DesktopSession, profile: 
     assert len(session.locks) == 1
 
 
-def test_a_web_address_from_a_file_asks_and_a_typed_one_opens(
+def test_a_web_address_from_a_file_asks_a_typed_one_opens_and_cards_say_what_changed(
     session: DesktopSession, profile: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     for key, value in session.env.items():
@@ -278,8 +279,20 @@ def test_a_web_address_from_a_file_asks_and_a_typed_one_opens(
         assert asked == [], [a.request.reasons for a in asked]
         assert results[0].ok
         assert session.launches(1) == ["Browser: https://example.org/news"]
+        # the card says what changed, and what Undo would do
+        asked, [result] = run("turn it down a bit", xml_call("set_volume", change=-10), "Ok.")
+        assert asked == [] and result.summary == "Volume 50% → 40%"
+        assert result.undo == "Set the volume to 50%" and result.action_id is not None
     finally:
         app.close()
+
+
+def test_doctor_says_what_the_device_tools_reach(session: DesktopSession, profile: Path) -> None:
+    done = botpsy(session, "--home", str(profile), "doctor", "--json")
+    checks = {c["name"]: c for c in json.loads(done.stdout)}
+    assert checks["sound"]["status"] == "ok" and checks["sound"]["detail"] == "Speakers at 50%"
+    assert checks["desktop settings"]["detail"] == "GNOME settings (light mode)"
+    assert checks["brightness"]["detail"] == "80%"
 
 
 def test_system_status_reads_disk_network_and_processes(
@@ -290,3 +303,100 @@ def test_system_status_reads_disk_network_and_processes(
     assert status["disks"] and status["disks"][0]["total_gb"] > 0
     assert status["cpu_cores"] >= 1 and len(status["busiest"]) >= 1
     assert "online" in status["network"]
+
+
+# --- a change for a while: "mute for an hour", "don't disturb me until 3" ----------------------
+
+
+def test_mute_for_an_hour_is_set_back_an_hour_later_unless_changed_since(
+    session: DesktopSession, profile: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from datetime import UTC, datetime
+
+    from botpsy_desktop.adapters.alarms import AlarmKind
+    from tests.helpers.clock import Clock
+
+    for key, value in session.env.items():
+        monkeypatch.setenv(key, value)
+    clock = Clock(datetime(2026, 3, 2, 9, 0, tzinfo=UTC))
+    app = build_app(profile, now=clock)
+    try:
+        alarms = app.alarms
+        assert alarms is not None
+
+        def run(request: str, *turns: str) -> ToolResult:
+            events = list(app.session(ReplayBackend(list(turns))).run(request))
+            assert not any(isinstance(e, ApprovalNeeded) for e in events)
+            [result] = [e for e in events if isinstance(e, ToolResult)]
+            return result
+
+        muted = run("mute for an hour", xml_call("mute_sound", mute=True, until="an hour"), "Ok")
+        assert muted.ok, muted.output
+        assert sink(session)[1] is True
+        assert json.loads(muted.output)["until"] == "Mon 2 Mar 10:00 (in 1 h)", muted.output
+        assert muted.summary.startswith("Sound muted until "), muted.summary
+        [way_back] = [a for a in alarms.alarms() if a.kind is AlarmKind.RESTORE]
+        assert way_back.label == "Unmute the sound"
+        clock.advance(minutes=59)
+        assert alarms.fire_due() == [] and sink(session)[1] is True
+        clock.advance(minutes=1)
+        alarms.fire_due()  # the scheduler's call: the app's listener sets it back
+        assert sink(session)[1] is False
+        assert [a for a in alarms.alarms() if a.kind is AlarmKind.RESTORE] == []
+        [undo, _] = app.store.actions(2)
+        assert undo["approved_by"] == "the way back you asked for (scheduled)"
+
+        # changed since: the person unmuted themselves; the way back leaves it alone
+        heard: list[str] = []
+        assert app.restores is not None
+        app.restores.said.append(heard.append)
+        run("mute until 11", xml_call("mute_sound", mute=True, until="11:00"), "Ok")
+        import pulsectl
+
+        with pulsectl.Pulse("the-person", server=session.pulse_server) as pulse:
+            pulse.mute(pulse.get_sink_by_name("speakers"), False)
+            pulse.volume_set_all_chans(pulse.get_sink_by_name("speakers"), 0.9)
+        clock.advance(hours=1)
+        alarms.fire_due()
+        assert sink(session)[:2] == (90, False)
+        assert heard and "left as it is now" in heard[0] and "changed since" in heard[0]
+
+        # a time that is past, or a word that is no time, changes nothing
+        before = sink(session)
+        bad = run("mute", xml_call("mute_sound", mute=True, until="yesterday"), "Ok")
+        assert not bad.ok and sink(session) == before
+    finally:
+        app.close()
+
+
+def test_do_not_disturb_until_a_time_missed_while_closed_is_set_back_by_the_daemon(
+    session: DesktopSession, profile: Path
+) -> None:
+    data = ask(
+        session, profile, "don't disturb me for 2 seconds",
+        xml_call("set_do_not_disturb", on="true", until="2 seconds"), "Ok.",
+    )  # fmt: skip
+    assert data["tool_calls"][0]["ok"], data
+    assert gsettings(session, "org.gnome.desktop.notifications", "show-banners") == "false"
+    import time
+
+    time.sleep(2.5)  # due while nothing ran: the daemon catches up when it starts
+    daemon = subprocess.Popen(
+        [sys.executable, "-m", "botpsy_desktop", "--home", str(profile), "daemon", "--json"],
+        cwd=ROOT,
+        env={**os.environ, **session.env, "PYTHONPATH": str(ROOT)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert daemon.stdout is not None
+        line = daemon.stdout.readline()
+        assert json.loads(line) == {
+            "event": "restored",
+            "text": "Done: Turn do not disturb off again.",
+        }, line
+        assert gsettings(session, "org.gnome.desktop.notifications", "show-banners") == "true"
+    finally:
+        daemon.terminate()
+        daemon.communicate(timeout=30)

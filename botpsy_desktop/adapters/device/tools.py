@@ -11,11 +11,14 @@ files and apps are confined to the allowed folders. Nothing here sends, deletes 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field, model_validator
 
+from botpsy_desktop.adapters.alarms import AlarmKind, AlarmService
+from botpsy_desktop.adapters.alarms.when import format_when, parse_duration, parse_when
 from botpsy_desktop.adapters.device.desktop import DesktopSettings
 from botpsy_desktop.adapters.device.launch import (
     check_web_address,
@@ -27,6 +30,7 @@ from botpsy_desktop.adapters.device.launch import (
 from botpsy_desktop.adapters.device.power import Power, system_status
 from botpsy_desktop.adapters.device.sound import Sound
 from botpsy_desktop.adapters.files.jail import FolderJail
+from botpsy_desktop.core.errors import ToolError
 from botpsy_desktop.core.tools import (
     Effect,
     Inverse,
@@ -34,6 +38,7 @@ from botpsy_desktop.core.tools import (
     StateRule,
     Tier,
     Tool,
+    current_call_context,
     make_tool,
 )
 
@@ -58,10 +63,17 @@ class SetVolumeArgs(BaseModel):
         return self
 
 
+_UNTIL = (
+    'Until when, e.g. "in an hour", "for 30 minutes", "15:00", "3pm"; leave out for no end. '
+    "At that time it is set back, unless changed since."
+)
+
+
 class MuteSoundArgs(BaseModel):
-    """Mute the computer's sound, or unmute it."""
+    """Mute the computer's sound, or unmute it; for a while if asked ("mute for an hour")."""
 
     mute: bool = Field(True, description="true: mute; false: unmute.")
+    until: str | None = Field(None, description=_UNTIL, max_length=100)
 
 
 class ChooseSoundOutputArgs(BaseModel):
@@ -71,9 +83,11 @@ class ChooseSoundOutputArgs(BaseModel):
 
 
 class SetDoNotDisturbArgs(BaseModel):
-    """Turn do not disturb on (notifications stay silent, no pop-ups) or off."""
+    """Turn do not disturb on (notifications stay silent, no pop-ups) or off; until a time if
+    asked ("don't disturb me until 3")."""
 
     on: bool = Field(description="true: do not disturb; false: notifications again.")
+    until: str | None = Field(None, description=_UNTIL, max_length=100)
 
 
 class SetAppearanceArgs(BaseModel):
@@ -140,8 +154,10 @@ def device_tools(
     sound: Sound | None = None,
     desktop: DesktopSettings | None = None,
     power: Power | None = None,
+    alarms: AlarmService | None = None,
 ) -> list[Tool]:
-    """The device tools; ``roots`` are the allowed folders (files and apps are confined there)."""
+    """The device tools; ``roots`` are the allowed folders (files and apps are confined there);
+    ``alarms`` keeps the timed ways back ("mute for an hour"; agent/restores.py)."""
     sound = sound or Sound()
     desktop = desktop or DesktopSettings()
     power = power or Power()
@@ -155,19 +171,39 @@ def device_tools(
         before, after = sound.set_volume(max(0, min(100, target)))
         return _changed("volume", before, after, f"Volume {before}% → {after}%")
 
+    def way_back(until: str | None) -> Callable[[dict[str, Any], str], dict[str, Any]]:
+        """Check ``until`` before the change; after it, schedule the way back."""
+        at = _until(alarms, until) if until else None
+
+        def then(result: dict[str, Any], words: str) -> dict[str, Any]:
+            if at is None or alarms is None or result.get("before") == result.get("now"):
+                return result
+            call = current_call_context().call_id
+            alarms.add(AlarmKind.RESTORE, at, label=words, origin=call)
+            shown = format_when(at, alarms.now())
+            result["until"] = shown
+            result["message"] += f" until {shown}"
+            return result
+
+        return then
+
     def mute_sound(args: MuteSoundArgs) -> dict[str, Any]:
+        then = way_back(args.until)
         before, after = sound.set_muted(args.mute)
-        return _changed("muted", before, after, "Sound muted" if after else "Sound on")
+        result = _changed("muted", before, after, "Sound muted" if after else "Sound on")
+        return then(result, "Unmute the sound" if args.mute else "Mute the sound again")
 
     def choose_sound_output(args: ChooseSoundOutputArgs) -> dict[str, Any]:
         before, after = sound.set_output(args.output)
         return _changed("output", before, after, f"Sound now plays on “{after}” (was “{before}”)")
 
     def set_do_not_disturb(args: SetDoNotDisturbArgs) -> dict[str, Any]:
+        then = way_back(args.until)
         before, after = desktop.set_do_not_disturb(args.on)
-        return _changed(
+        result = _changed(
             "on", before, after, "Do not disturb is on" if after else "Do not disturb is off"
         )
+        return then(result, f"Turn do not disturb {'off' if args.on else 'on'} again")
 
     def set_appearance(args: SetAppearanceArgs) -> dict[str, Any]:
         before, after = desktop.set_appearance(args.mode)
@@ -212,6 +248,10 @@ def device_tools(
 
     read, local, rev = {Effect.READ}, {Effect.LOCAL_WRITE}, Tier.REVERSIBLE
 
+    def said(arguments: Mapping[str, Any], result: Any) -> str:
+        """What a change did, as its result says it ("Volume 60% → 40%")."""
+        return str(result.get("message") or "") if isinstance(result, Mapping) else ""
+
     def state(read_now: Callable[[], Any], key: str) -> StateRule:
         def rule(arguments: Mapping[str, Any]) -> Mapping[str, Any] | None:
             return {key: read_now()}
@@ -224,6 +264,7 @@ def device_tools(
             set_volume,
             effects=local,
             tier=rev,
+            done=said,
             inverse=_back("set_volume", "percent", "volume"),
             summary=lambda a: _level_summary("the volume", a),
             state=state(sound.volume, "volume"),
@@ -232,14 +273,18 @@ def device_tools(
             mute_sound,
             effects=local,
             tier=rev,
+            done=said,
             inverse=_back("mute_sound", "mute", "muted"),
-            summary=lambda a: "Mute the sound" if a.get("mute", True) else "Unmute the sound",
+            summary=lambda a: (
+                ("Mute the sound" if a.get("mute", True) else "Unmute the sound") + _until_words(a)
+            ),
             state=state(sound.muted, "muted"),
         ),
         make_tool(
             choose_sound_output,
             effects=local,
             tier=rev,
+            done=said,
             inverse=_back("choose_sound_output", "output", "output"),
             summary=lambda a: f"Play the sound on “{a.get('output')}”",
             state=state(sound.output_name, "output"),
@@ -248,14 +293,18 @@ def device_tools(
             set_do_not_disturb,
             effects=local,
             tier=rev,
+            done=said,
             inverse=_back("set_do_not_disturb", "on", "on"),
-            summary=lambda a: f"Turn do not disturb {'on' if a.get('on') else 'off'}",
+            summary=lambda a: (
+                f"Turn do not disturb {'on' if a.get('on') else 'off'}" + _until_words(a)
+            ),
             state=state(desktop.do_not_disturb, "on"),
         ),
         make_tool(
             set_appearance,
             effects=local,
             tier=rev,
+            done=said,
             inverse=_back("set_appearance", "mode", "mode"),
             summary=lambda a: f"Switch to {a.get('mode')} mode",
             state=state(desktop.appearance, "mode"),
@@ -264,6 +313,7 @@ def device_tools(
             set_brightness,
             effects=local,
             tier=rev,
+            done=said,
             inverse=_back("set_brightness", "percent", "brightness"),
             summary=lambda a: _level_summary("the screen's brightness", a),
             state=state(power.brightness, "brightness"),
@@ -306,6 +356,35 @@ def device_tools(
             summary=lambda a: "Lock the screen",
         ),
     ]
+
+
+def _until_words(a: Mapping[str, Any]) -> str:
+    until = str(a.get("until") or "").strip()
+    return f" (until {until.removeprefix('for ').removeprefix('until ')})" if until else ""
+
+
+def _until(alarms: AlarmService | None, text: str) -> datetime:
+    """When a timed change is set back: "in an hour", "for 30 minutes", "15:00", "3pm"."""
+    if alarms is None:
+        raise ToolError("A change for a while needs the alarms, which are off in this profile.")
+    now = alarms.now()
+    words = " ".join(text.strip().split())
+    lowered = words.lower()
+    for prefix in ("for ", "until ", "till ", "til "):
+        if lowered.startswith(prefix):
+            words, lowered = words[len(prefix) :], lowered[len(prefix) :]
+    if lowered.startswith("an ") or lowered.startswith("a "):
+        words = "1 " + words.split(" ", 1)[1]
+    at: datetime | None = None
+    try:
+        at = now + parse_duration(words)
+    except ToolError:
+        at = parse_when(words, now, alarms.tz).at
+    if at <= now:
+        raise ToolError(f"“{text}” is not in the future; say until when.")
+    if at - now > timedelta(days=7):
+        raise ToolError(f"“{text}” is more than a week away; a change for a while is shorter.")
+    return at
 
 
 def _changed(key: str, before: Any, after: Any, message: str) -> dict[str, Any]:
