@@ -286,12 +286,12 @@ def unsure_model(chat: float, wide: float | None = None) -> SelectionModel:
     """A model that scores every text alike: each domain below the offer threshold (weather,
     music and calendar a little likelier), "none" at ``chat``; ``wide``: its threshold for the
     domains also offered when unsure (none: a model file without one)."""
-    classes = ("alarms", "calendar", "email", "files", "music", "weather", "none")
+    classes = ("alarms", "calendar", "device", "email", "files", "music", "weather", "none")
     p = {"calendar": 0.03, "music": 0.06, "weather": 0.08, "none": chat}
     bias = tuple(math.log(q / (1 - q)) for q in (p.get(c, 0.01) for c in classes))
     table = bytes(BUCKETS * len(classes))
     thresholds = {"offer": 0.1, "chat": 0.6} | ({"wide": wide} if wide is not None else {})
-    return SelectionModel(classes, bias, (1.0,) * 7, table, thresholds)
+    return SelectionModel(classes, bias, (1.0,) * len(classes), table, thresholds)
 
 
 def test_an_unsure_request_gets_every_tool_and_chit_chat_none() -> None:
