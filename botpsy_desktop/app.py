@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
+import sys
 import threading
 from collections.abc import Callable
 from contextlib import ExitStack
@@ -14,6 +17,7 @@ from typing import TYPE_CHECKING
 from botpsy_desktop import __version__
 from botpsy_desktop.adapters.alarms import AlarmService, alarms_tools, time_zone
 from botpsy_desktop.adapters.calendar import calendar_service, calendar_tools
+from botpsy_desktop.adapters.documents import INDEX_NAME, DocumentIndex, documents_tools
 from botpsy_desktop.adapters.email import email_tools, mail_service
 from botpsy_desktop.adapters.files import files_tools
 from botpsy_desktop.adapters.mcp import ServerBook, ServerHub
@@ -63,6 +67,7 @@ def build_registry(
     secrets: SecretStore | None = None,
     now: Callable[[], datetime] | None = None,
     servers: ServerHub | None = None,
+    documents: DocumentIndex | None = None,
 ) -> ToolRegistry:
     """Every tool the assistant can use, built from the configuration.
 
@@ -70,7 +75,8 @@ def build_registry(
     ``player`` replaces the headless music player (the window passes its Qt one); the alarm
     tools are there when an ``alarms`` service is given; calendar and mail accounts come from
     the accounts file (with ``paths``), their passwords from ``secrets`` when a tool runs;
-    the tools of the tool servers (MCP) configured in ``servers`` come last.
+    the tools of the tool servers (MCP) configured in ``servers`` come last. The documents
+    index (``documents``, else one made for ``paths``) brings search_documents.
     """
     resources = resources if resources is not None else ExitStack()
     registry = ToolRegistry()
@@ -82,6 +88,13 @@ def build_registry(
         now=now,
     ):
         registry.register(tool)
+    if documents is None and paths is not None:
+        documents = documents_index(config, paths)
+    if documents is not None:
+        resources.callback(documents.close)
+        d = config.documents
+        for tool in documents_tools(documents, rescan_s=d.rescan_s, wait_s=d.search_wait_s):
+            registry.register(tool)
     for tool in _weather_tools(config, resources) + _music_tools(config, paths, resources, player):
         registry.register(tool)
     for tool in alarms_tools(alarms) if alarms is not None else []:
@@ -91,6 +104,23 @@ def build_registry(
     for tool in servers.tools() if servers is not None else []:
         registry.register(tool)
     return registry
+
+
+def documents_index(config: Config, paths: Paths) -> DocumentIndex | None:
+    """The index of the documents in the files folders (None when the settings turn it off);
+    it lives in the data folder, which is never indexed itself."""
+    d = config.documents
+    if not d.index:
+        return None
+    return DocumentIndex(
+        paths.data_dir / INDEX_NAME,
+        config.file_roots(),
+        exclude=[Path(p).expanduser() for p in d.exclude],
+        kinds=[f".{k}" for k in d.kinds],
+        skip=[paths.data_dir, paths.cache_dir, paths.config_dir],
+        max_bytes=int(d.max_file_mb * 1024 * 1024),
+        read_timeout_s=d.read_timeout_s,
+    )
 
 
 def _account_tools(
@@ -162,6 +192,10 @@ class App:
     """Account passwords (OS keyring, or this session only when the user chooses that)."""
     tool_servers: ServerHub | None = None
     """The tool servers (MCP) of the profile, their connections and tools."""
+    documents: DocumentIndex | None = None
+    """The documents index (search_documents); None when the settings turn it off."""
+    _indexing: threading.Thread | None = field(default=None, init=False, repr=False)
+    _stop_indexing: threading.Event = field(default_factory=threading.Event, init=False, repr=False)
     _approvals: ApprovalQueue | None = field(default=None, init=False, repr=False)
 
     def approvals(self) -> ApprovalQueue:
@@ -382,13 +416,44 @@ class App:
 
         return carry_out(AuditLog(self.store), plan, by)
 
+    def start_indexing(self) -> bool:
+        """Bring the documents index up to date in a background thread (at a lower CPU
+        priority where the OS allows), unless one runs already; it stops, keeping what it did,
+        when the app closes. Whether a thread was started."""
+        index = self.documents
+        if index is None or (self._indexing is not None and self._indexing.is_alive()):
+            return False
+
+        def run() -> None:
+            _lower_priority()
+            try:
+                index.update(self._stop_indexing)
+            except Exception:  # a full disk, a damaged index: logged; searching says so
+                log.exception("documents index: the update failed")
+
+        self._indexing = threading.Thread(target=run, name="documents-index", daemon=True)
+        self._indexing.start()
+        return True
+
     def close(self) -> None:
+        self._stop_indexing.set()
+        if self._indexing is not None:
+            self._indexing.join(timeout=10)
         if self._approvals is not None:
             self._approvals.close()
         if self.alarms is not None:
             self.alarms.shutdown()
         self.resources.close()
         self.store.close()
+
+
+def _lower_priority() -> None:
+    """The calling thread at a lower CPU priority (Linux: a thread's own nice value), so that
+    indexing yields to the model and the window."""
+    if not sys.platform.startswith("linux"):  # elsewhere the id would name a process
+        return
+    with contextlib.suppress(AttributeError, OSError):
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
 
 
 def build_gate(config: Config) -> Gate:
@@ -422,6 +487,7 @@ def build_app(
     secrets = SecretStore()
     servers = ServerHub(ServerBook.for_paths(paths, secrets))
     resources.callback(servers.close)
+    documents = documents_index(config, paths)
     registry = build_registry(
         config,
         paths,
@@ -431,6 +497,7 @@ def build_app(
         secrets=secrets,
         now=now,
         servers=servers,
+        documents=documents,
     )
     gate = build_gate(config)
     return App(
@@ -443,4 +510,5 @@ def build_app(
         alarms,
         secrets=secrets,
         tool_servers=servers,
+        documents=documents,
     )

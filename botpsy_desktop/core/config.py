@@ -259,6 +259,48 @@ class FilesSettings(_Section):
     )
 
 
+DOCUMENT_KINDS = (
+    *("txt", "text", "md", "markdown", "rst", "org", "csv", "tsv", "log"),
+    *("pdf", "docx", "xlsx", "pptx", "odt", "ods", "odp", "html", "htm", "eml"),
+)
+"""The file name endings the documents index can read (adapters/documents/extract.py)."""
+
+
+class DocumentsSettings(_Section):
+    """The index of the documents in the files folders, searched by search_documents."""
+
+    index: bool = Field(True, description="Keep an index of the documents (off: no search).")
+    exclude: list[str] = Field(
+        default_factory=list, description="Folders whose documents are never indexed."
+    )
+    kinds: list[str] = Field(
+        default_factory=lambda: list(DOCUMENT_KINDS),
+        description="The file name endings indexed, without dots.",
+    )
+    max_file_mb: float = Field(50.0, gt=0, le=4096, description="Larger files are not read.")
+    rescan_s: float = Field(
+        60.0, ge=0, description="Before a search, the folders are checked again after this long."
+    )
+    search_wait_s: float = Field(
+        10.0, ge=0, le=120, description="The most a search waits for the index to catch up."
+    )
+    read_timeout_s: float = Field(
+        30.0, gt=0, le=600, description="The most one file may take to read."
+    )
+
+    @field_validator("kinds")
+    @classmethod
+    def _known_kinds(cls, value: list[str]) -> list[str]:
+        cleaned = [k.strip().lstrip(".").casefold() for k in value]
+        unknown = sorted(set(cleaned) - set(DOCUMENT_KINDS))
+        if unknown:
+            raise ValueError(
+                f"cannot index {', '.join(unknown)}; the kinds known are "
+                f"{', '.join(DOCUMENT_KINDS)}"
+            )
+        return cleaned
+
+
 class WeatherSettings(_Section):
     """Where the weather tool asks (Open-Meteo, no API key) and how it shows the answer."""
 
@@ -436,6 +478,7 @@ class Config(_Section):
     engine: EngineSettings = Field(default_factory=EngineSettings)
     agent: AgentSettings = Field(default_factory=AgentSettings)
     files: FilesSettings = Field(default_factory=FilesSettings)
+    documents: DocumentsSettings = Field(default_factory=DocumentsSettings)
     weather: WeatherSettings = Field(default_factory=WeatherSettings)
     music: MusicSettings = Field(default_factory=MusicSettings)
     ui: UiSettings = Field(default_factory=UiSettings)
