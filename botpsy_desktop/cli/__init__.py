@@ -21,6 +21,7 @@ from botpsy_desktop.cli import (
     doctor,
     engine,
     history,
+    index,
     log,
     mcp,
     model,
@@ -48,6 +49,7 @@ COMMANDS: dict[str, Command] = {
     "approvals": approvals.cmd_approvals,
     "routines": routines.cmd_routines,
     "alarms": alarms.cmd_alarms,
+    "index": index.cmd_index,
     "log": log.cmd_log,
     "undo": log.cmd_undo,
     "history": history.cmd_history,
@@ -83,6 +85,7 @@ def _parser() -> argparse.ArgumentParser:
     approvals.add_command(sub)
     routines.add_command(sub)
     alarms.add_command(sub)
+    index.add_command(sub)
     log.add_commands(sub)
     history.add_command(sub)
     db.add_command(sub)

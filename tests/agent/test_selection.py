@@ -96,6 +96,32 @@ def test_a_request_is_offered_its_domain(language: str, text: str, domain: str) 
     assert found != "everything" and domain in found, (language, text, found)
 
 
+# Questions about what the person's own papers say (issue 38): search_documents is a files
+# tool, so each must be offered the files domain (written for this test, in several languages).
+DOCUMENTS = [
+    ("en", "find the invoice from the plumber"),
+    ("en", "when does my lease end?"),
+    ("en", "what did the insurer say about the windscreen?"),
+    ("en", "what does my contract say about the notice period?"),
+    ("de", "wann endet mein Mietvertrag?"),
+    ("fr", "trouve la facture du plombier"),
+    ("es", "busca la factura del fontanero"),
+    ("it", "quando scade il mio contratto d'affitto?"),
+    ("pt", "cadê a nota fiscal do encanador?"),
+    ("ja", "配管工の請求書を探して"),
+    ("zh", "我的租约什么时候到期？"),  # noqa: RUF001
+    ("ru", "найди счёт от сантехника"),
+]
+
+
+@pytest.mark.parametrize(("language", "text"), DOCUMENTS)
+def test_a_question_about_ones_documents_is_offered_search_documents(
+    language: str, text: str
+) -> None:
+    choice = ToolSelector(app_tools()).choose(text)
+    assert "search_documents" in choice.names, (language, text, choice.reason)
+
+
 def test_several_domains_are_all_offered() -> None:
     found = domains("Check the weather in Lyon and email it to tom@example.com")
     assert found != "everything" and {"weather", "email"} <= found
