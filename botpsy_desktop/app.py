@@ -18,6 +18,7 @@ from botpsy_desktop import __version__
 from botpsy_desktop.adapters.alarms import AlarmService, alarms_tools, time_zone
 from botpsy_desktop.adapters.calendar import calendar_service, calendar_tools
 from botpsy_desktop.adapters.documents import INDEX_NAME, DocumentIndex, documents_tools
+from botpsy_desktop.adapters.documents.watch import Watcher
 from botpsy_desktop.adapters.email import email_tools, mail_service
 from botpsy_desktop.adapters.files import files_tools
 from botpsy_desktop.adapters.mcp import ServerBook, ServerHub
@@ -418,18 +419,27 @@ class App:
 
     def start_indexing(self) -> bool:
         """Bring the documents index up to date in a background thread (at a lower CPU
-        priority where the OS allows), unless one runs already; it stops, keeping what it did,
-        when the app closes. Whether a thread was started."""
+        priority where the OS allows), then keep it current from the file system's change
+        events (adapters/documents/watch.py, unless ``documents.watch`` is off), unless that
+        runs already; it stops, keeping what it did, when the app closes. Whether a thread
+        was started."""
         index = self.documents
         if index is None or (self._indexing is not None and self._indexing.is_alive()):
             return False
 
+        watcher = Watcher(index) if self.config.documents.watch else None
+
         def run() -> None:
             _lower_priority()
+            # watching starts before the scan (no change falls in between), off the caller's
+            # thread (adding a watch per folder takes a while in a large home)
+            watching = watcher is not None and watcher.start()
             try:
                 index.update(self._stop_indexing)
             except Exception:  # a full disk, a damaged index: logged; searching says so
                 log.exception("documents index: the update failed")
+            if watcher is not None and watching:
+                watcher.run(self._stop_indexing)  # then changes as they happen, until close
 
         self._indexing = threading.Thread(target=run, name="documents-index", daemon=True)
         self._indexing.start()

@@ -270,6 +270,9 @@ class DocumentsSettings(_Section):
     """The index of the documents in the files folders, searched by search_documents."""
 
     index: bool = Field(True, description="Keep an index of the documents (off: no search).")
+    watch: bool = Field(
+        True, description="Follow changes as the file system reports them (else: rescans)."
+    )
     exclude: list[str] = Field(
         default_factory=list, description="Folders whose documents are never indexed."
     )

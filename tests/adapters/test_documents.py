@@ -18,8 +18,8 @@ from botpsy_desktop.app import App, build_app
 from botpsy_desktop.cli import main
 from tests.helpers.documents import (
     write_docx,
-    write_encrypted_pdf,
     write_eml,
+    write_encrypted_pdf,
     write_ods,
     write_odt,
     write_pdf,
@@ -77,7 +77,9 @@ def corpus(tmp_path: Path) -> Path:
         "# Car\nTyres changed at 84000 km.\n\n# Café\nThe résumé is on the desk.\n",
         encoding="utf-8",
     )
-    (docs / "zh.txt").write_text("水管工的发票在抽屉里。賃貸契約は来年の三月に終わります。", "utf-8")
+    (docs / "zh.txt").write_text(
+        "水管工的发票在抽屉里。賃貸契約は来年の三月に終わります。", "utf-8"
+    )
     return root
 
 
@@ -177,7 +179,14 @@ def test_search_output_is_outside_content_field_by_field(profile: Path) -> None:
 def test_a_query_is_never_fts_syntax(profile: Path) -> None:
     app = build_app(profile)
     try:
-        for query in ('"unbalanced', "lease AND OR NOT", "NEAR(lease ends)", "col:lease", "*", "^x"):
+        for query in (
+            '"unbalanced',
+            "lease AND OR NOT",
+            "NEAR(lease ends)",
+            "col:lease",
+            "*",
+            "^x",
+        ):
             search_result = app.registry.get("search_documents")
             assert search_result is not None
             if parse_query(query) is None:
@@ -197,9 +206,7 @@ def test_bad_files_are_recorded_with_their_reason_and_the_rest_indexed(
     write_encrypted_pdf(root / "payslip.pdf", ["Salary 3000"])
     (root / "broken.docx").write_bytes(b"PK\x03\x04 this is not really a zip archive")
     write_zip_bomb(root / "bomb.docx")
-    (root / "cut.pdf").write_bytes(
-        (root / "good.pdf").read_bytes()[:60]
-    )  # a download that stopped
+    (root / "cut.pdf").write_bytes((root / "good.pdf").read_bytes()[:60])  # a download that stopped
     (root / "binary.txt").write_bytes(b"\x00\x01\x02" * 100)
     (root / "big.md").write_text("bigword " * 200_000, encoding="utf-8")  # 1.6 MB > 1 MB
     entity = (
@@ -417,3 +424,27 @@ def test_the_model_finds_the_answer_in_a_document_and_names_its_source(
     assert [(c["name"], c["decision"]) for c in alone["tool_calls"]] == [
         ("write_text_note", "allowed")
     ]
+
+
+def test_the_watcher_sees_a_changed_file_without_a_rescan(tmp_path: Path, corpus: Path) -> None:
+    import time
+
+    home = profile_for(tmp_path, [corpus], rescan_s=1_000_000)  # no rescan before searches
+    app = build_app(home)
+    try:
+        assert app.documents is not None and app.start_indexing()
+        assert search(app, "tyres")["count"] == 1  # waits for the first scan
+        notes = corpus / "Documents" / "notes.md"
+        notes.write_text("# Car\nThe mechanic found a cracked kumquat bracket.\n", "utf-8")
+        (corpus / "Documents" / "page.html").unlink()
+        deadline = time.monotonic() + 60  # events settle for 2 s; a loaded machine is slower
+        while time.monotonic() < deadline and not app.documents.search("kumquat"):
+            time.sleep(0.2)
+        found = app.documents.search("kumquat")
+        assert [Path(h.path).name for h in found] == ["notes.md"]
+        while time.monotonic() < deadline and app.documents.search("greenhouse"):
+            time.sleep(0.2)
+        assert app.documents.search("greenhouse") == []
+        assert app.documents.search("tyres") == []
+    finally:
+        app.close()

@@ -48,7 +48,9 @@ def write_pdf(path: Path, pages: Sequence[str]) -> Path:
     out += f"xref\n0 {len(objects) + 1}\n0000000000 65535 f \n".encode()
     for offset in offsets:
         out += f"{offset:010d} 00000 n \n".encode()
-    out += f"trailer\n<< /Size {len(objects) + 1} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n".encode()
+    out += (
+        f"trailer\n<< /Size {len(objects) + 1} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n".encode()
+    )
     path.write_bytes(bytes(out))
     return path
 
@@ -160,8 +162,7 @@ def write_xlsx(path: Path, sheets: Mapping[str, Sequence[Sequence[str | int | fl
         f"<sheets>{entries}</sheets></workbook>"
     )
     parts["xl/_rels/workbook.xml.rels"] = (
-        f'<?xml version="1.0" encoding="UTF-8"?><Relationships xmlns="{_PR}">{rels}'
-        "</Relationships>"
+        f'<?xml version="1.0" encoding="UTF-8"?><Relationships xmlns="{_PR}">{rels}</Relationships>'
     )
     main = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet.main+xml"
     parts["[Content_Types].xml"] = _content_types({"xl/workbook.xml": main})
@@ -217,7 +218,9 @@ def write_odt(path: Path, paragraphs: Sequence[tuple[str, str]]) -> Path:
         else f"<text:p>{escape(t)}</text:p>"
         for kind, t in paragraphs
     )
-    return _odf(path, "application/vnd.oasis.opendocument.text", f"<office:text>{body}</office:text>")
+    return _odf(
+        path, "application/vnd.oasis.opendocument.text", f"<office:text>{body}</office:text>"
+    )
 
 
 def write_ods(path: Path, sheets: Mapping[str, Sequence[Sequence[str]]]) -> Path:

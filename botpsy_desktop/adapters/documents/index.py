@@ -265,7 +265,8 @@ class DocumentIndex:
             return False
         return self.kinds is None or os.path.splitext(path)[1].casefold() in self.kinds
 
-    def _skipped_folder(self, path: str, name: str) -> bool:
+    def skipped_folder(self, path: str, name: str) -> bool:
+        """Whether the folder ``path`` (named ``name``) is never entered."""
         if name.startswith(".") or name.casefold() in SKIPPED_FOLDERS:
             return True
         if name.casefold().startswith(".trash"):
@@ -287,7 +288,7 @@ class DocumentIndex:
                     continue
                 seen_dirs.add(top)
                 dirs[:] = sorted(
-                    d for d in dirs if not self._skipped_folder(os.path.join(top, d), d)
+                    d for d in dirs if not self.skipped_folder(os.path.join(top, d), d)
                 )
                 for name in sorted(files):
                     if name.startswith(".") or not self.wanted(name):
@@ -364,6 +365,50 @@ class DocumentIndex:
         self._checked_at = self._clock()
         if progress is not None:
             progress(state)
+        return state
+
+    def candidate(self, path: str) -> os.stat_result | None:
+        """The lstat of ``path`` if a scan would index it (a regular file of a wanted kind
+        inside a root, in no hidden, skipped or excluded folder), else None."""
+        if self.jail is None or not self.wanted(path) or os.path.basename(path).startswith("."):
+            return None
+        real = Path(path)
+        root = next((r for r in self.jail.roots if real.is_relative_to(r)), None)
+        if root is None:
+            return None
+        folder = str(root)
+        for part in real.relative_to(root).parts[:-1]:
+            folder = os.path.join(folder, part)
+            if self.skipped_folder(folder, part):
+                return None
+        if any(real.is_relative_to(p) for p in (*self.exclude, *self.skip)):
+            return None
+        try:
+            st = os.lstat(path)
+        except OSError:
+            return None
+        return st if stat.S_ISREG(st.st_mode) else None
+
+    def apply(self, paths: Sequence[str]) -> Progress:
+        """Index what became of each of ``paths`` (a watcher's events): read if new or
+        changed, forgotten if gone or no longer indexed, nothing if unchanged."""
+        state = Progress()
+        with self._write, closing(self._connect()) as db:
+            for path in dict.fromkeys(paths):
+                row = db.execute(
+                    "SELECT id, size, mtime_ns FROM files WHERE path = ?", (path,)
+                ).fetchone()
+                st = self.candidate(path)
+                state.seen += 1
+                if st is None:
+                    if row is not None:
+                        db.execute("DELETE FROM passages WHERE file_id = ?", (row[0],))
+                        db.execute("DELETE FROM files WHERE id = ?", (row[0],))
+                        state.removed += 1
+                elif row is None or tuple(row[1:]) != (st.st_size, st.st_mtime_ns):
+                    self._store(db, path, st, row[0] if row else None, state)
+                db.commit()
+        state.complete = True
         return state
 
     def _read(self, path: str) -> Extracted:
