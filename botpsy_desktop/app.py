@@ -121,6 +121,7 @@ def documents_index(config: Config, paths: Paths) -> DocumentIndex | None:
         skip=[paths.data_dir, paths.cache_dir, paths.config_dir],
         max_bytes=int(d.max_file_mb * 1024 * 1024),
         read_timeout_s=d.read_timeout_s,
+        readers=d.readers,
     )
 
 

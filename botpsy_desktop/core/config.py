@@ -290,6 +290,7 @@ class DocumentsSettings(_Section):
     read_timeout_s: float = Field(
         30.0, gt=0, le=600, description="The most one file may take to read."
     )
+    readers: int = Field(2, ge=1, le=16, description="Files read side by side while indexing.")
 
     @field_validator("kinds")
     @classmethod

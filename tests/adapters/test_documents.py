@@ -400,7 +400,7 @@ def ask(
 def test_the_model_finds_the_answer_in_a_document_and_names_its_source(
     profile: Path, tmp_path: Path
 ) -> None:
-    # `botpsy ask` starts the index in the background; the search waits for it to catch up
+    # a new profile has no index yet: the first search builds it (waiting up to search_wait_s)
     turns = [
         xml_call("search_documents", query="lease end"),
         xml_call("write_text_note", path="lease-note.txt", text="Lease ends 31 March 2027"),

@@ -39,7 +39,9 @@ import stat
 import threading
 import time
 import unicodedata
+from collections import deque
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -205,7 +207,8 @@ class DocumentIndex:
 
     ``exclude``: folders never indexed; ``kinds``: the file name endings indexed (``.pdf``...);
     ``skip``: folders of the app itself never indexed; ``max_bytes``: the largest file read;
-    ``isolate``: read documents in a worker process with ``read_timeout_s`` per file.
+    ``isolate``: read documents in a worker process with ``read_timeout_s`` per file;
+    ``readers``: how many files a scan reads side by side (each in its own process).
     """
 
     def __init__(
@@ -219,6 +222,7 @@ class DocumentIndex:
         max_bytes: int = 50 * 1024 * 1024,
         isolate: bool = True,
         read_timeout_s: float = 30.0,
+        readers: int = 2,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.file = file
@@ -229,12 +233,17 @@ class DocumentIndex:
         self.max_bytes = max_bytes
         self._isolate = isolate
         self._read_timeout_s = read_timeout_s
-        self._reader: Reader | None = None
+        self.readers = max(1, readers)
+        self._local = threading.local()
+        self._readers: list[Reader] = []
+        self._readers_lock = threading.Lock()
         self._clock = clock
         self._write = threading.Lock()
         self._checked_at: float | None = None
         self.progress = Progress()
         self._ready = False
+        self.watched = False
+        """Set while a watcher (watch.py) applies the file system's change events."""
 
     # --- storage --------------------------------------------------------------------------
 
@@ -252,10 +261,8 @@ class DocumentIndex:
         return self.file.exists()
 
     def close(self) -> None:
-        """End the reader process (the index itself holds no open connection)."""
-        if self._reader is not None:
-            self._reader.close()
-            self._reader = None
+        """End the reader processes (the index itself holds no open connection)."""
+        self._close_readers()
 
     # --- scanning -------------------------------------------------------------------------
 
@@ -330,21 +337,27 @@ class DocumentIndex:
             seen: set[str] = set()
             last_commit = time.monotonic()
             pending = 0
-            complete = True
             self._meta(db, "scan_started", str(time.time()))
-            for path, st in self.candidates():
-                if (stop is not None and stop.is_set()) or (
-                    budget_s is not None and self._clock() - began >= budget_s
-                ):
-                    complete = False
-                    break
-                seen.add(path)
-                state.seen += 1
-                before = known.get(path)
-                if before is not None and before[1:] == (st.st_size, st.st_mtime_ns):
-                    continue
+            complete = True
+
+            def todo() -> Iterator[tuple[str, os.stat_result, int | None]]:
+                """The files to read, as the walk finds them; stops the walk when asked."""
+                nonlocal complete
+                for path, st in self.candidates():
+                    if (stop is not None and stop.is_set()) or (
+                        budget_s is not None and self._clock() - began >= budget_s
+                    ):
+                        complete = False
+                        return
+                    seen.add(path)
+                    state.seen += 1
+                    before = known.get(path)
+                    if before is None or before[1:] != (st.st_size, st.st_mtime_ns):
+                        yield path, st, before[0] if before else None
+
+            for path, st, file_id, found in self._read_all(todo()):
                 state.current = path
-                self._store(db, path, st, before[0] if before else None, state)
+                self._store(db, path, st, file_id, state, found)
                 pending += 1
                 if pending >= BATCH_FILES or time.monotonic() - last_commit >= BATCH_S:
                     self._meta(db, "progress", state.line())
@@ -406,17 +419,57 @@ class DocumentIndex:
                         db.execute("DELETE FROM files WHERE id = ?", (row[0],))
                         state.removed += 1
                 elif row is None or tuple(row[1:]) != (st.st_size, st.st_mtime_ns):
-                    self._store(db, path, st, row[0] if row else None, state)
+                    self._store(db, path, st, row[0] if row else None, state, self._read(path))
                 db.commit()
         state.complete = True
         return state
 
-    def _read(self, path: str) -> Extracted:
-        if kind_of(path) in ("text", "markdown"):  # plain decoding: nothing to isolate
-            return extract(path, self.max_bytes)
-        if self._reader is None:
-            self._reader = reader(self._isolate, self._read_timeout_s)
-        return self._reader.read(path, self.max_bytes)
+    def _read(self, path: str) -> Extracted | Unreadable:
+        """The file's passages, or why it cannot be read (with this thread's reader)."""
+        try:
+            if kind_of(path) in ("text", "markdown"):  # plain decoding: nothing to isolate
+                return extract(path, self.max_bytes)
+            found = getattr(self._local, "reader", None)
+            with self._readers_lock:
+                if found is None or found not in self._readers:  # none yet, or closed
+                    found = reader(self._isolate, self._read_timeout_s)
+                    self._local.reader = found
+                    self._readers.append(found)
+            return found.read(path, self.max_bytes)
+        except Unreadable as exc:
+            return exc
+
+    def _read_all(
+        self, todo: Iterator[tuple[str, os.stat_result, int | None]]
+    ) -> Iterator[tuple[str, os.stat_result, int | None, Extracted | Unreadable]]:
+        """``todo`` read by ``readers`` threads (each with its reader process) side by side,
+        given back in order; their readers end with it."""
+        if self.readers <= 1:
+            for path, st, file_id in todo:
+                yield path, st, file_id, self._read(path)
+            return
+        window: deque[tuple[tuple[str, os.stat_result, int | None], Future[Any]]] = deque()
+        pool = ThreadPoolExecutor(self.readers, thread_name_prefix="documents-read")
+        try:
+            for item in todo:
+                window.append((item, pool.submit(self._read, item[0])))
+                if len(window) >= 2 * self.readers:
+                    (path, st, file_id), future = window.popleft()
+                    yield path, st, file_id, future.result()
+            while window:
+                (path, st, file_id), future = window.popleft()
+                yield path, st, file_id, future.result()
+        finally:
+            for _, future in window:
+                future.cancel()
+            pool.shutdown(wait=True)
+            self._close_readers()
+
+    def _close_readers(self) -> None:
+        with self._readers_lock:
+            readers, self._readers = self._readers, []
+        for r in readers:
+            r.close()
 
     def _store(
         self,
@@ -425,15 +478,15 @@ class DocumentIndex:
         st: os.stat_result,
         file_id: int | None,
         state: Progress,
+        read: Extracted | Unreadable,
     ) -> None:
-        try:
-            found = self._read(path)
-            reason = found.note
+        if isinstance(read, Unreadable):
+            found, status, reason = Extracted([]), "failed", str(read)
+        else:
+            found, reason = read, read.note
             status = "indexed" if found.passages else "failed"
             if not found.passages:
                 reason = "no text in it"
-        except Unreadable as exc:
-            found, status, reason = Extracted([]), "failed", str(exc)
         if status == "failed":
             state.failed += 1
         else:
@@ -460,12 +513,15 @@ class DocumentIndex:
 
     def refresh(self, rescan_s: float, wait_s: float) -> str:
         """Before a search: if the folders were last checked more than ``rescan_s`` seconds
-        ago, check them now, for at most ``wait_s`` seconds (a scan running in another thread
-        is waited for as long). A note when the index may not be complete, else ''."""
+        ago (and no watcher follows them), check them now, for at most ``wait_s`` seconds (a
+        scan running in another thread is waited for as long). A note when the index may not
+        be complete, else ''."""
         if not self._write.acquire(timeout=max(0.0, wait_s)):
             return "The index is being updated; files changed just now may not be found yet."
         try:
-            fresh = self._checked_at is not None and self._clock() - self._checked_at < rescan_s
+            checked = self._checked_at
+            # a watcher applies changes as they happen: once scanned, no rescans are needed
+            fresh = checked is not None and (self.watched or self._clock() - checked < rescan_s)
             if fresh:
                 return ""
             state = self._update(None, wait_s, None)
@@ -519,11 +575,12 @@ class DocumentIndex:
     def _ranked(
         self, db: sqlite3.Connection, match: str, limit: int, under: Path | None
     ) -> list[Hit]:
+        # ranked in the FTS table alone first: only the best rows are joined with their text
         rows = db.execute(
-            "SELECT f.path, p.place, p.body, f.mtime_ns, bm25(passages_fts, 1.0, 1.0, 3.0) AS r "
-            "FROM passages_fts JOIN passages p ON p.id = passages_fts.rowid "
-            "JOIN files f ON f.id = p.file_id "
-            "WHERE passages_fts MATCH ? ORDER BY r LIMIT ?",
+            "WITH best AS (SELECT rowid AS id, bm25(passages_fts, 1.0, 1.0, 3.0) AS r "
+            "FROM passages_fts WHERE passages_fts MATCH ? ORDER BY r LIMIT ?) "
+            "SELECT f.path, p.place, p.body, f.mtime_ns, best.r FROM best "
+            "JOIN passages p ON p.id = best.id JOIN files f ON f.id = p.file_id ORDER BY best.r",
             (match, max(50, limit * 10)),
         )
         hits: list[Hit] = []

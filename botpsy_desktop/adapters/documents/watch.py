@@ -86,6 +86,7 @@ class Watcher:
             observer.stop()
             return False
         self._observer = observer
+        self.index.watched = True
         return True
 
     def _folders(self, root: Path) -> list[str]:
@@ -137,6 +138,7 @@ class Watcher:
 
     def close(self) -> None:
         observer, self._observer = self._observer, None
+        self.index.watched = False
         if observer is not None:
             observer.stop()
             observer.join(timeout=5)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import queue
 import subprocess
 import sys
@@ -144,6 +145,8 @@ def main() -> None:
     logging.disable(logging.WARNING)
     if sys.platform.startswith("linux"):
         _limit_memory()
+    if hasattr(os, "nice"):  # background work: the model and the window come first
+        os.nice(10)
     out = sys.stdout.buffer
     for line in sys.stdin.buffer:
         request = json.loads(line)
