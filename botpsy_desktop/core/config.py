@@ -277,8 +277,8 @@ class DocumentsSettings(_Section):
         default_factory=list, description="Folders whose documents are never indexed."
     )
     kinds: list[str] = Field(
-        default_factory=lambda: list(DOCUMENT_KINDS),
-        description="The file name endings indexed, without dots.",
+        default_factory=lambda: [k for k in DOCUMENT_KINDS if k != "log"],
+        description='The file name endings indexed, without dots ("log" files may be added).',
     )
     max_file_mb: float = Field(50.0, gt=0, le=4096, description="Larger files are not read.")
     rescan_s: float = Field(

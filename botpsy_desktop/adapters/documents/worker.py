@@ -71,8 +71,11 @@ class IsolatedReader:
         assert out is not None
 
         def pump(stream: IO[bytes]) -> None:
-            for line in stream:
-                lines.put(line)
+            try:
+                for line in stream:
+                    lines.put(line)
+            except (OSError, ValueError):  # closed under it: the worker was killed
+                pass
             lines.put(b"")  # the worker ended
 
         threading.Thread(target=pump, args=(out,), daemon=True, name="documents-reader").start()
