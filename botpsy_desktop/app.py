@@ -17,6 +17,10 @@ from typing import TYPE_CHECKING
 from botpsy_desktop import __version__
 from botpsy_desktop.adapters.alarms import AlarmService, alarms_tools, time_zone
 from botpsy_desktop.adapters.calendar import calendar_service, calendar_tools
+from botpsy_desktop.adapters.device.desktop import DesktopSettings
+from botpsy_desktop.adapters.device.power import Power
+from botpsy_desktop.adapters.device.sound import Sound
+from botpsy_desktop.adapters.device.tools import device_tools
 from botpsy_desktop.adapters.documents import INDEX_NAME, DocumentIndex, documents_tools
 from botpsy_desktop.adapters.documents.watch import Watcher
 from botpsy_desktop.adapters.email import email_tools, mail_service
@@ -30,8 +34,10 @@ from botpsy_desktop.adapters.music import (
     music_tools,
 )
 from botpsy_desktop.adapters.weather import OpenMeteo, weather_tools
+from botpsy_desktop.agent.audit import AuditLog
 from botpsy_desktop.agent.gate import ALWAYS_ASK, Gate
 from botpsy_desktop.agent.loop import AgentSession, LoopSettings
+from botpsy_desktop.agent.restores import Restores
 from botpsy_desktop.agent.selection import ToolSelector
 from botpsy_desktop.agent.store import ConversationStore
 from botpsy_desktop.agent.tools import Tool, ToolRegistry
@@ -100,6 +106,8 @@ def build_registry(
         registry.register(tool)
     for tool in alarms_tools(alarms) if alarms is not None else []:
         registry.register(tool)
+    for tool in _device_tools(config, alarms):
+        registry.register(tool)
     for tool in _account_tools(config, paths, secrets or SecretStore(), now) if paths else []:
         registry.register(tool)
     for tool in servers.tools() if servers is not None else []:
@@ -140,6 +148,19 @@ def _account_tools(
     if problem or any(isinstance(a, MailAccount) for a in accounts):
         tools += email_tools(mail_service(config.email, tz, accounts, secrets, problem, now))
     return tools
+
+
+def _device_tools(config: Config, alarms: AlarmService | None = None) -> list[Tool]:
+    d = config.device
+    if not d.enabled:
+        return []
+    return device_tools(
+        config.file_roots(),
+        sound=Sound(d.pulse_server),
+        desktop=DesktopSettings(d.gsettings),
+        power=Power(Path(d.sysfs)),
+        alarms=alarms,
+    )
 
 
 def _weather_tools(config: Config, resources: ExitStack) -> list[Tool]:
@@ -198,6 +219,8 @@ class App:
     """The documents index (search_documents); None when the settings turn it off."""
     _indexing: threading.Thread | None = field(default=None, init=False, repr=False)
     _stop_indexing: threading.Event = field(default_factory=threading.Event, init=False, repr=False)
+    restores: Restores | None = None
+    """Timed ways back ("mute for an hour"), carried out when due while the alarms run."""
     _approvals: ApprovalQueue | None = field(default=None, init=False, repr=False)
 
     def approvals(self) -> ApprovalQueue:
@@ -511,6 +534,7 @@ def build_app(
         documents=documents,
     )
     gate = build_gate(config)
+    restores = Restores(alarms, AuditLog(store), registry, gate)
     return App(
         paths,
         config,
@@ -522,4 +546,5 @@ def build_app(
         secrets=secrets,
         tool_servers=servers,
         documents=documents,
+        restores=restores,
     )
