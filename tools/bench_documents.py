@@ -153,6 +153,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--files", type=int, default=20_000)
     parser.add_argument("--queries", type=int, default=300)
+    parser.add_argument("--readers", type=int, default=2, help="files read side by side")
     parser.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
     parser.add_argument("--keep", metavar="DIR", help="write the corpus and index here, kept")
     args = parser.parse_args()
@@ -166,13 +167,14 @@ def main() -> int:
             f"{time.perf_counter() - began:.1f} s",
             flush=True,
         )
-        index = DocumentIndex(index_file, [corpus])
+        index = DocumentIndex(index_file, [corpus], readers=args.readers)
         began = time.perf_counter()
         state = index.update()
         took = time.perf_counter() - began
         status = index.status()
         figures: dict[str, object] = {
             "files": args.files,
+            "readers": args.readers,
             "corpus_mb": round(corpus_bytes / 1e6, 2),
             "indexed": status["indexed"],
             "not_indexed": status["not_indexed"],
