@@ -162,6 +162,41 @@ def test_every_format_is_found_with_its_page_sheet_slide_or_section(profile: Pat
         app.close()
 
 
+def read(app: App, path: str, **extra: Any) -> dict[str, Any]:
+    tool = app.registry.get("read_document")
+    assert tool is not None
+    result: dict[str, Any] = tool.call(tool.validate({"path": path, **extra}))
+    return result
+
+
+def test_a_page_sheet_or_section_is_read_to_quote_it(profile: Path, corpus: Path) -> None:
+    from botpsy_desktop.core.errors import ToolError
+    from botpsy_desktop.core.outside import Outside
+
+    docs = corpus / "Documents"
+    app = build_app(profile)
+    try:
+        page = read(app, str(docs / "lease.pdf"), where="page 2")
+        assert page["text"].startswith("The lease ends on 31 March 2027.")
+        assert isinstance(page["text"], Outside) and page["where"] == "page 2"
+        whole = read(app, str(docs / "lease.pdf"))
+        assert whole["parts"] == ["page 1", "page 2"] and "Tenancy agreement" in whole["text"]
+        with pytest.raises(ToolError, match=r"no part 'page 9'.*Its parts: page 1, page 2"):
+            read(app, str(docs / "lease.pdf"), where="page 9")
+        sheet = read(app, str(docs / "budget.xlsx"), where='sheet "Plumbing"')
+        assert sheet["text"] == "Mario plumber | 240"
+        # a change since the index read it is read again first
+        write_odt(docs / "contract.odt", [("h", "Termination"), ("p", "Six months' notice")])
+        assert "Six months" in read(app, str(docs / "contract.odt"), where="section")["text"]
+        write_encrypted_pdf(docs / "payslip.pdf", ["Salary"])
+        with pytest.raises(ToolError, match="cannot be read as a document: password-protected"):
+            read(app, str(docs / "payslip.pdf"))
+        with pytest.raises(ToolError, match="outside the folders"):
+            read(app, "/etc/hostname")
+    finally:
+        app.close()
+
+
 def test_search_output_is_outside_content_field_by_field(profile: Path) -> None:
     from botpsy_desktop.core.outside import Outside
 
@@ -403,6 +438,7 @@ def test_the_model_finds_the_answer_in_a_document_and_names_its_source(
     # a new profile has no index yet: the first search builds it (waiting up to search_wait_s)
     turns = [
         xml_call("search_documents", query="lease end"),
+        xml_call("read_document", path="Documents/lease.pdf", where="page 2"),
         xml_call("write_text_note", path="lease-note.txt", text="Lease ends 31 March 2027"),
         "Your lease ends on 31 March 2027 (lease.pdf, page 2).",
     ]
@@ -410,6 +446,7 @@ def test_the_model_finds_the_answer_in_a_document_and_names_its_source(
     calls = data["tool_calls"]
     assert [(c["name"], c["decision"], c["ok"]) for c in calls] == [
         ("search_documents", "allowed", True),
+        ("read_document", "allowed", True),
         # the document's words are outside content: a change after reading them asks (and
         # is denied here), where the person's own request would have let it run at once
         ("write_text_note", "denied", False),
@@ -418,9 +455,11 @@ def test_the_model_finds_the_answer_in_a_document_and_names_its_source(
     best = found["results"][0]
     assert best["file"].endswith("Documents/lease.pdf") and best["where"] == "page 2"
     assert "The **lease** ends on 31 March 2027" in best["snippet"]
+    page = json.loads(calls[1]["result"])
+    assert page["text"].startswith("The lease ends on 31 March 2027.")
     assert data["answer"] == "Your lease ends on 31 March 2027 (lease.pdf, page 2)."
     # the same note without a document read first runs at once (a clean context)
-    alone = ask(profile, tmp_path, [turns[1], "Noted."], "note that my lease ends in March")
+    alone = ask(profile, tmp_path, [turns[2], "Noted."], "note that my lease ends in March")
     assert [(c["name"], c["decision"]) for c in alone["tool_calls"]] == [
         ("write_text_note", "allowed")
     ]

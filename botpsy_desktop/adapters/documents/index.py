@@ -601,6 +601,24 @@ class DocumentIndex:
                 break
         return hits
 
+    def passages_of(self, path: str) -> tuple[list[tuple[str, str]], str]:
+        """The passages (place, text) of the file at ``path`` (a real path inside the roots),
+        read again first if it changed since it was indexed; and why there are none ('' when
+        there are)."""
+        self.apply([path])
+        with closing(self._connect()) as db:
+            row = db.execute(
+                "SELECT id, state, reason FROM files WHERE path = ?", (path,)
+            ).fetchone()
+            if row is None:
+                return [], "it is not a document the index reads (or it is in a folder left out)"
+            if row[1] != "indexed":
+                return [], row[2]
+            rows = db.execute(
+                "SELECT place, body FROM passages WHERE file_id = ? ORDER BY id", (row[0],)
+            ).fetchall()
+        return [(str(a), str(b)) for a, b in rows], ""
+
     # --- status ---------------------------------------------------------------------------
 
     def status(self) -> dict[str, Any]:

@@ -41,15 +41,31 @@ class SearchDocumentsArgs(BaseModel):
     limit: int = Field(5, ge=1, le=10, description="Most passages to return.")
 
 
+class ReadDocumentArgs(BaseModel):
+    """Read a page, sheet, slide or section of a document (PDF, Word, Excel, PowerPoint,
+    OpenDocument, web page, saved e-mail, text), e.g. to quote what search_documents found."""
+
+    path: str = Field(description='The file, e.g. "~/Documents/lease.pdf".')
+    where: str | None = Field(
+        None,
+        description='Which part, as search_documents named it, e.g. "page 2" or "slide 3"; '
+        "none: from the start.",
+    )
+    max_chars: int = Field(4_000, ge=200, le=20_000, description="Most characters to return.")
+
+
 def documents_tools(
     index: DocumentIndex, *, rescan_s: float = 60.0, wait_s: float = 10.0
 ) -> list[Tool]:
-    """The documents tools over ``index``: search_documents (read). Before a search the index
-    catches up with the folders when it was last checked over ``rescan_s`` seconds ago,
-    waiting at most ``wait_s`` seconds (the rest is searched later)."""
+    """The documents tools over ``index``: search_documents and read_document (read). Before
+    a search the index catches up with the folders when it was last checked over ``rescan_s``
+    seconds ago, waiting at most ``wait_s`` seconds (the rest is searched later)."""
 
     def search_documents(args: SearchDocumentsArgs) -> dict[str, Any]:
         return _search(index, args, rescan_s, wait_s)
+
+    def read_document(args: ReadDocumentArgs) -> dict[str, Any]:
+        return _read(index, args)
 
     # document text is someone else's words (a letter, a web page, a mail): outside content
     return [
@@ -59,7 +75,8 @@ def documents_tools(
             tier=Tier.READ,
             domain="files",  # asked for as files are ("find the invoice", "my lease"): one set
             untrusted_output=True,
-        )
+        ),
+        make_tool(read_document, effects={Effect.READ}, tier=Tier.READ, domain="files"),
     ]
 
 
@@ -107,4 +124,43 @@ def _search(
         )
     if note:
         out["index_note"] = note
+    return out
+
+
+def _read(index: DocumentIndex, args: ReadDocumentArgs) -> dict[str, Any]:
+    if index.jail is None:
+        raise ToolError(
+            "No folders are set up for the assistant to read.",
+            "Ask the user to add one in Settings.",
+        )
+    path = index.jail.resolve(args.path)
+    shown = index.jail.display(path)
+    if path.is_dir():
+        raise ToolError(f"{shown} is a folder.", "Give a document inside it.")
+    passages, why = index.passages_of(str(path))
+    if not passages:
+        raise ToolError(f"{shown} cannot be read as a document: {why}.")
+    places = list(dict.fromkeys(p for p, _ in passages))
+    wanted = " ".join((args.where or "").split()).casefold()
+    if wanted:
+        chosen = [t for p, t in passages if p.casefold() == wanted]
+        chosen = chosen or [t for p, t in passages if p.casefold().startswith(wanted)]
+        if not chosen:
+            raise ToolError(
+                f"{shown} has no part {args.where!r}.",
+                f"Its parts: {', '.join(places[:30])}{' …' if len(places) > 30 else ''}.",
+            )
+    else:
+        chosen = [t for _, t in passages]
+    text = "\n".join(chosen)
+    out: dict[str, Any] = {
+        "path": outside(shown),
+        "where": outside(neutralize(args.where or places[0])),
+        "text": outside(neutralize(text[: args.max_chars])),
+    }
+    if len(text) > args.max_chars:
+        out["truncated"] = True
+        out["note"] = f"Only the first {args.max_chars:,} of {len(text):,} characters are shown."
+    if not wanted and len(places) > 1:
+        out["parts"] = [outside(neutralize(p)) for p in places[:30]]
     return out
