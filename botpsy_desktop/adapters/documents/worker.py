@@ -4,8 +4,9 @@ Parsers meet files crafted or damaged in every way: a PDF whose objects loop, a 
 a million rows. Run in the indexing thread, such a file could hold the index (and its lock)
 for ever, or take the app's memory with it. ``IsolatedReader`` sends each path to a worker
 process (``python -m botpsy_desktop.adapters.documents.worker``, JSON lines over its standard
-input and output), waits at most ``timeout_s`` for the text, and kills and replaces the worker
-when it does not answer in time or dies; that file is recorded as not indexed with the reason.
+input and output), waits at most ``timeout_s`` (plus ``PER_MB_S`` a megabyte) for the text,
+and kills and replaces the worker when it does not answer in time or dies; that file is
+recorded as not indexed with the reason.
 On Linux the worker's address space is limited (``WORKER_MEMORY``), so a file that would take
 gigabytes ends in a MemoryError for that file. In a frozen bundle (no ``-m``) and where
 ``isolate`` is off, ``InProcessReader`` reads in the calling thread, unbounded in time.
@@ -25,6 +26,10 @@ from typing import IO, Any, Protocol
 from botpsy_desktop.adapters.documents.extract import Extracted, Passage, Unreadable, extract
 
 log = logging.getLogger(__name__)
+
+PER_MB_S = 2.0
+"""Seconds a file may take per megabyte, on top of the time limit (pypdf reads about 1 MB of
+PDF a second on one slow core)."""
 
 WORKER_MEMORY = 2 * 1024**3
 """The worker's address-space limit on Linux (bytes)."""
@@ -92,10 +97,15 @@ class IsolatedReader:
             self._kill()
             raise Unreadable("the reader process stopped on this file") from None
         try:
-            line = self._lines.get(timeout=self.timeout_s)
+            size = os.stat(path).st_size
+        except OSError:
+            size = 0
+        allowed = self.timeout_s + PER_MB_S * size / 1e6  # a 500-page PDF takes its time
+        try:
+            line = self._lines.get(timeout=allowed)
         except queue.Empty:
             self._kill()
-            raise Unreadable(f"took longer than {self.timeout_s:g} s to read") from None
+            raise Unreadable(f"took longer than {allowed:.3g} s to read") from None
         if not line:
             self._kill()
             raise Unreadable("the reader process stopped on this file (out of memory or a crash)")
