@@ -7,6 +7,7 @@ import logging
 import os
 import sys
 import threading
+import time
 from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass, field
@@ -42,7 +43,7 @@ from botpsy_desktop.agent.selection import ToolSelector
 from botpsy_desktop.agent.store import ConversationStore
 from botpsy_desktop.agent.tools import Tool, ToolRegistry
 from botpsy_desktop.core.accounts import AccountBook, MailAccount
-from botpsy_desktop.core.config import Config
+from botpsy_desktop.core.config import Config, DocumentsSettings
 from botpsy_desktop.core.errors import ConfigError, ModelError
 from botpsy_desktop.core.paths import Paths
 from botpsy_desktop.core.secrets import SecretStore
@@ -452,14 +453,20 @@ class App:
             return False
 
         watcher = Watcher(index) if self.config.documents.watch else None
+        on_battery = _battery_check(Path(self.config.device.sysfs), self.config.documents)
 
         def run() -> None:
             _lower_priority()
             # watching starts before the scan (no change falls in between), off the caller's
             # thread (adding a watch per folder takes a while in a large home)
             watching = watcher is not None and watcher.start()
+            stop = self._stop_indexing
             try:
-                index.update(self._stop_indexing)
+                # on battery power the scan pauses (keeping what it did, searches go on) and
+                # goes on once the computer is plugged in
+                while not index.update(stop, pause=on_battery).complete and not stop.is_set():
+                    while on_battery() and not stop.wait(5):
+                        pass
             except Exception:  # a full disk, a damaged index: logged; searching says so
                 log.exception("documents index: the update failed")
             if watcher is not None and watching:
@@ -479,6 +486,29 @@ class App:
             self.alarms.shutdown()
         self.resources.close()
         self.store.close()
+
+
+def _battery_check(sysfs: Path, settings: DocumentsSettings) -> Callable[[], str]:
+    """ "on battery power" while the computer runs on its battery (checked every 10 s at most,
+    through the device tools' reading of the power supply), else ''; always '' when the
+    settings say to index on battery too."""
+    checked: list[float] = []
+    answer = [""]
+
+    def on_battery() -> str:
+        if not settings.pause_on_battery:
+            return ""
+        now = time.monotonic()
+        if not checked or now - checked[0] >= 5:
+            try:
+                plugged = Power(sysfs).battery().get("plugged_in", True)
+            except Exception:  # no way to tell: index as on mains
+                plugged = True
+            answer[0] = "" if plugged else "on battery power"
+            checked[:] = [now]
+        return answer[0]
+
+    return on_battery
 
 
 def _lower_priority() -> None:

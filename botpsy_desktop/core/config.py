@@ -291,6 +291,9 @@ class DocumentsSettings(_Section):
         30.0, gt=0, le=600, description="The most one file may take to read."
     )
     readers: int = Field(2, ge=1, le=16, description="Files read side by side while indexing.")
+    pause_on_battery: bool = Field(
+        True, description="Indexing waits while the computer runs on its battery."
+    )
 
     @field_validator("kinds")
     @classmethod

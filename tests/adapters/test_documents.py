@@ -508,3 +508,39 @@ def test_markup_planted_in_a_document_reaches_the_model_defused(tmp_path: Path) 
             assert "[tool_call]" in text and "[¦im_start¦]" in text, text
     finally:
         app.close()
+
+
+def test_indexing_pauses_on_battery_and_goes_on_when_plugged_in(
+    tmp_path: Path, corpus: Path
+) -> None:
+    import time
+
+    # a laptop's power supply as the kernel lays it out (the device tools read the same files)
+    supplies = tmp_path / "sys" / "class" / "power_supply"
+    for name, files in {
+        "BAT0": {"type": "Battery", "status": "Discharging", "capacity": "64"},
+        "AC": {"type": "Mains", "online": "0"},
+    }.items():
+        (supplies / name).mkdir(parents=True)
+        for key, value in files.items():
+            (supplies / name / key).write_text(value + "\n", encoding="ascii")
+    home = profile_for(tmp_path, [corpus])
+    config = json.loads((home / "config" / "config.json").read_text(encoding="utf-8"))
+    config["device"] = {"sysfs": str(tmp_path / "sys")}
+    (home / "config" / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    app = build_app(home)
+    try:
+        assert app.documents is not None and app.start_indexing()
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and "paused" not in app.documents.progress.line():
+            time.sleep(0.1)
+        status = app.documents.status()
+        assert status["last_scan"].startswith("paused on battery power"), status
+        assert status["indexed"] == 0 and not status["complete"]
+        (supplies / "AC" / "online").write_text("1\n", encoding="ascii")
+        (supplies / "BAT0" / "status").write_text("Charging\n", encoding="ascii")
+        while time.monotonic() < deadline and not app.documents.status()["complete"]:
+            time.sleep(0.2)
+        assert app.documents.status()["indexed"] == 10
+    finally:
+        app.close()

@@ -193,9 +193,11 @@ class Progress:
     complete: bool = False
     started: float = field(default_factory=time.time)
     current: str = ""
+    paused: str = ""
+    """Why the scan paused (e.g. "on battery power"), '' when it did not."""
 
     def line(self) -> str:
-        state = "done" if self.complete else "scanning"
+        state = "done" if self.complete else f"paused {self.paused}" if self.paused else "scanning"
         return (
             f"{state}: {self.seen:,} files looked at, {self.read:,} read, "
             f"{self.failed:,} not indexed, {self.removed:,} forgotten"
@@ -313,18 +315,21 @@ class DocumentIndex:
         stop: threading.Event | None = None,
         budget_s: float | None = None,
         progress: Callable[[Progress], None] | None = None,
+        pause: Callable[[], str] | None = None,
     ) -> Progress:
         """Bring the index up to date with the folders (see the module's notes). Stops early,
-        keeping what it did, when ``stop`` is set or after ``budget_s`` seconds; ``progress``
-        hears how far it came after each batch."""
+        keeping what it did, when ``stop`` is set, after ``budget_s`` seconds, or when
+        ``pause`` gives a reason to (``state.paused`` says it); ``progress`` hears how far it
+        came after each batch."""
         with self._write:
-            return self._update(stop, budget_s, progress)
+            return self._update(stop, budget_s, progress, pause)
 
     def _update(
         self,
         stop: threading.Event | None,
         budget_s: float | None,
         progress: Callable[[Progress], None] | None,
+        pause: Callable[[], str] | None = None,
     ) -> Progress:
         began = self._clock()
         state = Progress()
@@ -347,6 +352,10 @@ class DocumentIndex:
                     if (stop is not None and stop.is_set()) or (
                         budget_s is not None and self._clock() - began >= budget_s
                     ):
+                        complete = False
+                        return
+                    state.paused = pause() if pause is not None else ""
+                    if state.paused:
                         complete = False
                         return
                     seen.add(path)
