@@ -81,6 +81,7 @@ def corpus(tmp_path: Path) -> Path:
     (docs / "zh.txt").write_text(
         "水管工的发票在抽屉里。賃貸契約は来年の三月に終わります。", "utf-8"
     )
+    (docs / "glued.txt").write_text("客户Dupont的账号是FR7630001。", "utf-8")
     return root
 
 
@@ -118,7 +119,9 @@ def test_every_format_is_found_with_its_page_sheet_slide_or_section(profile: Pat
     try:
         assert app.documents is not None
         done = app.documents.update()
-        assert done.complete and done.read == 10 and done.failed == 0
+        assert done.complete and done.read == 11 and done.failed == 0
+        # a Latin word glued to Chinese text is a word of its own
+        assert search(app, "Dupont")["results"][0]["file"].endswith("glued.txt")
         expect = {
             "lease ends": ("lease.pdf", "page 2", "The **lease** **ends** on 31 March 2027"),
             "windscreen excess": ("insurance.docx", 'section "Windscreen"', "no **excess**"),
@@ -149,6 +152,9 @@ def test_every_format_is_found_with_its_page_sheet_slide_or_section(profile: Pat
             assert hit and hit[0]["file"].endswith("zh.txt"), query
             assert f"**{query}**" in hit[0]["snippet"]
         assert search(app, "管的")["count"] == 0  # characters not side by side: no match
+        # a question in a sentence, as Chinese and Japanese are typed (no spaces, no keywords)
+        for question in ("水管工的发票在哪里", "賃貸契約はいつ終わりますか"):
+            assert search(app, question)["results"][0]["file"].endswith("zh.txt"), question
         # a question in plain words finds the passage that answers it (any of its words)
         lease = search(app, "when does my lease end")["results"]
         assert lease[0]["file"].endswith("lease.pdf") and lease[0]["where"] == "page 2"
@@ -371,14 +377,14 @@ def test_exclude_forget_and_rebuild_from_the_command_line(
     code, out, _ = cli("--home", home, "index", "status", capsys=capsys)
     assert code == 0 and "No index yet" in out
     code, out, err = cli("--home", home, "index", "rebuild", capsys=capsys)
-    assert code == 0 and "The index holds 10 documents" in out, out + err
+    assert code == 0 and "The index holds 11 documents" in out, out + err
     letters = corpus / "Documents" / "Letters"
     code, out, _ = cli("--home", home, "index", "exclude", str(letters), "--json", capsys=capsys)
     assert code == 0 and json.loads(out) == {"excluded": str(letters), "removed_from_index": 1}
     saved = json.loads((profile / "config" / "config.json").read_text(encoding="utf-8"))
     assert saved["documents"]["exclude"] == [str(letters)]
     code, out, _ = cli("--home", home, "index", "update", "--json", capsys=capsys)
-    assert json.loads(out)["indexed"] == 9  # and it stays out
+    assert json.loads(out)["indexed"] == 10  # and it stays out
     code, out, err = cli("--home", home, "index", "exclude", str(corpus / "nope"), capsys=capsys)
     assert code == 1 and "is not a folder" in err
     code, out, _ = cli("--home", home, "index", "forget", capsys=capsys)
@@ -541,6 +547,6 @@ def test_indexing_pauses_on_battery_and_goes_on_when_plugged_in(
         (supplies / "BAT0" / "status").write_text("Charging\n", encoding="ascii")
         while time.monotonic() < deadline and not app.documents.status()["complete"]:
             time.sleep(0.2)
-        assert app.documents.status()["indexed"] == 10
+        assert app.documents.status()["indexed"] == 11
     finally:
         app.close()

@@ -109,7 +109,21 @@ _CJK = (
 )
 _CJK_RUN = re.compile(f"[{_CJK}]+")
 _QUERY_PART = re.compile(r'"([^"]*)"|([^\s"]+)')
-_WORD = re.compile(rf"[{_CJK}]+|[^\W_]+(?:\*)?", re.UNICODE)
+_WORD = re.compile(rf"[{_CJK}]+|[^\W_{_CJK}]+(?:\*)?", re.UNICODE)
+_MIXED = re.compile(rf"[^\W_]*[{_CJK}][^\W_]*")
+"""A run of word characters with CJK in it: one token for unicode61, words glued to CJK."""
+
+STEM_MIN = 5
+"""In a loose search, a word this long or longer also matches other endings ("сантехника"
+for "сантехник", "leases" for "lease"): its last letter (two from six letters on) is left
+open, besides the word itself."""
+
+
+def cjk_column(text: str) -> str:
+    """What the ``cjk`` column indexes: the bigrams of the CJK runs, and the words glued to
+    them ("水管工Moreau的发票" gives "Moreau", which unicode61 would bury in one token)."""
+    glued = [piece for token in _MIXED.findall(text) for piece in _CJK_RUN.split(token) if piece]
+    return " ".join([cjk_bigrams(text), *glued]).strip()
 
 
 def cjk_bigrams(text: str) -> str:
@@ -142,33 +156,50 @@ class Query:
 
 
 def parse_query(text: str) -> Query | None:
-    """``text`` as FTS5 queries: words, "exact phrases", ``prefix*``; CJK runs as bigram
-    phrases. Nothing the user types can be FTS5 syntax (every term is quoted). None when it
-    holds no word."""
-    terms: list[str] = []
+    """``text`` as FTS5 queries: words, "exact phrases", ``prefix*``, CJK runs as bigrams.
+
+    The strict query wants every word (a CJK run as the phrase of its bigrams); the loose one,
+    the fallback, any of them, the more the better, each CJK bigram on its own and longer
+    words with any ending (``STEM_MIN``): a question in a person's words ("what did the
+    plumber charge?") still finds the passage that holds some of them. Nothing the user types
+    can be FTS5 syntax (every term is quoted). None when it holds no word."""
+    strict: list[str] = []
+    loose: list[str] = []
     marks: list[tuple[str, bool]] = []
     for phrase, word in _QUERY_PART.findall(text):
         words = _WORD.findall(phrase or word)
         if not words:
             continue
-        parts: list[str] = []
-        for w in words:
-            prefix = w.endswith("*") and not phrase
-            w = w.rstrip("*")
-            if _CJK_RUN.fullmatch(w):
-                parts.append(cjk_bigrams(w))
-                marks.append((fold(w), False))
-            elif w:
-                parts.append(w)
-                marks.append((fold(w), prefix))
-        if not parts:
+        if phrase:
+            parts = [cjk_bigrams(w) if _CJK_RUN.fullmatch(w) else w for w in words]
+            term = '"' + " ".join(parts).replace('"', "") + '"'
+            strict.append(term)
+            loose.append(term)
+            marks += [(fold(w), False) for w in words]
             continue
-        body = " ".join(parts).replace('"', "")
-        star = "*" if word.endswith("*") and not phrase and len(words) == 1 else ""
-        terms.append(f'"{body}"{star}')
-    if not terms:
+        for w in words:
+            prefix = w.endswith("*")
+            w = w.rstrip("*")
+            if not w:
+                continue
+            if _CJK_RUN.fullmatch(w):
+                grams = cjk_bigrams(w)
+                strict.append(f'"{grams}"' + ("*" if len(w) == 1 else ""))
+                loose += [f'"{g}"' + ("*" if len(g) == 1 else "") for g in grams.split()]
+                marks += [(fold(w), False)] + [(fold(g), False) for g in grams.split()]
+            else:
+                strict.append(f'"{w}"' + ("*" if prefix else ""))
+                loose.append(f'"{w}"' + ("*" if prefix else ""))
+                marks.append((fold(w), prefix))
+                if not prefix and len(w) >= STEM_MIN:  # the word itself still ranks higher
+                    stem = w[: -1 if len(w) == STEM_MIN else -2]
+                    loose.append(f'"{stem}"*')
+                    marks.append((fold(stem), True))
+    if not strict:
         return None
-    return Query(" ".join(terms), " OR ".join(terms), tuple(marks))
+    strict = list(dict.fromkeys(strict))
+    loose = list(dict.fromkeys(loose))
+    return Query(" ".join(strict), " OR ".join(loose), tuple(dict.fromkeys(marks)))
 
 
 @dataclass(frozen=True)
@@ -513,7 +544,7 @@ class DocumentIndex:
         name = _name_words(path)
         db.executemany(
             "INSERT INTO passages (file_id, place, body, cjk, name) VALUES (?, ?, ?, ?, ?)",
-            [(new_id, p.place, p.text, cjk_bigrams(p.text), name) for p in found.passages],
+            [(new_id, p.place, p.text, cjk_column(p.text), name) for p in found.passages],
         )
 
     @staticmethod
@@ -708,7 +739,13 @@ def snippet(text: str, marks: Sequence[tuple[str, bool]], width: int = 240) -> s
                     while b < len(low) and low[b].isalnum():
                         b += 1
             spans.append((where[a], where[b - 1] + 1))
-    spans.sort()
+    merged: list[tuple[int, int]] = []
+    for a, b in sorted(spans):  # overlapping marks ("水管" and "管工") become one
+        if merged and a < merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(b, merged[-1][1]))
+        else:
+            merged.append((a, b))
+    spans = merged
     if not spans:
         cut = flat[:width]
         return cut + ("…" if len(flat) > width else "")
