@@ -71,20 +71,21 @@ class DesktopSettings:
 
     def get(self, key: Key) -> str:
         """The key's value as GVariant text, quotes removed from a string (``prefer-dark``)."""
-        value = self._run("get", key.schema, key.key)
-        if len(value) >= 2 and value[0] == value[-1] == "'":
-            value = value[1:-1]
-        return value
+        return _unquote(self._run("get", key.schema, key.key))
 
     def set(self, key: Key, value: str) -> None:
         """Write the key and read it back: without the settings service (dconf on a session
         bus) gsettings says nothing and keeps nothing, which must not read as done."""
         self._run("set", key.schema, key.key, value)
-        if self.get(key) != value:
+        if self.get(key) != _unquote(value):
             raise ToolError(
                 "The desktop did not keep the setting: its settings service (dconf, on the "
                 "session's D-Bus) is not running. Change it in the desktop's own settings."
             )
+
+    def reset(self, key: Key) -> None:
+        """Back to the schema's default (the key is then no longer written in dconf)."""
+        self._run("reset", key.schema, key.key)
 
     def check(self) -> str:
         """'' when settings can be changed here, else why not (the doctor's line)."""
@@ -113,3 +114,10 @@ class DesktopSettings:
         before = self.do_not_disturb()
         self.set(SHOW_BANNERS, "false" if on else "true")
         return before, self.do_not_disturb()
+
+
+def _unquote(value: str) -> str:
+    """A GVariant string's text (``'prefer-dark'`` -> ``prefer-dark``); other values as given."""
+    if len(value) >= 2 and value[0] == value[-1] == "'":
+        return value[1:-1].replace("\\'", "'").replace("\\\\", "\\")
+    return value
