@@ -207,7 +207,17 @@ def _odf(path: Path, mimetype: str, body: str) -> Path:
         '<manifest:file-entry manifest:full-path="content.xml" manifest:media-type="text/xml"/>'
         "</manifest:manifest>"
     )
-    return _zip(path, {"content.xml": content, "META-INF/manifest.xml": manifest}, mimetype)
+    meta = (
+        '<?xml version="1.0" encoding="UTF-8"?><office:document-meta xmlns:office='
+        '"urn:oasis:names:tc:opendocument:xmlns:office:1.0" office:version="1.3">'
+        "<office:meta/></office:document-meta>"
+    )
+    styles = (
+        '<?xml version="1.0" encoding="UTF-8"?><office:document-styles xmlns:office='
+        '"urn:oasis:names:tc:opendocument:xmlns:office:1.0" office:version="1.3"/>'
+    )
+    parts = {"content.xml": content, "meta.xml": meta, "styles.xml": styles}
+    return _zip(path, {**parts, "META-INF/manifest.xml": manifest}, mimetype)
 
 
 def write_odt(path: Path, paragraphs: Sequence[tuple[str, str]]) -> Path:
