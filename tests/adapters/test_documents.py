@@ -219,6 +219,8 @@ def test_search_output_is_outside_content_field_by_field(profile: Path) -> None:
 
 
 def test_a_query_is_never_fts_syntax(profile: Path) -> None:
+    from botpsy_desktop.core.errors import ToolError
+
     app = build_app(profile)
     try:
         for query in (
@@ -229,11 +231,14 @@ def test_a_query_is_never_fts_syntax(profile: Path) -> None:
             "*",
             "^x",
         ):
-            search_result = app.registry.get("search_documents")
-            assert search_result is not None
-            if parse_query(query) is None:
-                continue
-            search(app, query)  # no sqlite error: every term is quoted
+            if parse_query(query) is None:  # nothing to look for: said to the model
+                with pytest.raises(ToolError, match="has no words to look for"):
+                    search(app, query)
+            else:
+                search(app, query)  # no sqlite error: every term is quoted
+        # FTS5's own words are searched as words, not obeyed: NOT leaves nothing out
+        best = search(app, "lease NOT ends")["results"][0]
+        assert best["file"].endswith("lease.pdf") and best["where"] == "page 2"
         assert parse_query("*** ---") is None
     finally:
         app.close()
