@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from botpsy_desktop import __version__
 from botpsy_desktop.adapters.alarms import AlarmService, alarms_tools, time_zone
 from botpsy_desktop.adapters.calendar import calendar_service, calendar_tools
+from botpsy_desktop.adapters.contacts import ContactsService, contacts_service, contacts_tools
 from botpsy_desktop.adapters.email import email_tools, mail_service
 from botpsy_desktop.adapters.files import files_tools
 from botpsy_desktop.adapters.mcp import ServerBook, ServerHub
@@ -63,6 +64,7 @@ def build_registry(
     secrets: SecretStore | None = None,
     now: Callable[[], datetime] | None = None,
     servers: ServerHub | None = None,
+    contacts: ContactsService | None = None,
 ) -> ToolRegistry:
     """Every tool the assistant can use, built from the configuration.
 
@@ -70,7 +72,8 @@ def build_registry(
     ``player`` replaces the headless music player (the window passes its Qt one); the alarm
     tools are there when an ``alarms`` service is given; calendar and mail accounts come from
     the accounts file (with ``paths``), their passwords from ``secrets`` when a tool runs;
-    the tools of the tool servers (MCP) configured in ``servers`` come last.
+    the address-book tools when ``contacts`` has books (:func:`build_contacts`); the tools
+    of the tool servers (MCP) configured in ``servers`` come last.
     """
     resources = resources if resources is not None else ExitStack()
     registry = ToolRegistry()
@@ -88,9 +91,26 @@ def build_registry(
         registry.register(tool)
     for tool in _account_tools(config, paths, secrets or SecretStore(), now) if paths else []:
         registry.register(tool)
+    for tool in contacts_tools(contacts) if contacts is not None and contacts.configured else []:
+        registry.register(tool)
     for tool in servers.tools() if servers is not None else []:
         registry.register(tool)
     return registry
+
+
+def build_contacts(
+    config: Config,
+    paths: Paths,
+    secrets: SecretStore,
+    now: Callable[[], datetime] | None = None,
+) -> ContactsService:
+    """The profile's address books: its .vcf files and its accounts' CardDAV books, over the
+    cache in the data folder (a broken accounts file leaves only the files)."""
+    try:
+        accounts, problem = AccountBook.for_paths(paths).load(), None
+    except ConfigError as exc:
+        accounts, problem = [], str(exc)
+    return contacts_service(config.contacts, paths.data_dir, accounts, secrets, problem, now)
 
 
 def _account_tools(
@@ -162,6 +182,8 @@ class App:
     """Account passwords (OS keyring, or this session only when the user chooses that)."""
     tool_servers: ServerHub | None = None
     """The tool servers (MCP) of the profile, their connections and tools."""
+    contacts: ContactsService | None = None
+    """The address books (vCard files, CardDAV) and their local cache."""
     _approvals: ApprovalQueue | None = field(default=None, init=False, repr=False)
 
     def approvals(self) -> ApprovalQueue:
@@ -391,13 +413,15 @@ class App:
         self.store.close()
 
 
-def build_gate(config: Config) -> Gate:
-    """The gate the app ships, for these settings (the only place a Gate is configured)."""
+def build_gate(config: Config, people: ContactsService | None = None) -> Gate:
+    """The gate the app ships, for these settings (the only place a Gate is configured);
+    ``people``: the address books it weighs recipients against (agent/people.py)."""
     return Gate(
         offer_scopes=config.agent.allow_for_conversation,
         never_scoped=ALWAYS_ASK,
         ask_every_change=config.agent.ask_before_every_change,
         folders=tuple(str(p) for p in config.file_roots()),
+        people=people if people is not None and people.configured else None,
     )
 
 
@@ -422,6 +446,8 @@ def build_app(
     secrets = SecretStore()
     servers = ServerHub(ServerBook.for_paths(paths, secrets))
     resources.callback(servers.close)
+    contacts = build_contacts(config, paths, secrets, now)
+    resources.callback(contacts.close)
     registry = build_registry(
         config,
         paths,
@@ -431,8 +457,9 @@ def build_app(
         secrets=secrets,
         now=now,
         servers=servers,
+        contacts=contacts,
     )
-    gate = build_gate(config)
+    gate = build_gate(config, contacts)
     return App(
         paths,
         config,
@@ -443,4 +470,5 @@ def build_app(
         alarms,
         secrets=secrets,
         tool_servers=servers,
+        contacts=contacts,
     )

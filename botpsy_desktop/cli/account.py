@@ -23,6 +23,12 @@ def add_command(sub: Any) -> None:
     dav.add_argument("--username", required=True)
     dav.add_argument("--calendar", help="calendar new events go to (default: the first)")
     dav.add_argument("--email", help="your address as organizer of invitations")
+    dav.add_argument(
+        "--contacts",
+        choices=("off", "own", "shared"),
+        help="its address books (CardDAV, same password): own (only you write them) or shared "
+        "(others can: their fields count as outside content); default off",
+    )
     mail = kind.add_parser("mail", help="a mailbox: IMAP to read, SMTP to send")
     mail.add_argument("--address", required=True, help="your email address")
     mail.add_argument("--username", help="login name (default: the address)")

@@ -54,6 +54,11 @@ class CalDAVAccount(_Account):
     email: str | None = Field(
         None, description="Your address as organizer of invitations (default: the user name)."
     )
+    contacts: Literal["off", "own", "shared"] = Field(
+        "off",
+        description="Its address books (CardDAV, same server and password): off; own (only you "
+        "write them); shared (others can: their fields are outside content).",
+    )
 
     @model_validator(mode="after")
     def _check(self) -> CalDAVAccount:

@@ -1,0 +1,322 @@
+"""The person's address books: synced into a local cache, looked up without the network."""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import re
+import threading
+import unicodedata
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from botpsy_desktop.adapters.contacts.cache import ContactCache, Stored, fold
+from botpsy_desktop.adapters.contacts.sources import CardDAVSource, Source, Synced, VcfSource
+from botpsy_desktop.core.accounts import Account, CalDAVAccount
+from botpsy_desktop.core.config import ContactsSettings
+from botpsy_desktop.core.errors import ToolError
+from botpsy_desktop.core.outside import outside
+from botpsy_desktop.core.people import Entry
+from botpsy_desktop.core.secrets import SecretStore
+
+log = logging.getLogger(__name__)
+
+_WORD = re.compile(r"[^\W_]+(?:'[^\W_]+)?")
+
+
+def age(seconds: float) -> str:
+    """'3 minutes', '2 hours', '5 days'."""
+    seconds = max(0.0, seconds)
+    for unit, size in (("day", 86_400), ("hour", 3_600), ("minute", 60)):
+        if seconds >= size:
+            n = int(seconds // size)
+            return f"{n} {unit}{'s' if n != 1 else ''}"
+    return "less than a minute"
+
+
+class ContactsService:
+    """Address books (vCard files, CardDAV accounts) over one SQLite cache.
+
+    Look-ups read the cache only. :meth:`sync` brings every book up to date (the CLI's
+    ``botpsy contacts sync``); a look-up whose books are older than ``sync_every_s`` starts one
+    in the background (vCard files, being local, are refreshed first, in a few milliseconds
+    when unchanged), and answers from the cache meanwhile."""
+
+    def __init__(
+        self,
+        cache: ContactCache,
+        sources: Sequence[Source],
+        settings: ContactsSettings,
+        *,
+        now: Callable[[], datetime] | None = None,
+        problem: str | None = None,
+    ) -> None:
+        self.cache = cache
+        self.sources = list(sources)
+        self.settings = settings
+        self._now = now or (lambda: datetime.now(UTC))
+        self.problem = problem
+        self._sync_lock = threading.Lock()
+        self._worker: threading.Thread | None = None
+
+    @property
+    def configured(self) -> bool:
+        return bool(self.sources)
+
+    def _at(self) -> float:
+        return self._now().timestamp()
+
+    # --- sync ------------------------------------------------------------------------------
+
+    def sync(self, only: Callable[[Source], bool] | None = None) -> list[Synced]:
+        """Sync every book (or those ``only`` picks); one report per book, errors included."""
+        with self._sync_lock:
+            reports: list[Synced] = []
+            for source in self.sources:
+                if only is not None and not only(source):
+                    continue
+                try:
+                    reports += source.sync(self.cache, self._at())
+                except Exception as exc:  # one broken source never stops the others
+                    log.warning("contacts sync of %s failed: %s", source.name, exc)
+                    reports.append(Synced(source.name, source.name, error=str(exc)))
+            keep = {b.id for b in self.cache.books() if self._belongs(b.id)}
+            self.cache.forget_books(keep)
+            return reports
+
+    def _belongs(self, book_id: str) -> bool:
+        return any(book_id == s.name or book_id.startswith(f"{s.name}:") for s in self.sources)
+
+    def refresh(self) -> None:
+        """Before a look-up: local files at once; remote books in the background when old."""
+        local = [s for s in self.sources if isinstance(s, VcfSource)]
+        if local:
+            self.sync(lambda s: isinstance(s, VcfSource))
+        remote = [s for s in self.sources if not isinstance(s, VcfSource)]
+        if not remote or (self._worker is not None and self._worker.is_alive()):
+            return
+        books = {b.id: b for b in self.cache.books()}
+        at = self._at()
+        stale = False
+        for source in remote:
+            mine = [b for b in books.values() if b.id.startswith(f"{source.name}:")]
+            tried = max((b.tried_at or 0.0 for b in mine), default=0.0)
+            stale |= at - tried >= self.settings.sync_every_s
+        if stale:
+            self._worker = threading.Thread(
+                target=self.sync,
+                args=(lambda s: not isinstance(s, VcfSource),),
+                name="contacts-sync",
+                daemon=True,
+            )
+            self._worker.start()
+
+    def close(self) -> None:
+        if self._worker is not None:
+            self._worker.join(self.settings.timeout_s * 3)
+
+    # --- look-ups for the tools ---------------------------------------------------------------
+
+    def _shown(self, item: Stored, *, whole: bool = False) -> dict[str, Any]:
+        """A card for the model: fields from a book someone else can write are marked as
+        outside content (core/outside.py) one by one; the person's own book's are theirs."""
+        mark: Callable[[str], str] = (lambda t: t) if item.own else outside
+        card = item.card
+        out: dict[str, Any] = {
+            "id": item.ref,
+            "name": mark(card.name),
+            "emails": [mark(e) for e in card.emails],
+        }
+        for key, value in (
+            ("nicknames", [mark(n) for n in card.nicknames]),
+            ("phones", [mark(p) for p in card.phones]),
+            ("company", mark(card.org) if card.org else ""),
+        ):
+            if value:
+                out[key] = value
+        if whole:
+            for key, text in (
+                ("title", card.title),
+                ("birthday", card.birthday),
+                ("anniversary", card.anniversary),
+                ("note", card.note),
+            ):
+                if text:
+                    out[key] = mark(text)
+        out["address_book"] = item.label if item.own else outside(item.label)
+        out["own_book"] = item.own
+        return out
+
+    def _as_of(self) -> dict[str, str]:
+        """How old each book's copy is; outside content where a book's name or error came
+        from a server or a shared book."""
+        said = self.staleness(always=True)
+        if not said:
+            return {}
+        shared = any(not b.own for b in self.cache.books() if self._belongs(b.id))
+        return {"as_of": outside(said) if shared else said}
+
+    def find(self, query: str) -> dict[str, Any]:
+        if not self.sources:
+            raise ToolError(
+                "No address book is set up.",
+                "Add .vcf files under [contacts] files in the settings, or an account's "
+                "address books with `botpsy account add caldav NAME --contacts own|shared`.",
+            )
+        if not query.strip():
+            raise ToolError("Say whom to look for: a name, nickname, email, phone or company.")
+        self.refresh()
+        found, total = self.cache.search(query, self.settings.max_results)
+        out: dict[str, Any] = {"query": query, "matches": total}
+        out["contacts"] = [self._shown(item) for item in found]
+        if total > len(found):
+            out["more"] = f"{total - len(found)} more match; ask the person to say more"
+        elif total > 1:
+            out["note"] = "several people match: ask the person which one they mean"
+        elif total == 0:
+            out["note"] = "nobody in the address books matches; never guess an address"
+        return {**out, **self._as_of()}
+
+    def details(self, contact: str) -> dict[str, Any]:
+        if not self.sources:
+            return self.find(contact)
+        self.refresh()
+        item = (
+            self.cache.by_ref(contact) if re.fullmatch(r"c[0-9a-f]{8}", contact.strip()) else None
+        )
+        if item is None:
+            found, total = self.cache.search(contact, self.settings.max_results)
+            if total != 1:
+                listed = self.find(contact)
+                listed["note"] = "give one of these ids for the details of one contact"
+                return listed
+            item = found[0]
+        return {"contact": self._shown(item, whole=True), **self._as_of()}
+
+    # --- the gate's view (core/people.py AddressBookView) ----------------------------------
+
+    def _entry(self, item: Stored, address: str) -> Entry:
+        changed = ""
+        found = self.cache.change(item.book, item.href)
+        if found is not None and not item.own:
+            old, when = found
+            stamp = datetime.fromtimestamp(when, UTC).strftime("%Y-%m-%d %H:%M UTC")
+            changed = f"its address changed in the sync of {stamp} (was {old or 'none'})"
+        return Entry(item.card.name, address, item.label, item.own, changed)
+
+    def holders(self, address: str) -> list[Entry]:
+        wanted = address.strip().casefold()
+        out = []
+        for item in self.cache.holders(wanted):
+            shown = next((e for e in item.card.emails if e.casefold() == wanted), address)
+            out.append(self._entry(item, shown))
+        return out
+
+    def named(self, typed: str) -> dict[str, list[Entry]]:
+        words = [w for w in _WORD.findall(fold(typed)) if len(w) >= 2]
+        pairs = [f"{a} {b}" for a, b in itertools.pairwise(words)]
+        out: dict[str, list[Entry]] = {}
+        for word, items in self.cache.named([*words, *pairs]).items():
+            entries = [self._entry(i, e) for i in items for e in i.card.emails]
+            if entries:
+                out[word] = entries
+        return out
+
+    def lookalikes(self, address: str) -> list[Entry]:
+        wanted = address.strip().casefold()
+        mine = _skeleton(wanted)
+        out = []
+        for known, book, href in self.cache.addresses():
+            if known == wanted:
+                continue
+            if _skeleton(known) == mine or _near(known, wanted):
+                item = self.cache.card(book, href)
+                if item is not None:
+                    shown = next((e for e in item.card.emails if e.casefold() == known), known)
+                    out.append(self._entry(item, shown))
+        return out
+
+    def staleness(self, *, always: bool = False) -> str:
+        """How old the cache is, where it matters: a book whose last sync failed or is older
+        than ``stale_after_s`` (``always``: the oldest book's age in any case)."""
+        at = self._at()
+        said = []
+        for book in self.cache.books():
+            if not self._belongs(book.id):
+                continue
+            synced = book.synced_at
+            when = f"synced {age(at - synced)} ago" if synced else "never synced"
+            if book.error:
+                said.append(f"{book.label}: {when}; the last try failed ({book.error})")
+            elif synced is None or at - synced >= self.settings.stale_after_s or always:
+                said.append(f"{book.label}: {when}")
+        return "; ".join(said)
+
+
+_CONFUSABLE = str.maketrans({"0": "o", "1": "l", "i": "l", "3": "e", "5": "s"})
+
+
+def _skeleton(address: str) -> str:
+    """An address as it looks: look-alike letters and digits made one (0/o, 1/l/i), accents
+    and compatibility forms folded, dots, hyphens and underscores left out."""
+    text = unicodedata.normalize("NFKD", unicodedata.normalize("NFKC", address).casefold())
+    text = "".join(c for c in text if not unicodedata.combining(c)).replace("rn", "m")
+    local, _, domain = text.partition("@")
+    domain = domain.rsplit(".", 1)[0]  # example.com and example.co look alike
+    return re.sub(r"[._-]", "", local.translate(_CONFUSABLE)) + "@" + domain.translate(_CONFUSABLE)
+
+
+def _near(a: str, b: str) -> bool:
+    """One edit apart (a letter added, left out, changed or two swapped), or the same local
+    part at a domain one edit apart: how a look-alike is registered."""
+    if a == b or abs(len(a) - len(b)) > 1 or min(len(a), len(b)) < 6:
+        return False
+    return _edits(a, b) <= 1
+
+
+def _edits(a: str, b: str) -> int:
+    """Damerau-Levenshtein distance, capped at 2."""
+    prev2: list[int] = []
+    prev = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        row = [i] + [0] * len(b)
+        for j, cb in enumerate(b, 1):
+            row[j] = min(prev[j] + 1, row[j - 1] + 1, prev[j - 1] + (ca != cb))
+            if i > 1 and j > 1 and ca == b[j - 2] and a[i - 2] == cb:
+                row[j] = min(row[j], prev2[j - 2] + 1)
+        if min(row) > 2:
+            return 3
+        prev2, prev = prev, row
+    return prev[-1]
+
+
+def contacts_service(
+    settings: ContactsSettings,
+    folder: Path,
+    accounts: Sequence[Account],
+    secrets: SecretStore,
+    problem: str | None = None,
+    now: Callable[[], datetime] | None = None,
+) -> ContactsService:
+    """The address books of a profile: its .vcf files and its accounts' CardDAV books."""
+    sources: list[Source] = []
+    for path, own in [(p, True) for p in settings.files] + [
+        (p, False) for p in settings.shared_files
+    ]:
+        sources.append(VcfSource(Path(path), own=own, max_card_bytes=settings.max_card_bytes))
+    for account in accounts:
+        if isinstance(account, CalDAVAccount) and account.contacts != "off":
+            sources.append(
+                CardDAVSource(
+                    account,
+                    secrets.provider(account.name),
+                    own=account.contacts == "own",
+                    timeout_s=settings.timeout_s,
+                    max_card_bytes=settings.max_card_bytes,
+                )
+            )
+    return ContactsService(
+        ContactCache(folder / "contacts.sqlite3"), sources, settings, now=now, problem=problem
+    )
