@@ -255,8 +255,10 @@ class ContactCache:
         number = digits(query)
         clauses, params = [], []
         if len(number) >= 4 and len(number) >= len(query.replace(" ", "")) // 2:
+            # a national number ("06 12...") matches the international one ("+33 6 12..."):
+            # the leading zeros (trunk or international prefix) are left out
             clauses.append("c.search LIKE ?")
-            params.append(f"%{number}%")
+            params.append(f"%{number.lstrip('0') or number}%")
         else:
             for word in words:
                 if word:
