@@ -10,8 +10,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from tests.helpers.carddav import AddressBook, vcard
 from tests.helpers.keyring_service import SecretService
 from tests.helpers.radicale_server import Radicale, free_port
