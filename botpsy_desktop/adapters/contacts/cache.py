@@ -21,7 +21,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from botpsy_desktop.adapters.contacts.lookalike import parts, skeleton
 from botpsy_desktop.adapters.contacts.vcard import Card
+
+SCHEMA_VERSION = 1
+"""A cache of another layout is emptied and filled again by the next sync (it is only a copy)."""
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS books (
@@ -36,8 +40,14 @@ CREATE INDEX IF NOT EXISTS cards_ref ON cards (ref);
 CREATE TABLE IF NOT EXISTS names (book TEXT NOT NULL, href TEXT NOT NULL, word TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS names_word ON names (word);
 CREATE INDEX IF NOT EXISTS names_card ON names (book, href);
-CREATE TABLE IF NOT EXISTS emails (book TEXT NOT NULL, href TEXT NOT NULL, address TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS emails (
+    book TEXT NOT NULL, href TEXT NOT NULL, address TEXT NOT NULL, local TEXT NOT NULL,
+    domain TEXT NOT NULL, skeleton TEXT NOT NULL
+);
 CREATE INDEX IF NOT EXISTS emails_address ON emails (address);
+CREATE INDEX IF NOT EXISTS emails_local ON emails (local);
+CREATE INDEX IF NOT EXISTS emails_domain ON emails (domain);
+CREATE INDEX IF NOT EXISTS emails_skeleton ON emails (skeleton);
 CREATE INDEX IF NOT EXISTS emails_card ON emails (book, href);
 CREATE TABLE IF NOT EXISTS changes (
     book TEXT NOT NULL, href TEXT NOT NULL, old TEXT NOT NULL, new TEXT NOT NULL, at REAL NOT NULL
@@ -123,6 +133,11 @@ class ContactCache:
         try:
             if not self._ready:
                 with self._lock:
+                    version = db.execute("PRAGMA user_version").fetchone()[0]
+                    if version != SCHEMA_VERSION:
+                        for table in ("books", "cards", "names", "emails", "changes"):
+                            db.execute(f"DROP TABLE IF EXISTS {table}")
+                        db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
                     db.executescript(_SCHEMA)
                     self._ready = True
             yield db
@@ -191,23 +206,35 @@ class ContactCache:
         """One sync of one book, in one transaction: cards added or changed (href, etag, card),
         hrefs removed, the book's new version, its problems. Changed addresses are recorded.
         Returns (cards written, cards removed)."""
-        written = removed = 0
+        put = list(put)
+        remove = list(remove)
         with self._db() as db, db:
-            for href, etag, card in put:
-                old = db.execute(
-                    "SELECT data FROM cards WHERE book = ? AND href = ?", (book_id, href)
-                ).fetchone()
-                if old is not None:
-                    before = sorted(fold(e) for e in json.loads(old[0]).get("emails") or [])
-                    after = sorted(fold(e) for e in card.emails)
-                    if before != after:
-                        db.execute(
-                            "INSERT INTO changes VALUES (?, ?, ?, ?, ?)",
-                            (book_id, href, ", ".join(before), ", ".join(after), at),
-                        )
-                self._drop(db, book_id, href)
-                db.execute(
-                    "INSERT INTO cards VALUES (?, ?, ?, ?, ?, ?)",
+            before: dict[str, list[str]] = {}
+            for href, address in db.execute(
+                "SELECT href, address FROM emails WHERE book = ?", (book_id,)
+            ):
+                before.setdefault(str(href), []).append(str(address))
+            known = {
+                str(h) for (h,) in db.execute("SELECT href FROM cards WHERE book = ?", (book_id,))
+            }
+            changes = []
+            for href, _, card in put:
+                if href in known:
+                    old = sorted(before.get(href, []))
+                    new = sorted(e.casefold() for e in card.emails)
+                    if old != new:
+                        changes.append((book_id, href, ", ".join(old), ", ".join(new), at))
+            gone = [(book_id, h) for h in {*(h for h, _, _ in put), *remove} if h in known]
+            for table in ("cards", "names", "emails"):
+                db.executemany(f"DELETE FROM {table} WHERE book = ? AND href = ?", gone)
+            db.executemany(
+                "DELETE FROM changes WHERE book = ? AND href = ?",
+                [(book_id, h) for h in remove if h in known],
+            )
+            db.executemany("INSERT INTO changes VALUES (?, ?, ?, ?, ?)", changes)
+            db.executemany(
+                "INSERT INTO cards VALUES (?, ?, ?, ?, ?, ?)",
+                [
                     (
                         book_id,
                         href,
@@ -215,32 +242,30 @@ class ContactCache:
                         json.dumps(card.as_dict()),
                         search_text(card),
                         card_ref(book_id, href),
-                    ),
-                )
-                db.executemany(
-                    "INSERT INTO names VALUES (?, ?, ?)",
-                    [(book_id, href, w) for w in name_words(card)],
-                )
-                db.executemany(
-                    "INSERT INTO emails VALUES (?, ?, ?)",
-                    [(book_id, href, e.casefold()) for e in card.emails],
-                )
-                written += 1
-            for href in remove:
-                self._drop(db, book_id, href)
-                db.execute("DELETE FROM changes WHERE book = ? AND href = ?", (book_id, href))
-                removed += 1
+                    )
+                    for href, etag, card in put
+                ],
+            )
+            db.executemany(
+                "INSERT INTO names VALUES (?, ?, ?)",
+                [(book_id, href, w) for href, _, card in put for w in name_words(card)],
+            )
+            db.executemany(
+                "INSERT INTO emails VALUES (?, ?, ?, ?, ?, ?)",
+                [
+                    (book_id, href, e.casefold(), *parts(e), skeleton(e))
+                    for href, _, card in put
+                    for e in card.emails
+                ],
+            )
+            written = len(put)
+            removed = sum(1 for h in remove if h in known)
             db.execute(
                 "UPDATE books SET version = ?, synced_at = ?, tried_at = ?, error = NULL, "
                 "problems = ? WHERE id = ?",
                 (version, at, at, json.dumps(list(problems)), book_id),
             )
         return written, removed
-
-    @staticmethod
-    def _drop(db: sqlite3.Connection, book_id: str, href: str) -> None:
-        for table in ("cards", "names", "emails"):
-            db.execute(f"DELETE FROM {table} WHERE book = ? AND href = ?", (book_id, href))
 
     # --- look-ups --------------------------------------------------------------------------
 
@@ -313,10 +338,16 @@ class ContactCache:
                     out[word] = [_stored(r) for r in rows]
         return out
 
-    def addresses(self) -> list[tuple[str, str, str]]:
-        """Every (address, book, href) known, for the look-alike check."""
+    def candidates(self, address: str) -> list[tuple[str, str, str]]:
+        """The (address, book, href) that may look like ``address``: the same skeleton, the
+        same local part or the same domain (one edit changes only one of them)."""
+        local, domain = parts(address)
         with self._db() as db:
-            rows = db.execute("SELECT address, book, href FROM emails").fetchall()
+            rows = db.execute(
+                "SELECT address, book, href FROM emails WHERE skeleton = ? OR local = ? "
+                "OR domain = ? LIMIT 5000",
+                (skeleton(address), local, domain),
+            ).fetchall()
         return [(str(a), str(b), str(h)) for a, b, h in rows]
 
     def change(self, book: str, href: str) -> tuple[str, float] | None:

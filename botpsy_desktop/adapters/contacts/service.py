@@ -6,13 +6,13 @@ import itertools
 import logging
 import re
 import threading
-import unicodedata
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from botpsy_desktop.adapters.contacts.cache import ContactCache, Stored, fold
+from botpsy_desktop.adapters.contacts.lookalike import near, skeleton
 from botpsy_desktop.adapters.contacts.sources import CardDAVSource, Source, Synced, VcfSource
 from botpsy_desktop.core.accounts import Account, CalDAVAccount
 from botpsy_desktop.core.config import ContactsSettings
@@ -60,6 +60,9 @@ class ContactsService:
         self.problem = problem
         self._sync_lock = threading.Lock()
         self._worker: threading.Thread | None = None
+        self._files_seen: dict[str, tuple[tuple[str, int, int], ...]] = {}
+        """Each vCard source's files as its last sync read them (a look-up skips an
+        unchanged source without touching the cache)."""
 
     @property
     def configured(self) -> bool:
@@ -78,6 +81,11 @@ class ContactsService:
                 if only is not None and not only(source):
                     continue
                 try:
+                    if isinstance(source, VcfSource):
+                        seen = source.fingerprint()
+                        reports += source.sync(self.cache, self._at())
+                        self._files_seen[source.name] = seen
+                        continue
                     reports += source.sync(self.cache, self._at())
                 except Exception as exc:  # one broken source never stops the others
                     log.warning("contacts sync of %s failed: %s", source.name, exc)
@@ -90,10 +98,12 @@ class ContactsService:
         return any(book_id == s.name or book_id.startswith(f"{s.name}:") for s in self.sources)
 
     def refresh(self) -> None:
-        """Before a look-up: local files at once; remote books in the background when old."""
-        local = [s for s in self.sources if isinstance(s, VcfSource)]
-        if local:
-            self.sync(lambda s: isinstance(s, VcfSource))
+        """Before a look-up: local files at once (only those changed since the last sync);
+        remote books in the background when old."""
+        seen = {s.name: s.fingerprint() for s in self.sources if isinstance(s, VcfSource)}
+        changed = {n for n, f in seen.items() if self._files_seen.get(n) != f}
+        if changed:
+            self.sync(lambda s: s.name in changed)
         remote = [s for s in self.sources if not isinstance(s, VcfSource)]
         if not remote or (self._worker is not None and self._worker.is_alive()):
             return
@@ -226,12 +236,12 @@ class ContactsService:
 
     def lookalikes(self, address: str) -> list[Entry]:
         wanted = address.strip().casefold()
-        mine = _skeleton(wanted)
+        mine = skeleton(wanted)
         out = []
-        for known, book, href in self.cache.addresses():
+        for known, book, href in self.cache.candidates(wanted):
             if known == wanted:
                 continue
-            if _skeleton(known) == mine or _near(known, wanted):
+            if skeleton(known) == mine or near(known, wanted):
                 item = self.cache.card(book, href)
                 if item is not None:
                     shown = next((e for e in item.card.emails if e.casefold() == known), known)
@@ -253,43 +263,6 @@ class ContactsService:
             elif synced is None or at - synced >= self.settings.stale_after_s or always:
                 said.append(f"{book.label}: {when}")
         return "; ".join(said)
-
-
-_CONFUSABLE = str.maketrans({"0": "o", "1": "l", "i": "l", "3": "e", "5": "s"})
-
-
-def _skeleton(address: str) -> str:
-    """An address as it looks: look-alike letters and digits made one (0/o, 1/l/i), accents
-    and compatibility forms folded, dots, hyphens and underscores left out."""
-    text = unicodedata.normalize("NFKD", unicodedata.normalize("NFKC", address).casefold())
-    text = "".join(c for c in text if not unicodedata.combining(c)).replace("rn", "m")
-    local, _, domain = text.partition("@")
-    domain = domain.rsplit(".", 1)[0]  # example.com and example.co look alike
-    return re.sub(r"[._-]", "", local.translate(_CONFUSABLE)) + "@" + domain.translate(_CONFUSABLE)
-
-
-def _near(a: str, b: str) -> bool:
-    """One edit apart (a letter added, left out, changed or two swapped), or the same local
-    part at a domain one edit apart: how a look-alike is registered."""
-    if a == b or abs(len(a) - len(b)) > 1 or min(len(a), len(b)) < 6:
-        return False
-    return _edits(a, b) <= 1
-
-
-def _edits(a: str, b: str) -> int:
-    """Damerau-Levenshtein distance, capped at 2."""
-    prev2: list[int] = []
-    prev = list(range(len(b) + 1))
-    for i, ca in enumerate(a, 1):
-        row = [i] + [0] * len(b)
-        for j, cb in enumerate(b, 1):
-            row[j] = min(prev[j] + 1, row[j - 1] + 1, prev[j - 1] + (ca != cb))
-            if i > 1 and j > 1 and ca == b[j - 2] and a[i - 2] == cb:
-                row[j] = min(row[j], prev2[j - 2] + 1)
-        if min(row) > 2:
-            return 3
-        prev2, prev = prev, row
-    return prev[-1]
 
 
 def contacts_service(

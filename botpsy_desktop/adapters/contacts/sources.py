@@ -91,6 +91,17 @@ class VcfSource:
             )
         return []
 
+    def fingerprint(self) -> tuple[tuple[str, int, int], ...]:
+        """Each file's name, size and change time: what decides whether a sync reads it."""
+        out = []
+        for file in self._files():
+            try:
+                stat = file.stat()
+            except OSError:
+                continue
+            out.append((str(file), stat.st_size, stat.st_mtime_ns))
+        return tuple(out)
+
     def sync(self, cache: ContactCache, at: float) -> list[Synced]:
         cache.ensure_book(self.name, self.label, self.own, "vcf")
         report = Synced(self.name, self.label)
