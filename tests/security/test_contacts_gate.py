@@ -100,9 +100,7 @@ class World:
         if server is not None:
             user, password = server.new_user()
             self.shared = AddressBook(server, user, "team", "Team")
-            book.add(
-                CalDAVAccount(name="cloud", url=server.url, username=user, contacts="shared")
-            )
+            book.add(CalDAVAccount(name="cloud", url=server.url, username=user, contacts="shared"))
             store.set("cloud", password)
         self.smtp = smtp
 
