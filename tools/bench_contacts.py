@@ -21,8 +21,38 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-GIVEN = "Ana Marco Zoé José Léa Jürgen Ines Tom Sara Hugo Emma Noah Lina Omar Yuki Chen".split()
-FAMILY = "López Rossi Martin Silva Müller Dubois Nakamura Wang Smith García Costa Novak".split()
+GIVEN = [
+    "Ana",
+    "Marco",
+    "Zoé",
+    "José",
+    "Léa",
+    "Jürgen",
+    "Ines",
+    "Tom",
+    "Sara",
+    "Hugo",
+    "Emma",
+    "Noah",
+    "Lina",
+    "Omar",
+    "Yuki",
+    "Chen",
+]
+FAMILY = [
+    "López",
+    "Rossi",
+    "Martin",
+    "Silva",
+    "Müller",
+    "Dubois",
+    "Nakamura",
+    "Wang",
+    "Smith",
+    "García",
+    "Costa",
+    "Novak",
+]
 
 
 def cards(n: int, seed: int = 7) -> str:

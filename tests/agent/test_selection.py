@@ -505,7 +505,7 @@ PEOPLE = [
     ("pt", "quando é o aniversário da mãe?", {"people"}),
     ("pt", "qual é o telefone do Marco nos contatos?", {"people"}),
     ("ru", "напиши Ане письмо, что я опаздываю", {"email", "people"}),
-    ("ru", "когда у мамы день рождения?", {"people"}),
+    ("ru", "когда у мамы день рождения?", {"people"}),  # noqa: RUF001
     ("ru", "найди телефон Марко", {"people"}),
     ("hi", "अना को ईमेल भेजो कि मुझे देर हो रही है", {"email", "people"}),
     ("hi", "माँ का जन्मदिन कब है?", {"people"}),
