@@ -151,6 +151,11 @@ def resolve_effect(tool: Tool, arguments: Mapping[str, Any]) -> Resolution:
     return Resolution(items, declared=True)
 
 
+def _stored(tool: Tool) -> tuple[str, ...]:
+    """The arguments whose addresses ``tool`` keeps rather than contacts (the app's tools)."""
+    return () if tool.author else tool.stores
+
+
 def _unnamed(findings: tuple[Finding, ...], recipients: Recipients) -> tuple[Finding, ...]:
     """The findings left once the addresses the person named (their own address book gave
     them for a name they typed, agent/people.py) no longer count as copied from outside."""
@@ -480,7 +485,7 @@ class Gate:
         context = context or Context()
         assessment = self.policy.assess(tool, arguments)
         findings = tuple(provenance.findings(arguments)) if provenance is not None else ()
-        recipients = weigh(arguments, self.people, context.typed)
+        recipients = weigh(arguments, self.people, context.typed, _stored(tool))
         findings = _unnamed(findings, recipients)
         sources = context.sources or tuple(
             dict.fromkeys(f"what {f.source} returned" for f in findings)
@@ -608,7 +613,7 @@ class Gate:
         if verdict.decision is Decision.DENY or verdict.assessment is None:
             return verdict
         resolution = resolve_effect(tool, arguments)
-        recipients = weigh(arguments, self.people, (context or Context()).typed)
+        recipients = weigh(arguments, self.people, (context or Context()).typed, _stored(tool))
         built = build_receipt(
             tool,
             arguments,
@@ -643,7 +648,7 @@ class Gate:
         assessment = self.policy.assess(tool, arguments)
         tier = self.tier(tool, arguments, assessment)
         resolved = resolve_effect(tool, arguments).lines()
-        recipients = weigh(arguments, self.people, None)
+        recipients = weigh(arguments, self.people, None, _stored(tool))
         return build_receipt(
             tool,
             arguments,

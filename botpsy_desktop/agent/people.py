@@ -54,14 +54,18 @@ def _listed(entries: list[Entry]) -> str:
 
 
 def weigh(
-    arguments: Mapping[str, Any], book: AddressBookView | None, typed: str | None
+    arguments: Mapping[str, Any],
+    book: AddressBookView | None,
+    typed: str | None,
+    stored: tuple[str, ...] = (),
 ) -> Recipients:
-    """The receipt lines and reasons for the recipients of one call (see the module's notes)."""
+    """The receipt lines and reasons for the recipients of one call (see the module's notes);
+    ``stored``: arguments whose addresses the tool keeps, not contacts (``Tool.stores``)."""
     if book is None:
         return Recipients()
     found: list[tuple[str, str]] = []
     for key, text in leaves(dict(arguments)):
-        if is_recipient(key.split(".")[0]):
+        if is_recipient(key.split(".")[0]) and key.split(".")[0] not in stored:
             found += [(key, a) for a in dict.fromkeys(EMAIL_RE.findall(text))]
     if not found:
         return Recipients()

@@ -166,11 +166,12 @@ class Policy:
         urls = [u for _, text in leaves(dict(arguments)) for u in URL_RE.findall(text)]
         if urls:
             infer(Effect.OUTBOUND, "an argument is a web address, which would be contacted")
+        kept = set() if tool.author else set(tool.stores)  # addresses stored, not contacted
         if (
             known != {Effect.READ}
             and tool.tier_for(arguments) is not Tier.ASK  # asks anyway: no untrue reason
             and any(
-                is_recipient(k) and any(EMAIL_RE.search(t) for t in _values(v))
+                is_recipient(k) and k not in kept and any(EMAIL_RE.search(t) for t in _values(v))
                 for k, v in arguments.items()
             )
         ):

@@ -191,3 +191,63 @@ def test_find_contact_through_the_assistant_lists_every_match_and_marks_shared_f
     assert [c["name"] for c in result["contacts"]] == ["Ana López", "Ana Ruiz"]
     assert "ask the person which one" in result["note"]
     assert data["approvals"] == []
+
+
+def test_add_and_update_contact_run_with_undo_in_the_own_book_and_ask_in_a_shared_one(
+    tmp_path: Path,
+) -> None:
+    mine, theirs = tmp_path / "mine", tmp_path / "theirs"
+    mine.mkdir()
+    theirs.mkdir()
+    (mine / "ana.vcf").write_text(
+        ANA.replace("END:VCARD", "ADR;TYPE=home:;;1 Rue Haute;Lyon;;69001;France\r\nEND:VCARD"),
+        encoding="utf-8",
+        newline="",
+    )
+    (theirs / "bob.vcf").write_text(vcard("bob", "Bob Stone", "bob@example.net"), newline="")
+    home = profile(tmp_path, {"files": [str(mine)], "shared_files": [str(theirs)]})
+
+    def ask(text: str, *turns: str, approve: str = "deny") -> dict[str, Any]:
+        replay = tmp_path / "replay.json"
+        replay.write_text(json.dumps([*turns, "Done."]))
+        done = cli(home, "ask", "--replay", str(replay), "--json", "--approve", approve, text)
+        assert done.returncode == 0, done.stderr
+        data: dict[str, Any] = json.loads(done.stdout)
+        return data
+
+    added = ask(
+        "add Marco Rossi to my contacts, marco@example.it",
+        xml_call("add_contact", name="Marco Rossi", emails="marco@example.it"),
+    )
+    [call] = added["tool_calls"]
+    assert call["ok"] and call["decision"] == "allowed" and added["approvals"] == [], added
+    [new] = [p for p in mine.glob("*.vcf") if p.name != "ana.vcf"]
+    assert "FN:Marco Rossi" in new.read_text() and "EMAIL:marco@example.it" in new.read_text()
+    assert names(cli_json(home, "contacts", "find", "marco")) == ["Marco Rossi"]
+    undone = cli(home, "undo", "--approve", "deny")
+    assert undone.returncode == 0, undone.stderr
+    assert not new.exists()
+    assert cli_json(home, "contacts", "find", "marco")["matches"] == 0
+
+    ana = cli_json(home, "contacts", "find", "ana")["contacts"][0]["id"]
+    changed = ask(
+        "change Ana's email in my contacts to ana@lopez.example",
+        xml_call("update_contact", contact=ana, emails="ana@lopez.example"),
+    )
+    assert changed["tool_calls"][0]["decision"] == "allowed", changed
+    text = (mine / "ana.vcf").read_text()
+    assert "ana@lopez.example" in text and "ana@example.org" not in text
+    assert "1 Rue Haute" in text and "Anita" in text  # what the tool does not know stays
+    assert cli(home, "undo", "--approve", "deny").returncode == 0
+    text = (mine / "ana.vcf").read_text()
+    assert "ana@example.org" in text and "ana@lopez.example" not in text
+
+    bob = cli_json(home, "contacts", "find", "bob")["contacts"][0]["id"]
+    shared = ask(
+        "change Bob's email in my contacts to bob@new.example",
+        xml_call("update_contact", contact=bob, emails="bob@new.example"),
+    )
+    [approval] = shared["approvals"]
+    assert approval["tool"] == "update_contact" and "shared address book" in approval["receipt"]
+    assert shared["tool_calls"][0]["decision"] == "denied"
+    assert "bob@example.net" in (theirs / "bob.vcf").read_text()

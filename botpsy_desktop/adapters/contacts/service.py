@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from botpsy_desktop.adapters.contacts import edit
 from botpsy_desktop.adapters.contacts.cache import ContactCache, Stored, fold
 from botpsy_desktop.adapters.contacts.lookalike import near, skeleton
 from botpsy_desktop.adapters.contacts.sources import CardDAVSource, Source, Synced, VcfSource
@@ -204,6 +205,104 @@ class ContactsService:
                 return listed
             item = found[0]
         return {"contact": self._shown(item, whole=True), **self._as_of()}
+
+    # --- changes (the person's own vCard folders; see edit.py) ------------------------------
+
+    def _source_of(self, item: Stored) -> VcfSource:
+        for source in self.sources:
+            if isinstance(source, VcfSource) and source.name == item.book:
+                return source
+        raise ToolError(
+            f"{item.card.name} is in {item.label}, an address book on a server: changing it "
+            "from here is not supported yet.",
+            "Change it in your contacts app; the next sync brings the change here.",
+        )
+
+    def own_folder(self) -> VcfSource:
+        for source in self.sources:
+            if isinstance(source, VcfSource) and source.own and source.path.is_dir():
+                return source
+        raise ToolError(
+            "There is no address-book folder of yours to add a contact to.",
+            "Add a folder of .vcf files under contacts.files in the settings.",
+        )
+
+    def resolve_one(self, contact: str) -> Stored:
+        """The one cached card ``contact`` (an id or a name) names; else a clear error."""
+        self.refresh()
+        ref = contact.strip()
+        item = self.cache.by_ref(ref) if re.fullmatch(r"c[0-9a-f]{8}", ref) else None
+        if item is not None:
+            return item
+        found, total = self.cache.search(ref, 5)
+        if total == 1:
+            return found[0]
+        if total == 0:
+            raise ToolError(f"No contact matches {contact!r}.", "Look it up with find_contact.")
+        names = "; ".join(f"{f.card.name} ({f.ref})" for f in found)
+        raise ToolError(
+            f"{total} contacts match {contact!r}: {names}.", "Give the id of the one you mean."
+        )
+
+    def is_own(self, contact: str) -> bool:
+        return self.resolve_one(contact).own
+
+    def state(self, contact: str) -> dict[str, Any] | None:
+        """The card's file as it is now (its digest), or None when it is gone."""
+        try:
+            item = self.resolve_one(contact)
+            path = edit.card_file(self._source_of(item), item)
+            return {"digest": edit.digest(path)}
+        except (ToolError, OSError):
+            return None
+
+    def add(self, values: dict[str, str]) -> dict[str, Any]:
+        edit.check(values)
+        source = self.own_folder()
+        path = edit.new_card(source.path, values)
+        self.sync(lambda s: s is source)
+        found = self.cache.card(source.name, f"{path.name}#0")
+        if found is None:
+            raise ToolError(f"The new card {path} could not be read back.")
+        return {
+            "added": self._shown(found, whole=True),
+            "inverse": {
+                "tool": "delete_contact",
+                "arguments": {"contact": found.ref},
+                "expect": {"digest": edit.digest(path)},
+            },
+        }
+
+    def update(self, contact: str, values: dict[str, str]) -> dict[str, Any]:
+        edit.check(values)
+        if not values:
+            raise ToolError("Say what to change: name, emails, phones, nicknames, company...")
+        item = self.resolve_one(contact)
+        source = self._source_of(item)
+        path = edit.card_file(source, item)
+        before = edit.fields_of(item)
+        edit.change(path, values)
+        self.sync(lambda s: s is source)
+        after = self.cache.card(item.book, item.href)
+        if after is None:
+            raise ToolError(f"The changed card {path} could not be read back.")
+        back = {k: before[k] for k in values if k in before}
+        return {
+            "updated": self._shown(after, whole=True),
+            "inverse": {
+                "tool": "update_contact",
+                "arguments": {"contact": after.ref, **back},
+                "expect": {"digest": edit.digest(path)},
+            },
+        }
+
+    def delete(self, contact: str) -> dict[str, Any]:
+        item = self.resolve_one(contact)
+        source = self._source_of(item)
+        path = edit.card_file(source, item)
+        path.unlink()
+        self.sync(lambda s: s is source)
+        return {"deleted": {"name": item.card.name, "emails": list(item.card.emails)}}
 
     # --- the gate's view (core/people.py AddressBookView) ----------------------------------
 
