@@ -91,8 +91,10 @@ def build_registry(
         registry.register(tool)
     for tool in _account_tools(config, paths, secrets or SecretStore(), now) if paths else []:
         registry.register(tool)
-    for tool in contacts_tools(contacts) if contacts is not None and contacts.configured else []:
-        registry.register(tool)
+    if contacts is not None and contacts.configured:
+        tz = time_zone(config.calendar.time_zone or config.alarms.time_zone)
+        for tool in contacts_tools(contacts, tz):
+            registry.register(tool)
     for tool in servers.tools() if servers is not None else []:
         registry.register(tool)
     return registry

@@ -251,3 +251,58 @@ def test_add_and_update_contact_run_with_undo_in_the_own_book_and_ask_in_a_share
     assert approval["tool"] == "update_contact" and "shared address book" in approval["receipt"]
     assert shared["tool_calls"][0]["decision"] == "denied"
     assert "bob@example.net" in (theirs / "bob.vcf").read_text()
+
+
+def test_whose_birthday_is_this_week_by_the_apps_clock(tmp_path: Path) -> None:
+    from datetime import datetime
+    from zoneinfo import ZoneInfo
+
+    from botpsy_desktop.agent.events import ToolResult
+    from botpsy_desktop.app import build_app
+    from botpsy_desktop.llm.replay import ReplayBackend
+
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    (folder / "book.vcf").write_text(
+        vcard("ana", "Ana López", "ana@example.org", extra="BDAY:1990-04-12")
+        + vcard("mum", "Maria Silva", extra="NICKNAME:Mum\r\nBDAY:--0415")
+        + vcard("bob", "Bob Stone", extra="X-ANNIVERSARY:20100420")
+        + vcard("leap", "Lea Leap", extra="BDAY:20000229"),
+        encoding="utf-8",
+        newline="",
+    )
+    home = profile(tmp_path, {"files": [str(folder)]})
+    config = json.loads((home / "config" / "config.json").read_text())
+    config["calendar"] = {"time_zone": "Pacific/Auckland"}
+    (home / "config" / "config.json").write_text(json.dumps(config))
+    auckland = ZoneInfo("Pacific/Auckland")
+
+    def ask(now: datetime, days: int) -> dict[str, Any]:
+        app = build_app(home, now=lambda: now)
+        try:
+            turns = [xml_call("upcoming_birthdays", days=days), "Here they are."]
+            session = app.session(ReplayBackend(turns))
+            [result] = [
+                e for e in session.run("whose birthday is it soon?") if isinstance(e, ToolResult)
+            ]
+        finally:
+            app.close()
+        assert result.ok, result.output
+        data: dict[str, Any] = json.loads(result.output)
+        return data
+
+    # 11 April 2027 10:00 in Auckland is still 10 April in UTC: the person's day counts
+    week = ask(datetime(2027, 4, 10, 22, 0, tzinfo=ZoneInfo("UTC")), 7)
+    assert week["from"] == "2027-04-11"
+    assert [(d["name"], d["date"], d["in_days"], d.get("years")) for d in week["dates"]] == [
+        ("Ana López", "2027-04-12", 1, 37),
+        ("Maria Silva", "2027-04-15", 4, None),
+    ]
+    leap = ask(datetime(2027, 2, 27, 9, 0, tzinfo=auckland), 3)
+    assert [(d["name"], d["date"], d["years"]) for d in leap["dates"]] == [
+        ("Lea Leap", "2027-02-28", 27)
+    ]
+    later = ask(datetime(2027, 4, 16, 9, 0, tzinfo=auckland), 10)
+    assert [(d["name"], d["what"], d["in_days"]) for d in later["dates"]] == [
+        ("Bob Stone", "anniversary", 4)
+    ]

@@ -359,6 +359,15 @@ class ContactCache:
             ).fetchone()
         return None if row is None else (str(row[0]), float(row[1]))
 
+    def with_dates(self) -> list[Stored]:
+        """Every card with a birthday or an anniversary."""
+        with self._db() as db:
+            rows = db.execute(
+                f"{self._CARD_SQL} WHERE json_extract(c.data, '$.birthday') != '' "
+                "OR json_extract(c.data, '$.anniversary') != ''"
+            ).fetchall()
+        return [_stored(r) for r in rows]
+
     def count(self) -> int:
         with self._db() as db:
             return int(db.execute("SELECT COUNT(*) FROM cards").fetchone()[0])

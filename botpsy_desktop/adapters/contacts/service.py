@@ -7,7 +7,7 @@ import logging
 import re
 import threading
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime, tzinfo
 from pathlib import Path
 from typing import Any
 
@@ -206,6 +206,45 @@ class ContactsService:
             item = found[0]
         return {"contact": self._shown(item, whole=True), **self._as_of()}
 
+    def birthdays(self, days: int, tz: tzinfo | None = None) -> dict[str, Any]:
+        """Birthdays and anniversaries in the next ``days`` days (today included), by the
+        app's clock in ``tz``: who, which day, in how many days, and the age when the year is
+        known. A 29 February is kept on the 28th in other years."""
+        if not self.sources:
+            return self.find("")
+        self.refresh()
+        today = self._now().astimezone(tz).date() if tz else self._now().date()
+        found = []
+        for item in self.cache.with_dates():
+            for kind, text in (
+                ("birthday", item.card.birthday),
+                ("anniversary", item.card.anniversary),
+            ):
+                parsed = _month_day(text)
+                if parsed is None:
+                    continue
+                year, month, day = parsed
+                for candidate_year in (today.year, today.year + 1):
+                    when = _on(candidate_year, month, day)
+                    if when >= today:
+                        break
+                away = (when - today).days
+                if away >= days:
+                    continue
+                mark: Callable[[str], str] = (lambda t: t) if item.own else outside
+                row: dict[str, Any] = {
+                    "name": mark(item.card.name),
+                    "id": item.ref,
+                    "what": kind,
+                    "date": when.isoformat(),
+                    "in_days": away,
+                }
+                if year:
+                    row["years"] = when.year - year
+                found.append(row)
+        found.sort(key=lambda r: (r["in_days"], str(r["name"])))
+        return {"from": today.isoformat(), "days": days, "dates": found, **self._as_of()}
+
     # --- changes (the person's own vCard folders; see edit.py) ------------------------------
 
     def _source_of(self, item: Stored) -> VcfSource:
@@ -362,6 +401,31 @@ class ContactsService:
             elif synced is None or at - synced >= self.settings.stale_after_s or always:
                 said.append(f"{book.label}: {when}")
         return "; ".join(said)
+
+
+_DATE = re.compile(r"^(?:(\d{4})|--)-?(\d{2})-?(\d{2})")
+
+
+def _month_day(text: str) -> tuple[int, int, int] | None:
+    """(year or 0, month, day) of a vCard date: 1985-04-12, 19850412, --0412, --04-12."""
+    found = _DATE.match(text.strip())
+    if found is None:
+        return None
+    year, month, day = int(found.group(1) or 0), int(found.group(2)), int(found.group(3))
+    if not (1 <= month <= 12 and 1 <= day <= 31):
+        return None
+    return year, month, day
+
+
+def _on(year: int, month: int, day: int) -> date:
+    """That day in ``year`` (29 February in a common year: the 28th; a bad day: the month's
+    last)."""
+    while day > 28:
+        try:
+            return date(year, month, day)
+        except ValueError:
+            day -= 1
+    return date(year, month, day)
 
 
 def contacts_service(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import tzinfo
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -38,6 +39,13 @@ class ContactDetailsArgs(BaseModel):
 
 
 _LIST = "comma-separated"
+
+
+class UpcomingBirthdaysArgs(BaseModel):
+    """Birthdays and anniversaries from the user's address books in the coming days (today
+    included): whose, which day, in how many days, how many years."""
+
+    days: int = Field(7, ge=1, le=366, description="How many days ahead (7: this week).")
 
 
 class AddContactArgs(BaseModel):
@@ -77,7 +85,7 @@ def _values(args: BaseModel) -> dict[str, str]:
     return {k: str(v) for k in _FIELDS if (v := getattr(args, k, None)) is not None}
 
 
-def contacts_tools(service: ContactsService) -> list[Tool]:
+def contacts_tools(service: ContactsService, tz: tzinfo | None = None) -> list[Tool]:
     """find_contact and contact_details. Both read the local copy of the address books (never
     waiting for the network). Their results are the app's own copy of the person's books,
     declared ``untrusted_output=False``; every field from a book someone else can write is
@@ -89,6 +97,9 @@ def contacts_tools(service: ContactsService) -> list[Tool]:
 
     def contact_details(args: ContactDetailsArgs) -> dict[str, Any]:
         return service.details(args.contact)
+
+    def upcoming_birthdays(args: UpcomingBirthdaysArgs) -> dict[str, Any]:
+        return service.birthdays(args.days, tz)
 
     def add_contact(args: AddContactArgs) -> dict[str, Any]:
         return service.add({k: v for k, v in _values(args).items() if v or k == "name"})
@@ -140,6 +151,14 @@ def contacts_tools(service: ContactsService) -> list[Tool]:
             domain=DOMAIN,
             untrusted_output=False,
             summary=lambda a: f"Show the details of contact {a.get('contact')}",
+        ),
+        make_tool(
+            upcoming_birthdays,
+            effects=read,
+            tier=Tier.READ,
+            domain=DOMAIN,
+            untrusted_output=False,
+            summary=lambda a: f"List the birthdays of the next {a.get('days', 7)} days",
         ),
         make_tool(
             add_contact,
