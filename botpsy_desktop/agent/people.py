@@ -92,14 +92,17 @@ def weigh(
             first = next((h for h in holders if h.own), holders[0])
             shared_only = not any(h.own for h in holders)
             if typed_for:
-                everyone = [e for es in typed_for.values() for e in es]
-                several = {e.address.casefold() for e in everyone}
+                # the cards every name word typed for this address fits ("Ana López" is
+                # one card even when there are two Anas)
+                fitting = set.intersection(*(set(es) for es in typed_for.values()))
+                everyone = sorted(fitting, key=lambda e: (not e.own, e.book, e.address))
+                several = {e.card or e.address.casefold() for e in everyone}
                 if len(several) > 1:
-                    word = next(iter(typed_for))
+                    word = " ".join(typed_for)
                     lines.append(f"{label}: {first.shown()} (in {_where(first)})")
                     concerns.append(
                         f"you typed “{word}”, and more than one address in your address books "
-                        f"goes by that name ({_listed([e for e in names[word]])}): check that "
+                        f"goes by that name ({_listed(everyone)}): check that "
                         f"{address} is the one you mean"
                     )
                 elif shared_only or not any(e.own for e in everyone):

@@ -20,6 +20,8 @@ class Entry:
     book: str
     own: bool
     changed: str = ""
+    card: str = ""
+    """Which card (its id): one person's several addresses are still one person."""
 
     def shown(self) -> str:
         return f"{self.name} <{self.address}>"

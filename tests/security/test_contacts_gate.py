@@ -193,6 +193,11 @@ def test_several_people_by_the_typed_name_ask_which(
     assert "you typed “ana”, and more than one address in your address books" in receipt
     assert "Ana Ruiz <ruiz@example.org>" in receipt
     assert played.delivered == []
+    # the whole name typed fits one card: that Ana is named by the person
+    played = world.play("email Ana López that I'm running late", LOOKUP, send(ANA))
+    [receipt] = played.receipts
+    assert f"To: Ana López <{ANA}> (from your address book)" in receipt
+    assert played.delivered == [ANA]
 
 
 def test_a_shared_book_that_swaps_an_address_never_gets_the_mail(

@@ -352,7 +352,7 @@ class ContactsService:
             old, when = found
             stamp = datetime.fromtimestamp(when, UTC).strftime("%Y-%m-%d %H:%M UTC")
             changed = f"its address changed in the sync of {stamp} (was {old or 'none'})"
-        return Entry(item.card.name, address, item.label, item.own, changed)
+        return Entry(item.card.name, address, item.label, item.own, changed, item.ref)
 
     def holders(self, address: str) -> list[Entry]:
         wanted = address.strip().casefold()
