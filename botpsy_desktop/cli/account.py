@@ -120,13 +120,24 @@ def cmd_account(app: App, args: argparse.Namespace, out: TextIO, err: TextIO) ->
             except KeyringUnavailable:
                 stored = "unknown (no keyring)"
             host = a.url if isinstance(a, CalDAVAccount) else f"{a.imap_host}, {a.smtp_host}"
-            rows.append(dict(name=a.name, kind=a.kind, user=a.username, server=host, pw=stored))
+            books = a.contacts if isinstance(a, CalDAVAccount) else "off"
+            rows.append(
+                dict(
+                    name=a.name,
+                    kind=a.kind,
+                    user=a.username,
+                    server=host,
+                    pw=stored,
+                    contacts=books,
+                )
+            )
         if args.json:
             json.dump(rows, out, indent=2)
             out.write("\n")
         for r in [] if args.json else rows:
             line = f"{r['name']:<16} {r['kind']:<7} {r['user']} @ {r['server']}"
-            print(f"{line} (password: {r['pw']})", file=out)
+            shown = f", address books: {r['contacts']}" if r["contacts"] != "off" else ""
+            print(f"{line} (password: {r['pw']}{shown})", file=out)
         if not rows and not args.json:
             print("No accounts. Add one with `botpsy account add caldav|mail NAME ...`.", file=out)
         return EXIT_OK

@@ -135,6 +135,7 @@ def test_a_carddav_book_syncs_by_etag_and_answers_from_its_copy_when_the_server_
     book.put("marco.vcf", vcard("marco", "Marco Rossi", "marco@example.it"))
     home = profile(tmp_path)
     _account(home, radicale, user, password, "shared")
+    assert "(password: keyring, address books: shared)" in cli(home, "account", "list").stdout
 
     first = cli_json(home, "contacts", "sync")
     [state] = first["books"]
