@@ -88,6 +88,8 @@ def cmd_account(app: App, args: argparse.Namespace, out: TextIO, err: TextIO) ->
 
     if action == "add":
         fields = {k: v for k, v in vars(args).items() if v is not None and v != ""}
+        if fields.get("contacts") == "off":
+            del fields["contacts"]
         keep = CalDAVAccount.model_fields if args.kind == "caldav" else MailAccount.model_fields
         fields.setdefault("username", fields.get("address"))
         try:
@@ -120,7 +122,7 @@ def cmd_account(app: App, args: argparse.Namespace, out: TextIO, err: TextIO) ->
             except KeyringUnavailable:
                 stored = "unknown (no keyring)"
             host = a.url if isinstance(a, CalDAVAccount) else f"{a.imap_host}, {a.smtp_host}"
-            books = a.contacts if isinstance(a, CalDAVAccount) else "off"
+            books = (a.contacts if isinstance(a, CalDAVAccount) else None) or "off"
             rows.append(
                 dict(
                     name=a.name,

@@ -54,10 +54,10 @@ class CalDAVAccount(_Account):
     email: str | None = Field(
         None, description="Your address as organizer of invitations (default: the user name)."
     )
-    contacts: Literal["off", "own", "shared"] = Field(
-        "off",
-        description="Its address books (CardDAV, same server and password): off; own (only you "
-        "write them); shared (others can: their fields are outside content).",
+    contacts: Literal["own", "shared"] | None = Field(
+        None,
+        description="Its address books (CardDAV, same server and password): own (only you "
+        "write them); shared (others can: their fields are outside content); None: not read.",
     )
 
     @model_validator(mode="after")

@@ -443,7 +443,7 @@ def contacts_service(
     ]:
         sources.append(VcfSource(Path(path), own=own, max_card_bytes=settings.max_card_bytes))
     for account in accounts:
-        if isinstance(account, CalDAVAccount) and account.contacts != "off":
+        if isinstance(account, CalDAVAccount) and account.contacts is not None:
             sources.append(
                 CardDAVSource(
                     account,
