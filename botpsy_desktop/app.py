@@ -15,6 +15,10 @@ from botpsy_desktop import __version__
 from botpsy_desktop.adapters.alarms import AlarmService, alarms_tools, time_zone
 from botpsy_desktop.adapters.calendar import calendar_service, calendar_tools
 from botpsy_desktop.adapters.contacts import ContactsService, contacts_service, contacts_tools
+from botpsy_desktop.adapters.device.desktop import DesktopSettings
+from botpsy_desktop.adapters.device.power import Power
+from botpsy_desktop.adapters.device.sound import Sound
+from botpsy_desktop.adapters.device.tools import device_tools
 from botpsy_desktop.adapters.email import email_tools, mail_service
 from botpsy_desktop.adapters.files import files_tools
 from botpsy_desktop.adapters.mcp import ServerBook, ServerHub
@@ -26,8 +30,10 @@ from botpsy_desktop.adapters.music import (
     music_tools,
 )
 from botpsy_desktop.adapters.weather import OpenMeteo, weather_tools
+from botpsy_desktop.agent.audit import AuditLog
 from botpsy_desktop.agent.gate import ALWAYS_ASK, Gate
 from botpsy_desktop.agent.loop import AgentSession, LoopSettings
+from botpsy_desktop.agent.restores import Restores
 from botpsy_desktop.agent.selection import ToolSelector
 from botpsy_desktop.agent.store import ConversationStore
 from botpsy_desktop.agent.tools import Tool, ToolRegistry
@@ -89,6 +95,8 @@ def build_registry(
         registry.register(tool)
     for tool in alarms_tools(alarms) if alarms is not None else []:
         registry.register(tool)
+    for tool in _device_tools(config, alarms):
+        registry.register(tool)
     for tool in _account_tools(config, paths, secrets or SecretStore(), now) if paths else []:
         registry.register(tool)
     if contacts is not None and contacts.configured:
@@ -130,6 +138,19 @@ def _account_tools(
     if problem or any(isinstance(a, MailAccount) for a in accounts):
         tools += email_tools(mail_service(config.email, tz, accounts, secrets, problem, now))
     return tools
+
+
+def _device_tools(config: Config, alarms: AlarmService | None = None) -> list[Tool]:
+    d = config.device
+    if not d.enabled:
+        return []
+    return device_tools(
+        config.file_roots(),
+        sound=Sound(d.pulse_server),
+        desktop=DesktopSettings(d.gsettings),
+        power=Power(Path(d.sysfs)),
+        alarms=alarms,
+    )
 
 
 def _weather_tools(config: Config, resources: ExitStack) -> list[Tool]:
@@ -186,6 +207,8 @@ class App:
     """The tool servers (MCP) of the profile, their connections and tools."""
     contacts: ContactsService | None = None
     """The address books (vCard files, CardDAV) and their local cache."""
+    restores: Restores | None = None
+    """Timed ways back ("mute for an hour"), carried out when due while the alarms run."""
     _approvals: ApprovalQueue | None = field(default=None, init=False, repr=False)
 
     def approvals(self) -> ApprovalQueue:
@@ -462,6 +485,7 @@ def build_app(
         contacts=contacts,
     )
     gate = build_gate(config, contacts)
+    restores = Restores(alarms, AuditLog(store), registry, gate)
     return App(
         paths,
         config,
@@ -473,4 +497,5 @@ def build_app(
         secrets=secrets,
         tool_servers=servers,
         contacts=contacts,
+        restores=restores,
     )

@@ -136,6 +136,7 @@ def run_checks(app: App, model: str | None = None, *, retry_layout: bool = False
                 "" if root.is_dir() else "The folder does not exist; fix files.roots.",
             )
         )
+    checks.extend(_device_checks(app))
     checks.append(Check("tools", "info", ", ".join(app.registry.names()) or "none"))
     checks.extend(_tool_server_checks(app))
     from botpsy_desktop.agent.logs import log_folder
@@ -275,6 +276,41 @@ def _prefix_cache_check(app: App) -> Check:
             "and tools again.",
         )
     return Check("prefix cache", "ok", detail)
+
+
+def _device_checks(app: App) -> list[Check]:
+    """What the device tools can reach here: the sound server, the desktop's settings, a
+    backlight (each a warning or a note where missing: the other tools work without it)."""
+    from botpsy_desktop.adapters.device.desktop import DesktopSettings
+    from botpsy_desktop.adapters.device.power import Power
+    from botpsy_desktop.adapters.device.sound import Sound
+    from botpsy_desktop.core.errors import BotpsyError
+
+    d = app.config.device
+    if not d.enabled:
+        return [Check("device", "info", "the device tools are off (device.enabled)")]
+    checks: list[Check] = []
+    try:
+        state = Sound(d.pulse_server).state()
+        muted = ", muted" if state["muted"] else ""
+        checks.append(Check("sound", "ok", f"{state['output']} at {state['volume']}%{muted}"))
+    except BotpsyError as exc:
+        checks.append(Check("sound", "warn", exc.message, "Start PulseAudio or PipeWire."))
+    try:
+        desktop = DesktopSettings(d.gsettings)
+        problem = desktop.check()
+        if problem:
+            raise BotpsyError(f"cannot be changed here: {problem}")
+        checks.append(
+            Check("desktop settings", "ok", f"GNOME settings ({desktop.appearance()} mode)")
+        )
+    except BotpsyError as exc:
+        checks.append(Check("desktop settings", "info", exc.message))
+    try:
+        checks.append(Check("brightness", "ok", f"{Power(Path(d.sysfs)).brightness()}%"))
+    except BotpsyError as exc:
+        checks.append(Check("brightness", "info", exc.message))
+    return checks
 
 
 def _tool_server_checks(app: App) -> list[Check]:

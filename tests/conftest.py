@@ -100,3 +100,10 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     for mark in item.iter_markers("needs"):
         if not mark.kwargs["present"]:
             missing(mark.kwargs["what"], mark.kwargs["install"])
+
+
+@pytest.fixture(autouse=True)
+def _not_the_desktop_of_whoever_runs_the_tests(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No test writes into the settings of the session the suite runs in: a test that wants
+    a desktop (GNOME's shortcuts, dconf) starts its own (tests/helpers/desktop_session.py)."""
+    monkeypatch.delenv("XDG_CURRENT_DESKTOP", raising=False)

@@ -125,9 +125,18 @@ def main(argv: list[str] | None = None) -> int:
         help="start no further date once this many seconds have passed (0: no limit); the "
         "dates left out are named, and the run still fails if any date that ran failed",
     )
+    parser.add_argument(
+        "--rotate",
+        action="store_true",
+        help="start at a different date each day (with --budget-s, CI runs every date over a "
+        "few days instead of the first ones every time)",
+    )
     parser.add_argument("pytest_args", nargs="*", help="arguments for pytest (after --)")
     args = parser.parse_args(argv)
     chosen = [m for m in MOMENTS if args.only.lower() in m.label.lower()]
+    if args.rotate and chosen:
+        first = datetime.now().date().toordinal() % len(chosen)
+        chosen = chosen[first:] + chosen[:first]
     if args.list or not chosen:
         for m in MOMENTS:
             print(f"{m.local} {m.zone:<20} {m.label}")

@@ -942,7 +942,11 @@ class AgentSession:
             else "it failed, so there is nothing to undo"
         )
         if outcome.ok:
-            outcome.summary = verdict.summary or tool.summarize(arguments)
+            outcome.summary = (
+                tool.describe_done(arguments, outcome.value)
+                or verdict.summary
+                or tool.summarize(arguments)
+            )
         if outcome.ok and isinstance(inverse, Inverse):
             target = self.registry.get(inverse.tool)
             outcome.undo = (

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from botpsy_desktop.agent.tools import Effect, Tier, Tool
+from botpsy_desktop.core.tools import ALL_ARGUMENTS
 
 ALL_EFFECTS = frozenset(Effect)
 """What a tool with undeclared (or unknown) effects is assumed to do: everything."""
@@ -164,7 +165,11 @@ class Policy:
         if verb in _OUTBOUND_VERBS:
             infer(Effect.OUTBOUND, f"its name says it will {verb}")
         urls = [u for _, text in leaves(dict(arguments)) for u in URL_RE.findall(text)]
-        if urls:
+        # a web address in an argument this app's own tool declares it sends (the page to open)
+        # is what the tool is for: its tier and the gate's taint rules decide, not a guess
+        own = set() if tool.author or ALL_ARGUMENTS in tool.sends else set(tool.sends)
+        others = {k: v for k, v in arguments.items() if k not in own}
+        if any(URL_RE.search(text) for _, text in leaves(others)):
             infer(Effect.OUTBOUND, "an argument is a web address, which would be contacted")
         kept = set() if tool.author else set(tool.stores)  # addresses stored, not contacted
         if (

@@ -148,8 +148,10 @@ def carry_out(audit: AuditLog, plan: UndoPlan, by: str = "user (undo)") -> Undon
     approved_by = by
     if plan.request is not None:
         if not plan.request.approved:
+            asked = "; ".join(plan.request.reasons)
             raise BotpsyError(
-                f"Nothing was undone: {plan.summary} was not approved.",
+                f"Nothing was undone: “{plan.summary.rstrip('.')}” was not approved"
+                + (f" (it asked because {asked})." if asked else "."),
                 "Approve it to undo, or leave it as it is.",
             )
         if not plan.request.consume(plan.tool.name, args_data):

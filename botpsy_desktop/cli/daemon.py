@@ -44,8 +44,18 @@ def cmd_daemon(app: App, args: argparse.Namespace, out: TextIO, err: TextIO) -> 
         with printing:
             print(line, file=out, flush=True)
 
+    from botpsy_desktop.adapters.alarms import AlarmKind
+
     def on_ring(event: AlarmFired) -> None:
+        if event.kind is AlarmKind.RESTORE:  # a way back: carried out, said by restored()
+            return
         emit(json.dumps(event.as_dict(), ensure_ascii=False) if args.json else event.line())
+
+    def restored(line: str) -> None:
+        emit(json.dumps({"event": "restored", "text": line}) if args.json else line)
+
+    if app.restores is not None:
+        app.restores.said.append(restored)
 
     previous: dict[signal.Signals, Any] = {}
     if threading.current_thread() is threading.main_thread():
@@ -57,7 +67,11 @@ def cmd_daemon(app: App, args: argparse.Namespace, out: TextIO, err: TextIO) -> 
         now = alarms.now()
         missed = alarms.start()
         for miss in missed:
+            if miss.kind is AlarmKind.RESTORE:
+                continue  # carried out just below
             emit(json.dumps(miss.as_dict(), ensure_ascii=False) if args.json else miss.line(now))
+        if app.restores is not None:
+            app.restores.catch_up(missed)
         if routines is not None:
             from botpsy_desktop.agent.routines import catch_up
 

@@ -303,6 +303,23 @@ class MusicSettings(_Section):
     rescan_s: float = Field(300.0, ge=0, description="Seconds before folders are checked again.")
 
 
+class DeviceSettings(_Section):
+    """The computer itself: where its sound server, settings and power state are found."""
+
+    enabled: bool = Field(
+        True, description="Offer the device tools (sound, appearance, brightness, apps...)."
+    )
+    pulse_server: str | None = Field(
+        None,
+        description="The sound server's address (PulseAudio or PipeWire's pulse server), e.g. "
+        '"unix:/run/user/1000/pulse/native"; None: the session\'s own.',
+    )
+    sysfs: str = Field(
+        "/sys", description="Where the kernel shows batteries and backlights (Linux)."
+    )
+    gsettings: str = Field("gsettings", description="The program that changes desktop settings.")
+
+
 class UiSettings(_Section):
     """How the desktop window behaves."""
 
@@ -463,6 +480,7 @@ class Config(_Section):
     files: FilesSettings = Field(default_factory=FilesSettings)
     weather: WeatherSettings = Field(default_factory=WeatherSettings)
     music: MusicSettings = Field(default_factory=MusicSettings)
+    device: DeviceSettings = Field(default_factory=DeviceSettings)
     ui: UiSettings = Field(default_factory=UiSettings)
     alarms: AlarmSettings = Field(default_factory=AlarmSettings)
     downloads: DownloadSettings = Field(default_factory=DownloadSettings)

@@ -158,6 +158,9 @@ class Resolved:
         return {"kind": self.kind, "ref": self.ref, "shown": self.shown, "state": dict(self.state)}
 
 
+DoneRule = Callable[[Mapping[str, Any], Any], str]
+"""From a change's arguments and result: what it did, in words (see :attr:`Tool.done`)."""
+
 ResolveRule = Callable[[Mapping[str, Any]], "Sequence[Resolved]"]
 """From a call's arguments: what it would act on now (which alarms, which event, which mail,
 which file), read-only. Raises ToolError when the reference names nothing (or is ambiguous)."""
@@ -295,6 +298,10 @@ class Tool:
     outcome: OutcomeRule | None = None
     resolve: ResolveRule | None = None
     stores: tuple[str, ...] = ()
+    done: DoneRule | None = None
+    """What a change that ran did, in words, from its arguments and result ("Volume 60% →
+    40%"): the card and the request's "Done" line say it instead of the summary. Only the app's
+    own tools declare one (a tool server's result is not trusted to describe itself)."""
 
     def __post_init__(self) -> None:
         if not self.effects:
@@ -344,6 +351,15 @@ class Tool:
                 return text
         first = self.description.strip().splitlines()[0] if self.description.strip() else ""
         return first.rstrip(".") or f"Run {self.name}"
+
+    def describe_done(self, arguments: Mapping[str, Any], result: Any) -> str:
+        """What the change did (its ``done`` rule), else '' (the summary says it then)."""
+        if self.done is None or self.author:
+            return ""
+        try:
+            return str(self.done(arguments, result) or "").strip()
+        except Exception:
+            return ""
 
     def inverse_of(self, arguments: Mapping[str, Any], result: Any) -> Inverse | str:
         """The call that undoes this executed call, or why there is none.
@@ -467,6 +483,7 @@ def make_tool(
     outcome: OutcomeRule | None = None,
     resolve: ResolveRule | None = None,
     stores: Iterable[str] = (),
+    done: DoneRule | None = None,
 ) -> Tool:
     """Build a Tool from a handler whose single parameter is annotated with a pydantic model.
 
@@ -509,6 +526,7 @@ def make_tool(
         outcome=outcome,
         resolve=resolve,
         stores=tuple(stores),
+        done=done,
     )
 
 

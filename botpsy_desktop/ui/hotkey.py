@@ -4,7 +4,9 @@ X11 (Linux and BSD desktops on Xorg) lets any client grab a key on the root wind
 made on a separate connection to the X server (libxcb through ctypes: nothing to install, and
 Qt's own connection is left alone), and a thread waits for the key. Wayland compositors do not
 let applications grab keys (an X11 app under XWayland only sees keys while one of its windows
-has focus); Windows and macOS are not implemented here. There the user binds
+has focus). On GNOME (Wayland or X11) the key is registered for the person as a custom
+shortcut in GNOME's own settings (adapters/device/keybinding.py). Elsewhere on Wayland (the
+GlobalShortcuts portal), on Windows and on macOS it is not implemented yet: there the user binds
 `botpsy-desktop --quick` in the desktop's keyboard settings, and the settings say so.
 """
 
@@ -19,6 +21,10 @@ from collections.abc import Callable
 
 from PySide6.QtCore import QObject, Signal
 from PySide6.QtGui import QGuiApplication, QKeySequence
+
+from botpsy_desktop.adapters.device.desktop import DesktopSettings
+from botpsy_desktop.adapters.device.keybinding import NAME, GnomeShortcut, on_gnome
+from botpsy_desktop.core.errors import BotpsyError
 
 # X11 modifier masks
 _SHIFT, _LOCK, _CONTROL, _MOD1, _MOD2, _MOD4 = 1, 2, 4, 8, 16, 64
@@ -316,6 +322,8 @@ class GlobalShortcut(QObject):
         self.shortcut = ""
         self.problem: str | None = None
         """Why the last ``start`` set up no shortcut (None: it works, or it is turned off)."""
+        self.way = ""
+        """How the shortcut works now, in words for the settings ('' when it does not)."""
 
     def start(self, shortcut: str, *, display: str | None = None) -> str | None:
         self.problem = self._start(shortcut, display)
@@ -323,6 +331,27 @@ class GlobalShortcut(QObject):
 
     def _start(self, shortcut: str, display: str | None) -> str | None:
         self.stop()
+        self.way = ""
+        if display is None and on_gnome():
+            # GNOME lets no app grab a key (Wayland or X11): the key is registered as the
+            # person's custom shortcut in GNOME's settings, which runs `botpsy-desktop --quick`
+            gnome = GnomeShortcut(DesktopSettings())
+            try:
+                if not shortcut.strip():
+                    gnome.remove()
+                    return None  # turned off
+                binding = gnome.register(shortcut)
+            except BotpsyError as exc:
+                return (
+                    f"GNOME did not take the shortcut: {exc.message} Bind the command "
+                    "`botpsy-desktop --quick` to a key in Settings ▸ Keyboard ▸ Custom Shortcuts."
+                )
+            self.shortcut = shortcut
+            self.way = (
+                f"registered in GNOME's keyboard settings as “{NAME}” ({binding}); "
+                "clearing the key here removes it there"
+            )
+            return None
         if not shortcut.strip():
             return None  # turned off
         platform = QGuiApplication.platformName()
@@ -338,6 +367,7 @@ class GlobalShortcut(QObject):
         except HotkeyError as exc:
             return str(exc)
         self._grab, self.shortcut = grab, shortcut
+        self.way = "grabbed from the X server (X11)"
         return None
 
     @property

@@ -152,7 +152,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         tray.native_approvals = lambda: desktop.available  # else the tray's message says it
         missed = app.alarms.start()
-        if missed:
+        if app.restores is not None:
+            app.restores.catch_up(missed)  # ways back ("mute for an hour") due while closed
+        if notifier.missed_text(missed):
             window.show_missed(notifier.missed_text(missed))
         for broken in app.alarms.unreadable():  # skipped; the others ring
             window.show_banner(f"{broken.line()[0].upper()}{broken.line()[1:]}. {broken.hint()}")

@@ -160,6 +160,8 @@ class AlarmNotifier(QObject):
         if event.kind is AlarmKind.ROUTINE:
             self.routineFired.emit(event)
             return None
+        if event.kind is AlarmKind.RESTORE:  # a change's way back: the app carries it out
+            return None
         if self.sound is not None:
             self.sound.play()
         title = f"⏰ {event.label or event.kind.value.capitalize()}"
@@ -278,7 +280,7 @@ class AlarmNotifier(QObject):
 
     def missed_text(self, missed: list[MissedAlarm]) -> str:
         now = self.service.now()
-        return "\n".join(m.line(now) for m in missed)
+        return "\n".join(m.line(now) for m in missed if m.kind is not AlarmKind.RESTORE)
 
     def close(self) -> None:
         self.sweeper.stop()

@@ -308,10 +308,12 @@ class SettingsDialog(QDialog):
         )
         shortcut = getattr(parent, "global_shortcut", None)
         problem = getattr(shortcut, "problem", None)
+        way = getattr(shortcut, "way", "")
         self.shortcut_note = QLabel(
             problem
-            or "Works on X11 desktops. On Wayland, Windows and macOS, bind the command "
-            "`botpsy-desktop --quick` to a key in the system's keyboard settings."
+            or (f"The key works: {way}." if way else "")
+            or "Works on X11 desktops and GNOME. On other Wayland desktops, Windows and macOS, "
+            "bind the command `botpsy-desktop --quick` to a key in the system's keyboard settings."
         )
         self.shortcut_note.setWordWrap(True)
         lf.addRow("Appearance:", self.theme)
@@ -447,6 +449,8 @@ class SettingsDialog(QDialog):
                 self.shortcut_note.setText(problem)
                 self.error.setText(f"Saved, but the quick command key does not work: {problem}")
                 return
+            if shortcut.way:
+                self.shortcut_note.setText(f"The key works: {shortcut.way}.")
         self.note.setText(
             "Saved. Folders, weather and music settings apply at the next start."
             if later

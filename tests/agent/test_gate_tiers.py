@@ -57,6 +57,17 @@ REVERSIBLE = {
     "previous_track",
     "stop_music",
     "set_music_volume",
+    # the computer itself
+    "set_volume",
+    "mute_sound",
+    "choose_sound_output",
+    "set_do_not_disturb",
+    "set_appearance",
+    "set_brightness",
+    "open_file",
+    "open_web_address",
+    "start_app",
+    "lock_screen",
 }
 
 

@@ -159,7 +159,8 @@ def test_a_follow_up_keeps_the_domain_of_what_was_said_without_a_call() -> None:
         {"role": "user", "content": "what's 2 and 2"},
         {"role": "assistant", "content": "4."},
     ]
-    assert "music" not in selector.choose("and 3 and 3?", older).domains
+    assert "music" not in selector.conversation_domains(older)
+    assert "conversation" not in selector.choose("and 3 and 3?", older).reason
 
 
 def _call(name: str) -> dict[str, Any]:

@@ -120,3 +120,47 @@ def test_the_shortcut_opens_the_quick_box_on_a_real_x_server(tmp_path: Path) -> 
     assert "after other keys False 0" in out
     assert "after the shortcut True 1" in out
     assert "released None" in out  # stopping gave the keys back
+
+
+def test_on_gnome_the_key_is_registered_in_its_settings_and_removed_when_cleared(
+    qapp: object, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """GNOME lets no app grab a key: the shortcut becomes the person's custom shortcut in
+    GNOME's settings (a real dconf on a private session bus), beside their own ones, and
+    clearing it in the app takes only it away."""
+    from tests.helpers import desktop_session
+    from tests.helpers.services import missing
+
+    if not desktop_session.available():
+        missing("a desktop session (D-Bus, gsettings)", desktop_session.INSTALL)
+    with desktop_session.desktop_session(tmp_path / "session") as session:
+        for key, value in session.env.items():
+            monkeypatch.setenv(key, value)
+        monkeypatch.setenv("XDG_CURRENT_DESKTOP", "ubuntu:GNOME")
+        media = "org.gnome.settings-daemon.plugins.media-keys"
+        own = "/org/gnome/settings-daemon/plugins/media-keys/custom-keybindings/custom0/"
+
+        def gsettings(*args: str) -> str:
+            done = subprocess.run(["gsettings", *args], capture_output=True, text=True, check=True)
+            return done.stdout.strip()
+
+        gsettings("set", media, "custom-keybindings", f"['{own}']")  # the person's own one
+        shortcut = GlobalShortcut()
+        assert shortcut.start("Ctrl+Alt+Space") is None, shortcut.problem
+        ours = "/org/gnome/settings-daemon/plugins/media-keys/custom-keybindings/botpsy-quick/"
+        assert gsettings("get", media, "custom-keybindings") == f"['{own}', '{ours}']"
+        schema = f"{media}.custom-keybinding:{ours}"
+        assert gsettings("get", schema, "binding") == "'<Primary><Alt>space'"
+        assert gsettings("get", schema, "name") == "'BotPsy quick command'"
+        assert gsettings("get", schema, "command").endswith(" --quick'")
+        assert "GNOME" in shortcut.way
+        # another key replaces it in place; a key GNOME cannot name says so, nothing changes
+        assert shortcut.start("Super+F12") is None
+        assert gsettings("get", schema, "binding") == "'<Super>F12'"
+        problem = shortcut.start("Ctrl+Banana")
+        assert problem is not None and "Unknown key" in problem
+        assert gsettings("get", schema, "binding") == "'<Super>F12'"
+        # cleared: only the app's entry goes
+        assert shortcut.start("") is None
+        assert gsettings("get", media, "custom-keybindings") == f"['{own}']"
+        assert gsettings("get", schema, "binding") == "''"

@@ -25,6 +25,9 @@ class AlarmKind(StrEnum):
     REMINDER = "reminder"
     ROUTINE = "routine"
     """A request the assistant runs at the time (``label`` is the request); it never rings."""
+    RESTORE = "restore"
+    """A change's way back at a set time ("mute for an hour"): ``label`` says it in words,
+    ``origin`` is the call id of the change it reverses (agent/restores.py); it never rings."""
 
 
 Status = Literal["scheduled", "ringing", "snoozed", "missed"]
