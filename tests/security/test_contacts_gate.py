@@ -115,13 +115,16 @@ class World:
     def mine(self, *cards: str) -> None:
         (self.own / "book.vcf").write_text("".join(cards), encoding="utf-8", newline="")
 
-    def play(self, typed: str, *turns: str, approve: str = "careful") -> Played:
+    def play(
+        self, typed: str, *turns: str, approve: str = "careful", synced: bool = True
+    ) -> Played:
         played = Played()
         before = len(self.smtp.received)
         app = build_app(self.home)
         try:
             assert app.contacts is not None
-            assert not [r.error for r in app.contacts.sync() if r.error]
+            errors = [r.error for r in app.contacts.sync() if r.error]
+            assert not errors if synced else errors
             session = app.session(ReplayBackend([*turns, "Done."]))
             for event in session.run(typed):
                 if isinstance(event, ApprovalNeeded):
@@ -278,6 +281,30 @@ def test_an_address_only_in_a_shared_book_or_changed_by_its_sync_asks(
     [receipt] = played.receipts
     assert "its address changed in the sync of" in receipt
     assert "(was bob@example.net)" in receipt
+    assert played.delivered == []
+
+
+def test_with_the_server_gone_the_receipt_says_how_old_the_copy_is(
+    tmp_path: Path,
+    smtp: SMTPServer,
+    radicale: Radicale,  # noqa: F811
+    keyring_env: SecretService,  # noqa: F811
+) -> None:
+    from tests.helpers.radicale_server import free_port
+
+    world = World(tmp_path, smtp, radicale)
+    assert world.shared is not None
+    world.shared.put("bob.vcf", vcard("bob", "Bob Stone", "bob@example.net"))
+    world.play("hello", "Hello!")  # a first sync, while the server answers
+    accounts = world.home / "config" / "accounts.json"
+    data = json.loads(accounts.read_text())
+    data[1]["url"] = f"http://127.0.0.1:{free_port()}/"
+    accounts.write_text(json.dumps(data))
+    played = world.play("email Bob that I'm late", send("bob@example.net"), synced=False)
+    [receipt] = played.receipts
+    assert "To: Bob Stone <bob@example.net> (in the shared address book" in receipt
+    assert "The address books answered from their last copy (" in receipt
+    assert "synced less than a minute ago; the last try failed (Cannot reach" in receipt
     assert played.delivered == []
 
 
