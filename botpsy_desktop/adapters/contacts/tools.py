@@ -121,7 +121,8 @@ def contacts_tools(service: ContactsService, tz: tzinfo | None = None) -> list[T
         return service.state(str(arguments.get("contact") or ""))
 
     def own_or_ask(arguments: Mapping[str, Any]) -> Tier:
-        """A card in the person's own book changes with Undo; one others can change asks."""
+        """changes at once with Undo when the card is in your own address book, and asks when
+        it is in a book others can change"""
         return Tier.REVERSIBLE if service.is_own(str(arguments.get("contact"))) else Tier.ASK
 
     def back(arguments: Mapping[str, Any], result: Any) -> Inverse | str:
