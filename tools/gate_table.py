@@ -3,9 +3,9 @@
     python tools/gate_table.py
 
 Builds the shipped app (``build_app``) on a throw-away profile with a mail and a calendar
-account and an address-book folder (nothing is contacted) and reads each tool's declaration from the registry: its tier
-(a rule is probed with "all" in each target field), the fields whose text a read sends to a
-service, and whether it declares an inverse (Undo).
+account and an address-book folder (nothing is contacted) and reads each tool's declaration
+from the registry: its tier (a rule is probed with "all" in each target field), the fields
+whose text a read sends to a service, and whether it declares an inverse (Undo).
 """
 
 from __future__ import annotations
