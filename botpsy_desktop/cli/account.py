@@ -29,6 +29,10 @@ def add_command(sub: Any) -> None:
         help="its address books (CardDAV, same password): own (only you write them) or shared "
         "(others can: their fields count as outside content); default off",
     )
+    dav.add_argument(
+        "--contacts-url",
+        help="CardDAV URL where it is not the CalDAV URL (Fastmail, iCloud)",
+    )
     mail = kind.add_parser("mail", help="a mailbox: IMAP to read, SMTP to send")
     mail.add_argument("--address", required=True, help="your email address")
     mail.add_argument("--username", help="login name (default: the address)")

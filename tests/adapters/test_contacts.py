@@ -114,10 +114,16 @@ def test_a_vcf_folder_syncs_changes_deletes_and_skips_bad_cards(tmp_path: Path) 
     assert details["nicknames"] == ["Anita", "Mum"] and details["company"] == "Acme Corp"
 
 
-def _account(home: Path, server: Radicale, user: str, password: str, contacts: str) -> None:
+def _account(
+    home: Path, server: Radicale, user: str, password: str, contacts: str, *, apart: bool = False
+) -> None:
+    """A CalDAV account whose address books are read; ``apart``: its CardDAV URL is given on
+    its own (``--contacts-url``; the CalDAV URL then leads nowhere, as another host would)."""
+    url = f"http://127.0.0.1:{free_port()}/" if apart else server.url
+    extra = ("--contacts-url", server.url) if apart else ()
     added = cli(
         home,
-        *("account", "add", "caldav", "cloud", "--url", server.url, "--username", user),
+        *("account", "add", "caldav", "cloud", "--url", url, "--username", user, *extra),
         *("--contacts", contacts, "--password-stdin"),
         stdin=password + "\n",
     )
@@ -180,7 +186,7 @@ def test_find_contact_through_the_assistant_lists_every_match_and_marks_shared_f
         "ana2.vcf", vcard("ana2", "Ana Ruiz", "ana.ruiz@example.com")
     )
     home = profile(tmp_path, {"files": [str(folder)]})
-    _account(home, radicale, user, password, "shared")
+    _account(home, radicale, user, password, "shared", apart=True)
     assert cli(home, "contacts", "sync").returncode == 0
     replay = tmp_path / "replay.json"
     replay.write_text(json.dumps([xml_call("find_contact", query="Ana"), "Which Ana?"]))

@@ -173,6 +173,9 @@ class CardDAVSource:
         max_card_bytes: int = MAX_CARD_BYTES,
     ) -> None:
         self.account = account
+        self.url = account.contacts_url or account.url
+        """Where its address books are found: the account's CardDAV URL, else its CalDAV
+        URL (one server serves both: Nextcloud, Radicale)."""
         self.name = f"carddav:{account.name}"
         self.own = own
         self._password = password
@@ -184,7 +187,7 @@ class CardDAVSource:
         from caldav.davclient import DAVClient
 
         client = DAVClient(
-            url=self.account.url,
+            url=self.url,
             username=self.account.username,
             password=self._password(),
             timeout=max(1, math.ceil(self.timeout_s)),
@@ -201,7 +204,7 @@ class CardDAVSource:
     def _errors(self) -> Iterator[None]:
         from caldav.lib import error as dav
 
-        where = f"the server of account '{self.account.name}' ({self.account.url})"
+        where = f"the server of account '{self.account.name}' ({self.url})"
         try:
             yield
         except BotpsyError:
@@ -224,7 +227,7 @@ class CardDAVSource:
             ) from None
 
     def _url(self, href: str) -> str:
-        return urljoin(self.account.url, href)
+        return urljoin(self.url, href)
 
     def _propfind(self, client: Any, url: str, props: str, depth: int) -> list[tuple[str, Any]]:
         body = (
@@ -264,7 +267,7 @@ class CardDAVSource:
         """(url, display name, version) of each address book of the account."""
         root = self._propfind(
             client,
-            self.account.url,
+            self.url,
             "<D:current-user-principal/><C:addressbook-home-set/>",
             0,
         )
@@ -274,7 +277,7 @@ class CardDAVSource:
             if principal is not None:
                 found = self._propfind(client, self._url(principal), "<C:addressbook-home-set/>", 0)
                 home = _first_href(found, f"{{{CARD}}}addressbook-home-set")
-        home_url = self._url(home) if home else self.account.url
+        home_url = self._url(home) if home else self.url
         listed = self._propfind(
             client,
             home_url,
