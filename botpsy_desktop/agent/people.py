@@ -11,9 +11,11 @@ address books' local copy (core/people.py; never the network):
 * **asks, saying why** (these calls always ask; the reason is what the person must weigh):
   several addresses fit the name typed (several Anas, or a shared book's "Ana" with another
   address: a swap); the name fits only cards in a book someone else can write (a shared or
-  synced book); the address is in no book but looks like one that is (one letter off, a digit
-  for a letter, another top-level domain); the person typed a name whose cards hold other
-  addresses; a shared book's sync changed the card's address since it was first seen.
+  synced book); the address is in no book, only seen in mail (a sender's name is never taken
+  for a name the person typed); the address is in no book but looks like one that is (one
+  letter off, a digit for a letter, another top-level domain); the person typed a name whose
+  cards hold other addresses; a shared book's sync changed the card's address since it was
+  first seen.
 
 Written by hand, like agent/grounding.py: small rules the gate applies, reviewed word by word.
 """
@@ -81,9 +83,11 @@ def weigh(
         label = key.replace("_", " ").capitalize()
         wanted = address.casefold()
         try:
-            holders = book.holders(address)
+            found_in = book.holders(address)
         except Exception:
-            holders = []
+            found_in = []
+        holders = [h for h in found_in if not h.seen]
+        seen = [h for h in found_in if h.seen]
         typed_for = {
             w: es for w, es in names.items() if any(e.address.casefold() == wanted for e in es)
         }
@@ -120,19 +124,30 @@ def weigh(
                 if h.changed:
                     concerns.append(f"the card of {h.name} in {_where(h)}: {h.changed}")
             continue
+        if seen:
+            used_book = True
+            lines.append(
+                f"{label}: {seen[0].shown()} (seen in your mail, not in your address books)"
+            )
+            concerns.append(
+                f"{address} is in none of your address books, only seen in your mail (anyone "
+                "can send mail): check that it is the address you know"
+            )
         try:
-            alike = book.lookalikes(address)
+            alike = [a for a in book.lookalikes(address) if not a.seen]
         except Exception:
             alike = []
         if alike:
             used_book = True
-            lines.append(f"{label}: {address} (in none of your address books)")
+            if not seen:
+                lines.append(f"{label}: {address} (in none of your address books)")
             concerns.append(f"{address} looks like {_listed(alike)}, but is a different address")
         others = {w: es for w, es in names.items() if es}
         if others and not alike:
             used_book = True
             word = next(iter(others))
-            lines.append(f"{label}: {address} (in none of your address books)")
+            if not seen:
+                lines.append(f"{label}: {address} (in none of your address books)")
             concerns.append(
                 f"you typed “{word}”, and your address books know {_listed(others[word])}, "
                 f"not {address}"

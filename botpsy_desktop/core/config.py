@@ -451,7 +451,15 @@ class ContactsSettings(_Section):
         1_000_000, ge=10_000, le=50_000_000, description="Larger cards are reported, skipped."
     )
     max_results: int = Field(10, ge=1, le=100, description="Most contacts one answer lists.")
-    timeout_s: float = Field(20.0, gt=0, le=300, description="CardDAV timeout.")
+    timeout_s: float = Field(20.0, gt=0, le=300, description="CardDAV and IMAP timeout.")
+    seen_in_mail: bool = Field(
+        False,
+        description="Also keep the addresses of the mail accounts' senders and recipients, "
+        'as "seen in mail" (never as contacts): receipts name them.',
+    )
+    seen_in_mail_messages: int = Field(
+        500, ge=10, le=20_000, description="The newest messages read per folder for it."
+    )
 
 
 class LogSettings(_Section):

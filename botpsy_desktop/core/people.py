@@ -22,6 +22,8 @@ class Entry:
     changed: str = ""
     card: str = ""
     """Which card (its id): one person's several addresses are still one person."""
+    seen: bool = False
+    """Only seen in the person's mail (a sender or a recipient), not a contact they made."""
 
     def shown(self) -> str:
         return f"{self.name} <{self.address}>"
@@ -35,8 +37,9 @@ class AddressBookView(Protocol):
         ...
 
     def named(self, typed: str) -> dict[str, list[Entry]]:
-        """The names in ``typed`` (a request's text) that name cards: each name word or
-        nickname found (folded, as typed) -> the entries of every card it names."""
+        """The names in ``typed`` (a request's text) that name cards of the address books
+        (not addresses only seen in mail): each name word or nickname found (folded, as
+        typed) -> the entries of every card it names."""
         ...
 
     def lookalikes(self, address: str) -> list[Entry]:

@@ -75,6 +75,7 @@ class World:
         smtp: SMTPServer,
         server: Radicale | None = None,
         imap: tuple[int, str, str] | None = None,
+        seen_in_mail: bool = False,
     ) -> None:
         self.home = tmp / "profile"
         (self.home / "config").mkdir(parents=True)
@@ -84,7 +85,7 @@ class World:
         config = {
             "files": {"roots": [str(tmp / "files")]},
             "music": {"folders": [str(tmp / "music")], "player": "none"},
-            "contacts": {"files": [str(self.own)]},
+            "contacts": {"files": [str(self.own)], "seen_in_mail": seen_in_mail},
         }
         (self.home / "config" / "config.json").write_text(json.dumps(config))
         book = AccountBook(self.home / "config" / "accounts.json")
@@ -218,6 +219,42 @@ def test_an_address_seen_only_in_a_planted_mail_never_gets_the_mail(
         assert played.delivered == []
         control = world.play("email Ana that I'm running late", *turns, approve="all")
         assert control.delivered == [ATTACKER]
+
+
+def test_an_address_only_seen_in_mail_is_named_so_and_asks(
+    tmp_path: Path,
+    dovecot: Dovecot,  # noqa: F811
+    keyring_env: SecretService,  # noqa: F811
+) -> None:
+    user, password, maildir = dovecot.new_mailbox()
+    when = mail_samples.now()
+    dovecot.deliver(
+        maildir,
+        mail_samples.simple(when, "Carla Diaz <carla@example.com>", "Hello", "Hi!", "<c1@x>"),
+    )
+    with smtp_server({user: password}) as smtp:
+        world = World(tmp_path, smtp, imap=(dovecot.port, user, password), seen_in_mail=True)
+        world.mine(vcard("ana", "Ana López", ANA))
+        lookup = xml_call("find_contact", query="Carla")
+        played = world.play("email Carla that I'm late", lookup, send("carla@example.com"))
+        [receipt] = played.receipts
+        assert "To: Carla Diaz <carla@example.com> (seen in your mail, not in your address" in (
+            receipt
+        )
+        assert "only seen in your mail (anyone can send mail)" in receipt
+        assert played.delivered == []
+        # a sender who calls herself "Ana" is not the person's Ana
+        dovecot.deliver(
+            maildir,
+            mail_samples.simple(when, "Ana <ana@attacker.example>", "Hi", "Hi!", "<a2@x>"),
+        )
+        played = world.play("email Ana that I'm late", send(ATTACKER))
+        [receipt] = played.receipts
+        assert "only seen in your mail" in receipt
+        assert f"you typed “ana”, and your address books know Ana López <{ANA}> in" in receipt
+        assert played.delivered == []
+        own = world.play("email Ana that I'm late", send(ANA))
+        assert FROM_BOOK in own.receipts[0] and own.delivered == [ANA]
 
 
 def test_several_people_by_the_typed_name_ask_which(

@@ -273,9 +273,12 @@ class ContactCache:
         "SELECT c.book, b.label, b.own, c.href, c.data FROM cards c JOIN books b ON b.id = c.book"
     )
 
-    def search(self, query: str, limit: int = 10) -> tuple[list[Stored], int]:
+    def search(
+        self, query: str, limit: int = 10, *, seen: bool | None = None
+    ) -> tuple[list[Stored], int]:
         """Cards matching every word of ``query`` (folded; phone numbers by their digits) in a
-        name, nickname, address, phone or company; the first ``limit`` and how many in all."""
+        name, nickname, address, phone or company; the first ``limit`` and how many in all.
+        ``seen``: only addresses seen in mail (True), none of them (False), or all (None)."""
         words = _WORD.findall(fold(query)) or [fold(query).strip()]
         number = digits(query)
         clauses, params = [], []
@@ -291,6 +294,8 @@ class ContactCache:
                     params.append(f"%{word}%")
         if not clauses:
             return [], 0
+        if seen is not None:
+            clauses.append("c.book LIKE 'mail:%'" if seen else "c.book NOT LIKE 'mail:%'")
         where = " AND ".join(clauses)
         with self._db() as db:
             total = db.execute(

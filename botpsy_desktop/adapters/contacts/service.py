@@ -15,7 +15,7 @@ from botpsy_desktop.adapters.contacts import edit
 from botpsy_desktop.adapters.contacts.cache import ContactCache, Stored, fold
 from botpsy_desktop.adapters.contacts.lookalike import near, skeleton
 from botpsy_desktop.adapters.contacts.sources import CardDAVSource, Source, Synced, VcfSource
-from botpsy_desktop.core.accounts import Account, CalDAVAccount
+from botpsy_desktop.core.accounts import Account, CalDAVAccount, MailAccount
 from botpsy_desktop.core.config import ContactsSettings
 from botpsy_desktop.core.errors import ToolError
 from botpsy_desktop.core.outside import outside
@@ -179,15 +179,28 @@ class ContactsService:
         if not query.strip():
             raise ToolError("Say whom to look for: a name, nickname, email, phone or company.")
         self.refresh()
-        found, total = self.cache.search(query, self.settings.max_results)
+        found, total = self.cache.search(query, self.settings.max_results, seen=False)
         out: dict[str, Any] = {"query": query, "matches": total}
         out["contacts"] = [self._shown(item) for item in found]
+        if total == 0:
+            mail, _ = self.cache.search(query, 5, seen=True)
+            if mail:
+                out["seen_in_mail"] = [
+                    {"name": outside(i.card.name), "email": outside(i.card.emails[0])}
+                    for i in mail
+                    if i.card.emails
+                ]
         if total > len(found):
             out["more"] = f"{total - len(found)} more match; ask the person to say more"
         elif total > 1:
             out["note"] = "several people match: ask the person which one they mean"
         elif total == 0:
             out["note"] = "nobody in the address books matches; never guess an address"
+            if "seen_in_mail" in out:
+                out["note"] += (
+                    "; seen_in_mail lists addresses from mail (not contacts: anyone can send "
+                    "mail), ask the person before using one"
+                )
         return {**out, **self._as_of()}
 
     def details(self, contact: str) -> dict[str, Any]:
@@ -352,7 +365,8 @@ class ContactsService:
             old, when = found
             stamp = datetime.fromtimestamp(when, UTC).strftime("%Y-%m-%d %H:%M UTC")
             changed = f"its address changed in the sync of {stamp} (was {old or 'none'})"
-        return Entry(item.card.name, address, item.label, item.own, changed, item.ref)
+        seen = item.book.startswith("mail:")
+        return Entry(item.card.name, address, item.label, item.own, changed, item.ref, seen)
 
     def holders(self, address: str) -> list[Entry]:
         wanted = address.strip().casefold()
@@ -367,7 +381,12 @@ class ContactsService:
         pairs = [f"{a} {b}" for a, b in itertools.pairwise(words)]
         out: dict[str, list[Entry]] = {}
         for word, items in self.cache.named([*words, *pairs]).items():
-            entries = [self._entry(i, e) for i in items for e in i.card.emails]
+            entries = [
+                self._entry(i, e)
+                for i in items
+                if not i.book.startswith("mail:")  # a sender's name is not the person's word
+                for e in i.card.emails
+            ]
             if entries:
                 out[word] = entries
         return out
@@ -453,6 +472,15 @@ def contacts_service(
                     max_card_bytes=settings.max_card_bytes,
                 )
             )
+    for account in accounts:
+        if isinstance(account, MailAccount) and settings.seen_in_mail:
+            from botpsy_desktop.adapters.contacts.seen import MailSeenSource
+            from botpsy_desktop.adapters.email.client import MailClient
+
+            client = MailClient(
+                account, secrets.provider(account.name), timeout_s=settings.timeout_s
+            )
+            sources.append(MailSeenSource(client, messages=settings.seen_in_mail_messages))
     return ContactsService(
         ContactCache(folder / "contacts.sqlite3"), sources, settings, now=now, problem=problem
     )
