@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from botpsy_desktop import __version__
 from botpsy_desktop.adapters.alarms import AlarmService, alarms_tools, time_zone
 from botpsy_desktop.adapters.calendar import calendar_service, calendar_tools
+from botpsy_desktop.adapters.contacts import ContactsService, contacts_service, contacts_tools
 from botpsy_desktop.adapters.device.desktop import DesktopSettings
 from botpsy_desktop.adapters.device.power import Power
 from botpsy_desktop.adapters.device.sound import Sound
@@ -69,6 +70,7 @@ def build_registry(
     secrets: SecretStore | None = None,
     now: Callable[[], datetime] | None = None,
     servers: ServerHub | None = None,
+    contacts: ContactsService | None = None,
 ) -> ToolRegistry:
     """Every tool the assistant can use, built from the configuration.
 
@@ -76,7 +78,8 @@ def build_registry(
     ``player`` replaces the headless music player (the window passes its Qt one); the alarm
     tools are there when an ``alarms`` service is given; calendar and mail accounts come from
     the accounts file (with ``paths``), their passwords from ``secrets`` when a tool runs;
-    the tools of the tool servers (MCP) configured in ``servers`` come last.
+    the address-book tools when ``contacts`` has books (:func:`build_contacts`); the tools
+    of the tool servers (MCP) configured in ``servers`` come last.
     """
     resources = resources if resources is not None else ExitStack()
     registry = ToolRegistry()
@@ -96,9 +99,28 @@ def build_registry(
         registry.register(tool)
     for tool in _account_tools(config, paths, secrets or SecretStore(), now) if paths else []:
         registry.register(tool)
+    if contacts is not None and contacts.configured:
+        tz = time_zone(config.calendar.time_zone or config.alarms.time_zone)
+        for tool in contacts_tools(contacts, tz):
+            registry.register(tool)
     for tool in servers.tools() if servers is not None else []:
         registry.register(tool)
     return registry
+
+
+def build_contacts(
+    config: Config,
+    paths: Paths,
+    secrets: SecretStore,
+    now: Callable[[], datetime] | None = None,
+) -> ContactsService:
+    """The profile's address books: its .vcf files and its accounts' CardDAV books, over the
+    cache in the data folder (a broken accounts file leaves only the files)."""
+    try:
+        accounts, problem = AccountBook.for_paths(paths).load(), None
+    except ConfigError as exc:
+        accounts, problem = [], str(exc)
+    return contacts_service(config.contacts, paths.data_dir, accounts, secrets, problem, now)
 
 
 def _account_tools(
@@ -183,6 +205,8 @@ class App:
     """Account passwords (OS keyring, or this session only when the user chooses that)."""
     tool_servers: ServerHub | None = None
     """The tool servers (MCP) of the profile, their connections and tools."""
+    contacts: ContactsService | None = None
+    """The address books (vCard files, CardDAV) and their local cache."""
     restores: Restores | None = None
     """Timed ways back ("mute for an hour"), carried out when due while the alarms run."""
     _approvals: ApprovalQueue | None = field(default=None, init=False, repr=False)
@@ -414,13 +438,15 @@ class App:
         self.store.close()
 
 
-def build_gate(config: Config) -> Gate:
-    """The gate the app ships, for these settings (the only place a Gate is configured)."""
+def build_gate(config: Config, people: ContactsService | None = None) -> Gate:
+    """The gate the app ships, for these settings (the only place a Gate is configured);
+    ``people``: the address books it weighs recipients against (agent/people.py)."""
     return Gate(
         offer_scopes=config.agent.allow_for_conversation,
         never_scoped=ALWAYS_ASK,
         ask_every_change=config.agent.ask_before_every_change,
         folders=tuple(str(p) for p in config.file_roots()),
+        people=people if people is not None and people.configured else None,
     )
 
 
@@ -445,6 +471,8 @@ def build_app(
     secrets = SecretStore()
     servers = ServerHub(ServerBook.for_paths(paths, secrets))
     resources.callback(servers.close)
+    contacts = build_contacts(config, paths, secrets, now)
+    resources.callback(contacts.close)
     registry = build_registry(
         config,
         paths,
@@ -454,8 +482,9 @@ def build_app(
         secrets=secrets,
         now=now,
         servers=servers,
+        contacts=contacts,
     )
-    gate = build_gate(config)
+    gate = build_gate(config, contacts)
     restores = Restores(alarms, AuditLog(store), registry, gate)
     return App(
         paths,
@@ -467,5 +496,6 @@ def build_app(
         alarms,
         secrets=secrets,
         tool_servers=servers,
+        contacts=contacts,
         restores=restores,
     )
