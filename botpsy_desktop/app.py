@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from botpsy_desktop import __version__
 from botpsy_desktop.adapters.alarms import AlarmService, alarms_tools, time_zone
 from botpsy_desktop.adapters.calendar import calendar_service, calendar_tools
+from botpsy_desktop.adapters.contacts import ContactsService, contacts_service, contacts_tools
 from botpsy_desktop.adapters.device.desktop import DesktopSettings
 from botpsy_desktop.adapters.device.power import Power
 from botpsy_desktop.adapters.device.sound import Sound
@@ -76,6 +77,7 @@ def build_registry(
     now: Callable[[], datetime] | None = None,
     servers: ServerHub | None = None,
     documents: DocumentIndex | None = None,
+    contacts: ContactsService | None = None,
 ) -> ToolRegistry:
     """Every tool the assistant can use, built from the configuration.
 
@@ -83,8 +85,9 @@ def build_registry(
     ``player`` replaces the headless music player (the window passes its Qt one); the alarm
     tools are there when an ``alarms`` service is given; calendar and mail accounts come from
     the accounts file (with ``paths``), their passwords from ``secrets`` when a tool runs;
-    the tools of the tool servers (MCP) configured in ``servers`` come last. The documents
-    index (``documents``, else one made for ``paths``) brings search_documents.
+    the address-book tools when ``contacts`` has books (:func:`build_contacts`); the tools
+    of the tool servers (MCP) configured in ``servers`` come last. The documents index
+    (``documents``, else one made for ``paths``) brings search_documents and read_document.
     """
     resources = resources if resources is not None else ExitStack()
     registry = ToolRegistry()
@@ -111,6 +114,10 @@ def build_registry(
         registry.register(tool)
     for tool in _account_tools(config, paths, secrets or SecretStore(), now) if paths else []:
         registry.register(tool)
+    if contacts is not None and contacts.configured:
+        tz = time_zone(config.calendar.time_zone or config.alarms.time_zone)
+        for tool in contacts_tools(contacts, tz):
+            registry.register(tool)
     for tool in servers.tools() if servers is not None else []:
         registry.register(tool)
     return registry
@@ -132,6 +139,19 @@ def documents_index(config: Config, paths: Paths) -> DocumentIndex | None:
         read_timeout_s=d.read_timeout_s,
         readers=d.readers,
     )
+def build_contacts(
+    config: Config,
+    paths: Paths,
+    secrets: SecretStore,
+    now: Callable[[], datetime] | None = None,
+) -> ContactsService:
+    """The profile's address books: its .vcf files and its accounts' CardDAV books, over the
+    cache in the data folder (a broken accounts file leaves only the files)."""
+    try:
+        accounts, problem = AccountBook.for_paths(paths).load(), None
+    except ConfigError as exc:
+        accounts, problem = [], str(exc)
+    return contacts_service(config.contacts, paths.data_dir, accounts, secrets, problem, now)
 
 
 def _account_tools(
@@ -220,6 +240,8 @@ class App:
     """The documents index (search_documents); None when the settings turn it off."""
     _indexing: threading.Thread | None = field(default=None, init=False, repr=False)
     _stop_indexing: threading.Event = field(default_factory=threading.Event, init=False, repr=False)
+    contacts: ContactsService | None = None
+    """The address books (vCard files, CardDAV) and their local cache."""
     restores: Restores | None = None
     """Timed ways back ("mute for an hour"), carried out when due while the alarms run."""
     _approvals: ApprovalQueue | None = field(default=None, init=False, repr=False)
@@ -489,7 +511,7 @@ class App:
 
 
 def _battery_check(sysfs: Path, settings: DocumentsSettings) -> Callable[[], str]:
-    """ "on battery power" while the computer runs on its battery (checked every 10 s at most,
+    """ "on battery power" while the computer runs on its battery (checked every 5 s at most,
     through the device tools' reading of the power supply), else ''; always '' when the
     settings say to index on battery too."""
     checked: list[float] = []
@@ -522,11 +544,15 @@ def _lower_priority() -> None:
 
 def build_gate(config: Config) -> Gate:
     """The gate the app ships, for these settings (the only place a Gate is configured)."""
+def build_gate(config: Config, people: ContactsService | None = None) -> Gate:
+    """The gate the app ships, for these settings (the only place a Gate is configured);
+    ``people``: the address books it weighs recipients against (agent/people.py)."""
     return Gate(
         offer_scopes=config.agent.allow_for_conversation,
         never_scoped=ALWAYS_ASK,
         ask_every_change=config.agent.ask_before_every_change,
         folders=tuple(str(p) for p in config.file_roots()),
+        people=people if people is not None and people.configured else None,
     )
 
 
@@ -552,6 +578,8 @@ def build_app(
     servers = ServerHub(ServerBook.for_paths(paths, secrets))
     resources.callback(servers.close)
     documents = documents_index(config, paths)
+    contacts = build_contacts(config, paths, secrets, now)
+    resources.callback(contacts.close)
     registry = build_registry(
         config,
         paths,
@@ -562,8 +590,9 @@ def build_app(
         now=now,
         servers=servers,
         documents=documents,
+        contacts=contacts,
     )
-    gate = build_gate(config)
+    gate = build_gate(config, contacts)
     restores = Restores(alarms, AuditLog(store), registry, gate)
     return App(
         paths,
@@ -576,5 +605,6 @@ def build_app(
         secrets=secrets,
         tool_servers=servers,
         documents=documents,
+        contacts=contacts,
         restores=restores,
     )

@@ -16,6 +16,7 @@ from botpsy_desktop.cli import (
     ask,
     bench,
     chat,
+    contacts,
     daemon,
     db,
     doctor,
@@ -54,6 +55,7 @@ COMMANDS: dict[str, Command] = {
     "undo": log.cmd_undo,
     "history": history.cmd_history,
     "account": account.cmd_account,
+    "contacts": contacts.cmd_contacts,
     "bench": bench.cmd_bench,
     "eval": cmd_eval,
     "mcp": mcp.cmd_mcp,
@@ -81,6 +83,7 @@ def _parser() -> argparse.ArgumentParser:
     add_eval_command(sub)  # botpsy_desktop/eval/command.py
     mcp.add_command(sub)
     account.add_command(sub)
+    contacts.add_command(sub)
     daemon.add_command(sub)
     approvals.add_command(sub)
     routines.add_command(sub)

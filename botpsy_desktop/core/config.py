@@ -478,6 +478,39 @@ class EmailSettings(_Section):
     )
 
 
+class ContactsSettings(_Section):
+    """Address books: vCard files and folders here, CardDAV through accounts (``contacts``)."""
+
+    files: list[str] = Field(
+        default_factory=list,
+        description="Your own .vcf files or folders (only you write them: trusted as yours).",
+    )
+    shared_files: list[str] = Field(
+        default_factory=list,
+        description=".vcf files or folders someone else writes (a synced or shared export): "
+        "their fields are outside content.",
+    )
+    sync_every_s: float = Field(
+        900.0, ge=10, le=86_400, description="A look-up refreshes books older than this."
+    )
+    stale_after_s: float = Field(
+        86_400.0, ge=60, description="Receipts say how old a book older than this is."
+    )
+    max_card_bytes: int = Field(
+        1_000_000, ge=10_000, le=50_000_000, description="Larger cards are reported, skipped."
+    )
+    max_results: int = Field(10, ge=1, le=100, description="Most contacts one answer lists.")
+    timeout_s: float = Field(20.0, gt=0, le=300, description="CardDAV and IMAP timeout.")
+    seen_in_mail: bool = Field(
+        False,
+        description="Also keep the addresses of the mail accounts' senders and recipients, "
+        'as "seen in mail" (never as contacts): receipts name them.',
+    )
+    seen_in_mail_messages: int = Field(
+        500, ge=10, le=20_000, description="The newest messages read per folder for it."
+    )
+
+
 class LogSettings(_Section):
     """The rotating log files in the data folder's ``logs`` folder."""
 
@@ -511,6 +544,7 @@ class Config(_Section):
     downloads: DownloadSettings = Field(default_factory=DownloadSettings)
     calendar: CalendarSettings = Field(default_factory=CalendarSettings)
     email: EmailSettings = Field(default_factory=EmailSettings)
+    contacts: ContactsSettings = Field(default_factory=ContactsSettings)
     logs: LogSettings = Field(default_factory=LogSettings)
 
     @classmethod
