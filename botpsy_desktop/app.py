@@ -139,6 +139,8 @@ def documents_index(config: Config, paths: Paths) -> DocumentIndex | None:
         read_timeout_s=d.read_timeout_s,
         readers=d.readers,
     )
+
+
 def build_contacts(
     config: Config,
     paths: Paths,
@@ -542,8 +544,6 @@ def _lower_priority() -> None:
         os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
 
 
-def build_gate(config: Config) -> Gate:
-    """The gate the app ships, for these settings (the only place a Gate is configured)."""
 def build_gate(config: Config, people: ContactsService | None = None) -> Gate:
     """The gate the app ships, for these settings (the only place a Gate is configured);
     ``people``: the address books it weighs recipients against (agent/people.py)."""
