@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
+import sys
 import threading
+import time
 from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass, field
@@ -14,10 +18,13 @@ from typing import TYPE_CHECKING
 from botpsy_desktop import __version__
 from botpsy_desktop.adapters.alarms import AlarmService, alarms_tools, time_zone
 from botpsy_desktop.adapters.calendar import calendar_service, calendar_tools
+from botpsy_desktop.adapters.contacts import ContactsService, contacts_service, contacts_tools
 from botpsy_desktop.adapters.device.desktop import DesktopSettings
 from botpsy_desktop.adapters.device.power import Power
 from botpsy_desktop.adapters.device.sound import Sound
 from botpsy_desktop.adapters.device.tools import device_tools
+from botpsy_desktop.adapters.documents import INDEX_NAME, DocumentIndex, documents_tools
+from botpsy_desktop.adapters.documents.watch import Watcher
 from botpsy_desktop.adapters.email import email_tools, mail_service
 from botpsy_desktop.adapters.files import files_tools
 from botpsy_desktop.adapters.mcp import ServerBook, ServerHub
@@ -37,7 +44,7 @@ from botpsy_desktop.agent.selection import ToolSelector
 from botpsy_desktop.agent.store import ConversationStore
 from botpsy_desktop.agent.tools import Tool, ToolRegistry
 from botpsy_desktop.core.accounts import AccountBook, MailAccount
-from botpsy_desktop.core.config import Config
+from botpsy_desktop.core.config import Config, DocumentsSettings
 from botpsy_desktop.core.errors import ConfigError, ModelError
 from botpsy_desktop.core.paths import Paths
 from botpsy_desktop.core.secrets import SecretStore
@@ -69,6 +76,8 @@ def build_registry(
     secrets: SecretStore | None = None,
     now: Callable[[], datetime] | None = None,
     servers: ServerHub | None = None,
+    documents: DocumentIndex | None = None,
+    contacts: ContactsService | None = None,
 ) -> ToolRegistry:
     """Every tool the assistant can use, built from the configuration.
 
@@ -76,7 +85,9 @@ def build_registry(
     ``player`` replaces the headless music player (the window passes its Qt one); the alarm
     tools are there when an ``alarms`` service is given; calendar and mail accounts come from
     the accounts file (with ``paths``), their passwords from ``secrets`` when a tool runs;
-    the tools of the tool servers (MCP) configured in ``servers`` come last.
+    the address-book tools when ``contacts`` has books (:func:`build_contacts`); the tools
+    of the tool servers (MCP) configured in ``servers`` come last. The documents index
+    (``documents``, else one made for ``paths``) brings search_documents and read_document.
     """
     resources = resources if resources is not None else ExitStack()
     registry = ToolRegistry()
@@ -88,6 +99,13 @@ def build_registry(
         now=now,
     ):
         registry.register(tool)
+    if documents is None and paths is not None:
+        documents = documents_index(config, paths)
+    if documents is not None:
+        resources.callback(documents.close)
+        d = config.documents
+        for tool in documents_tools(documents, rescan_s=d.rescan_s, wait_s=d.search_wait_s):
+            registry.register(tool)
     for tool in _weather_tools(config, resources) + _music_tools(config, paths, resources, player):
         registry.register(tool)
     for tool in alarms_tools(alarms) if alarms is not None else []:
@@ -96,9 +114,46 @@ def build_registry(
         registry.register(tool)
     for tool in _account_tools(config, paths, secrets or SecretStore(), now) if paths else []:
         registry.register(tool)
+    if contacts is not None and contacts.configured:
+        tz = time_zone(config.calendar.time_zone or config.alarms.time_zone)
+        for tool in contacts_tools(contacts, tz):
+            registry.register(tool)
     for tool in servers.tools() if servers is not None else []:
         registry.register(tool)
     return registry
+
+
+def documents_index(config: Config, paths: Paths) -> DocumentIndex | None:
+    """The index of the documents in the files folders (None when the settings turn it off);
+    it lives in the data folder, which is never indexed itself."""
+    d = config.documents
+    if not d.index:
+        return None
+    return DocumentIndex(
+        paths.data_dir / INDEX_NAME,
+        config.file_roots(),
+        exclude=[Path(p).expanduser() for p in d.exclude],
+        kinds=[f".{k}" for k in d.kinds],
+        skip=[paths.data_dir, paths.cache_dir, paths.config_dir],
+        max_bytes=int(d.max_file_mb * 1024 * 1024),
+        read_timeout_s=d.read_timeout_s,
+        readers=d.readers,
+    )
+
+
+def build_contacts(
+    config: Config,
+    paths: Paths,
+    secrets: SecretStore,
+    now: Callable[[], datetime] | None = None,
+) -> ContactsService:
+    """The profile's address books: its .vcf files and its accounts' CardDAV books, over the
+    cache in the data folder (a broken accounts file leaves only the files)."""
+    try:
+        accounts, problem = AccountBook.for_paths(paths).load(), None
+    except ConfigError as exc:
+        accounts, problem = [], str(exc)
+    return contacts_service(config.contacts, paths.data_dir, accounts, secrets, problem, now)
 
 
 def _account_tools(
@@ -183,6 +238,12 @@ class App:
     """Account passwords (OS keyring, or this session only when the user chooses that)."""
     tool_servers: ServerHub | None = None
     """The tool servers (MCP) of the profile, their connections and tools."""
+    documents: DocumentIndex | None = None
+    """The documents index (search_documents); None when the settings turn it off."""
+    _indexing: threading.Thread | None = field(default=None, init=False, repr=False)
+    _stop_indexing: threading.Event = field(default_factory=threading.Event, init=False, repr=False)
+    contacts: ContactsService | None = None
+    """The address books (vCard files, CardDAV) and their local cache."""
     restores: Restores | None = None
     """Timed ways back ("mute for an hour"), carried out when due while the alarms run."""
     _approvals: ApprovalQueue | None = field(default=None, init=False, repr=False)
@@ -405,7 +466,44 @@ class App:
 
         return carry_out(AuditLog(self.store), plan, by)
 
+    def start_indexing(self) -> bool:
+        """Bring the documents index up to date in a background thread (at a lower CPU
+        priority where the OS allows), then keep it current from the file system's change
+        events (adapters/documents/watch.py, unless ``documents.watch`` is off), unless that
+        runs already; it stops, keeping what it did, when the app closes. Whether a thread
+        was started."""
+        index = self.documents
+        if index is None or (self._indexing is not None and self._indexing.is_alive()):
+            return False
+
+        watcher = Watcher(index) if self.config.documents.watch else None
+        on_battery = _battery_check(Path(self.config.device.sysfs), self.config.documents)
+
+        def run() -> None:
+            _lower_priority()
+            # watching starts before the scan (no change falls in between), off the caller's
+            # thread (adding a watch per folder takes a while in a large home)
+            watching = watcher is not None and watcher.start()
+            stop = self._stop_indexing
+            try:
+                # on battery power the scan pauses (keeping what it did, searches go on) and
+                # goes on once the computer is plugged in
+                while not index.update(stop, pause=on_battery).complete and not stop.is_set():
+                    while on_battery() and not stop.wait(5):
+                        pass
+            except Exception:  # a full disk, a damaged index: logged; searching says so
+                log.exception("documents index: the update failed")
+            if watcher is not None and watching:
+                watcher.run(self._stop_indexing)  # then changes as they happen, until close
+
+        self._indexing = threading.Thread(target=run, name="documents-index", daemon=True)
+        self._indexing.start()
+        return True
+
     def close(self) -> None:
+        self._stop_indexing.set()
+        if self._indexing is not None:
+            self._indexing.join(timeout=10)
         if self._approvals is not None:
             self._approvals.close()
         if self.alarms is not None:
@@ -414,13 +512,47 @@ class App:
         self.store.close()
 
 
-def build_gate(config: Config) -> Gate:
-    """The gate the app ships, for these settings (the only place a Gate is configured)."""
+def _battery_check(sysfs: Path, settings: DocumentsSettings) -> Callable[[], str]:
+    """ "on battery power" while the computer runs on its battery (checked every 5 s at most,
+    through the device tools' reading of the power supply), else ''; always '' when the
+    settings say to index on battery too."""
+    checked: list[float] = []
+    answer = [""]
+
+    def on_battery() -> str:
+        if not settings.pause_on_battery:
+            return ""
+        now = time.monotonic()
+        if not checked or now - checked[0] >= 5:
+            try:
+                plugged = Power(sysfs).battery().get("plugged_in", True)
+            except Exception:  # no way to tell: index as on mains
+                plugged = True
+            answer[0] = "" if plugged else "on battery power"
+            checked[:] = [now]
+        return answer[0]
+
+    return on_battery
+
+
+def _lower_priority() -> None:
+    """The calling thread at a lower CPU priority (Linux: a thread's own nice value), so that
+    indexing yields to the model and the window."""
+    if not sys.platform.startswith("linux"):  # elsewhere the id would name a process
+        return
+    with contextlib.suppress(AttributeError, OSError):
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
+
+
+def build_gate(config: Config, people: ContactsService | None = None) -> Gate:
+    """The gate the app ships, for these settings (the only place a Gate is configured);
+    ``people``: the address books it weighs recipients against (agent/people.py)."""
     return Gate(
         offer_scopes=config.agent.allow_for_conversation,
         never_scoped=ALWAYS_ASK,
         ask_every_change=config.agent.ask_before_every_change,
         folders=tuple(str(p) for p in config.file_roots()),
+        people=people if people is not None and people.configured else None,
     )
 
 
@@ -445,6 +577,9 @@ def build_app(
     secrets = SecretStore()
     servers = ServerHub(ServerBook.for_paths(paths, secrets))
     resources.callback(servers.close)
+    documents = documents_index(config, paths)
+    contacts = build_contacts(config, paths, secrets, now)
+    resources.callback(contacts.close)
     registry = build_registry(
         config,
         paths,
@@ -454,8 +589,10 @@ def build_app(
         secrets=secrets,
         now=now,
         servers=servers,
+        documents=documents,
+        contacts=contacts,
     )
-    gate = build_gate(config)
+    gate = build_gate(config, contacts)
     restores = Restores(alarms, AuditLog(store), registry, gate)
     return App(
         paths,
@@ -467,5 +604,7 @@ def build_app(
         alarms,
         secrets=secrets,
         tool_servers=servers,
+        documents=documents,
+        contacts=contacts,
         restores=restores,
     )

@@ -3,9 +3,9 @@
     python tools/gate_table.py
 
 Builds the shipped app (``build_app``) on a throw-away profile with a mail and a calendar
-account (nothing is contacted) and reads each tool's declaration from the registry: its tier
-(a rule is probed with "all" in each target field), the fields whose text a read sends to a
-service, and whether it declares an inverse (Undo).
+account and an address-book folder (nothing is contacted) and reads each tool's declaration
+from the registry: its tier (a rule is probed with "all" in each target field), the fields
+whose text a read sends to a service, and whether it declares an inverse (Undo).
 """
 
 from __future__ import annotations
@@ -29,9 +29,11 @@ def profile(work: Path) -> Path:
     home = work / "profile"
     (home / "config").mkdir(parents=True)
     (work / "files").mkdir()
+    (work / "contacts").mkdir()
     config = {
         "files": {"roots": [str(work / "files")]},
         "music": {"folders": [], "player": "none"},
+        "contacts": {"files": [str(work / "contacts")]},
     }
     (home / "config" / "config.json").write_text(json.dumps(config), encoding="utf-8")
     paths = Paths.resolve(home)
@@ -83,6 +85,9 @@ def main() -> int:
                     notes.append(f"`{name}` {words}")
             else:
                 rows["ask"].append(f"`{name}`")
+                words = rule_words(tool)
+                if words:
+                    notes.append(f"`{name}` {words}")
         print(
             "| | Tools (declared in their adapters) | In a request you typed | "
             "Once the request has read content you did not type |"

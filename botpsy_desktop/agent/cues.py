@@ -233,6 +233,11 @@ _ASKS_FOR: dict[str, str] = {
     "spegni ferma desliga uit 关 停 止め",
     "add_task": "task todo to-do tache aufgabe tarea pendiente compito attivita tarefa "
     "taak 任务 待办 タスク",
+    "add_contact": "contact address kontakt adressbuch contacto agenda contatt rubrica contato "
+    "adresboek 联系人 通讯录 連絡先 アドレス帳",
+    "update_contact": "contact address kontakt adressbuch contacto agenda contatt rubrica "
+    "contato adresboek change chang modifi ander cambi mude wijzig 联系人 通讯录 連絡先 "
+    "アドレス帳",
 }
 ASKS_FOR: dict[str, tuple[str, ...]] = {k: tuple(v.split()) for k, v in _ASKS_FOR.items()}
 """The words that ask for each reversible tool, folded (see the module's notes)."""

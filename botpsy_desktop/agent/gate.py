@@ -15,11 +15,20 @@ from typing import Any
 
 from botpsy_desktop.agent.events import ApprovalRequest, Scope, call_digest
 from botpsy_desktop.agent.grounding import Request, ground, text_grounded
-from botpsy_desktop.agent.policy import EFFECT_REASONS, NEVER_SCOPED, Assessment, Policy, within
+from botpsy_desktop.agent.people import Recipients, weigh
+from botpsy_desktop.agent.policy import (
+    EFFECT_REASONS,
+    EMAIL_RE,
+    NEVER_SCOPED,
+    Assessment,
+    Policy,
+    within,
+)
 from botpsy_desktop.agent.provenance import Finding, Provenance
 from botpsy_desktop.agent.receipts import build_receipt
 from botpsy_desktop.agent.tools import Effect, Tier, Tool, ToolRegistry
 from botpsy_desktop.core.errors import BotpsyError
+from botpsy_desktop.core.people import AddressBookView
 from botpsy_desktop.core.tools import Resolved
 
 ALWAYS_ASK = NEVER_SCOPED | {Effect.OUTBOUND, Effect.PERSONAL_DATA}
@@ -140,6 +149,25 @@ def resolve_effect(tool: Tool, arguments: Mapping[str, Any]) -> Resolution:
             problem=f"it could not be looked up ({type(exc).__name__})", declared=True
         )
     return Resolution(items, declared=True)
+
+
+def _stored(tool: Tool) -> tuple[str, ...]:
+    """The arguments whose addresses ``tool`` keeps rather than contacts (the app's tools)."""
+    return () if tool.author else tool.stores
+
+
+def _unnamed(findings: tuple[Finding, ...], recipients: Recipients) -> tuple[Finding, ...]:
+    """The findings left once the addresses the person named (their own address book gave
+    them for a name they typed, agent/people.py) no longer count as copied from outside."""
+    if not recipients.named:
+        return findings
+    kept = []
+    for f in findings:
+        found = {a.casefold() for a in EMAIL_RE.findall(f.value)}
+        if found and found <= recipients.named and len(f.value) <= 200:
+            continue
+        kept.append(f)
+    return tuple(kept)
 
 
 _DESCRIPTIONS = "the descriptions of "
@@ -367,6 +395,9 @@ class Gate:
     folders: tuple[str, ...] = ()
     """The person's configured folders: a path's folder part may be one of them and still be
     grounded in a request that names only what is inside (agent/grounding.py)."""
+    people: AddressBookView | None = None
+    """The address books' local copy: whom a recipient is, and whether the person named them
+    (agent/people.py)."""
 
     # --- names ---------------------------------------------------------------------------------
 
@@ -454,11 +485,14 @@ class Gate:
         context = context or Context()
         assessment = self.policy.assess(tool, arguments)
         findings = tuple(provenance.findings(arguments)) if provenance is not None else ()
+        recipients = weigh(arguments, self.people, context.typed, _stored(tool))
+        findings = _unnamed(findings, recipients)
         sources = context.sources or tuple(
             dict.fromkeys(f"what {f.source} returned" for f in findings)
         )
         tier = self.tier(tool, arguments, assessment, tier)
         reasons = [] if tier is Tier.REVERSIBLE else [*why, *assessment.reasons]
+        reasons += recipients.concerns
         if tier is Tier.ASK and tool.tier is not None and Effect.LOCAL_WRITE in assessment.effects:
             # a declared always-ask tool asks for what its summary says, not for a local write
             local = EFFECT_REASONS[Effect.LOCAL_WRITE]
@@ -532,6 +566,7 @@ class Gate:
             findings=findings,
             reasons=reasons,
             resolved=resolution.lines(),
+            people=recipients.lines,
         )
         return Verdict(
             Decision.ASK,
@@ -578,6 +613,7 @@ class Gate:
         if verdict.decision is Decision.DENY or verdict.assessment is None:
             return verdict
         resolution = resolve_effect(tool, arguments)
+        recipients = weigh(arguments, self.people, (context or Context()).typed, _stored(tool))
         built = build_receipt(
             tool,
             arguments,
@@ -586,6 +622,7 @@ class Gate:
             sources=verdict.sources,
             reasons=[CHANGED_SINCE, *verdict.reasons],
             resolved=resolution.lines(),
+            people=recipients.lines,
         )
         return Verdict(
             Decision.ASK,
@@ -611,8 +648,15 @@ class Gate:
         assessment = self.policy.assess(tool, arguments)
         tier = self.tier(tool, arguments, assessment)
         resolved = resolve_effect(tool, arguments).lines()
+        recipients = weigh(arguments, self.people, None, _stored(tool))
         return build_receipt(
-            tool, arguments, assessment, tier=tier, reasons=assessment.reasons, resolved=resolved
+            tool,
+            arguments,
+            assessment,
+            tier=tier,
+            reasons=[*assessment.reasons, *recipients.concerns],
+            resolved=resolved,
+            people=recipients.lines,
         ).text
 
     def scope_for(

@@ -71,7 +71,7 @@ def _key_is(key: str, keys: frozenset[str]) -> bool:
     return low in keys or bool(_words(low) & keys)
 
 
-def _is_recipient(key: str) -> bool:
+def is_recipient(key: str) -> bool:
     """A recipient-like argument name; an id (``reply_to_id``) names a message, not a person."""
     low = key.lower()
     return _key_is(low, _RECIPIENT_KEYS) and not (low.endswith("_id") or low == "id")
@@ -171,11 +171,12 @@ class Policy:
         others = {k: v for k, v in arguments.items() if k not in own}
         if any(URL_RE.search(text) for _, text in leaves(others)):
             infer(Effect.OUTBOUND, "an argument is a web address, which would be contacted")
+        kept = set() if tool.author else set(tool.stores)  # addresses stored, not contacted
         if (
             known != {Effect.READ}
             and tool.tier_for(arguments) is not Tier.ASK  # asks anyway: no untrue reason
             and any(
-                _is_recipient(k) and any(EMAIL_RE.search(t) for t in _values(v))
+                is_recipient(k) and k not in kept and any(EMAIL_RE.search(t) for t in _values(v))
                 for k, v in arguments.items()
             )
         ):
@@ -252,7 +253,7 @@ class Policy:
             lines.append(f"Pays {amount}{cur} to {payee}.")
         if Effect.OUTBOUND in effects and not declared:
             recipients = [
-                text for k, v in arguments.items() if _is_recipient(k) for text in _values(v)
+                text for k, v in arguments.items() if is_recipient(k) for text in _values(v)
             ]
             if recipients:
                 lines.append(f"Sends to: {', '.join(recipients)}.")

@@ -154,12 +154,14 @@ def build_receipt(
     findings: Sequence[Finding] = (),
     reasons: Sequence[str] = (),
     resolved: Sequence[str] = (),
+    people: Sequence[str] = (),
 ) -> Receipt:
     """The receipt of one call, from the tool's declaration and the gate's assessment.
 
     ``sources`` names the untrusted content in the request's context; ``findings`` the argument
     values that appear in it and not in the user's words (agent/provenance.py); ``resolved``
-    what the call's references name now (agent/gate.py ``Resolution``), one line each.
+    what the call's references name now (agent/gate.py ``Resolution``), one line each;
+    ``people`` who the recipients are in the address books (agent/people.py), one line each.
     """
     said = tool.summarize(arguments)
     if tool.author:  # a third party's words: one line, whatever they hold
@@ -169,6 +171,7 @@ def build_receipt(
     # the summary's further lines are kept as written (a message's text, line by line)
     lines: list[str] = [block] if (block := "\n".join(more).strip("\n")) else []
     lines += [f"It acts on {escaped(line)}" for line in resolved]
+    lines += [escaped(line) for line in people]
     if tool.summary is None and arguments:  # no words declared: say what it was given
         given = ", ".join(f"{escaped(k)} “{escaped(_short(v))}”" for k, v in arguments.items())
         lines.append(f"With {given}.")

@@ -65,6 +65,31 @@ LACKING = 0.5
 """The score the model's answer must reach for a domain it was not offered to be offered."""
 
 
+COMPANIONS: dict[str, frozenset[str]] = {"people": frozenset({"email", "calendar"})}
+"""Domains the selection model does not score that join the domains they serve: the address
+book's tools come with every request offered mail or the calendar ("email Ana", "invite
+Marco": a person named with a mail or calendar request), and with one that uses their words."""
+
+LEXICONS: dict[str, tuple[str, ...]] = {
+    "people": (
+        # en, fr, de, es, it, pt, nl
+        "contact", "address book", "phone number", "birthday", "anniversary", "nickname",
+        "carnet d'adresses", "telephone", "anniversaire", "surnom",
+        "kontakt", "adressbuch", "telefonnummer", "geburtstag", "jahrestag", "spitzname",
+        "contacto", "libreta de direcciones", "telefono", "cumpleanos", "aniversario", "apodo",
+        "contatt", "rubrica", "compleanno", "anniversario", "soprannome",
+        "contato", "catalogo de enderecos", "aniversario", "apelido",
+        "adresboek", "telefoonnummer", "verjaardag", "bijnaam",
+        # ru, hi, ko, ja, zh (matched inside words: no spaces between words, or inflections)
+        "контакт", "адресн", "телефон", "день рождения", "дня рождения", "днем рождения",
+        "годовщин", "संपर्क", "जन्मदिन", "फ़ोन नंबर", "फोन नंबर",
+        "연락처", "주소록", "전화번호", "생일", "연락처", "連絡先", "アドレス帳", "電話番号",
+        "誕生日", "联系人", "通讯录", "电话号码", "生日", "聯絡人", "電話號碼",
+    )
+}  # fmt: skip
+"""Words that name a companion domain's own business ("birthday", "Adressbuch", "生日"),
+folded; matched where a word starts (inside the text for the scripts without spaces)."""
+
 _WORD = re.compile(r"[^\W_]+")
 _STOP = frozenset(
     {
@@ -140,10 +165,16 @@ class ToolSelector:
         self.modelled = {d for d in by_domain if d and d in known}
         """The registry's domains the model scores."""
         extra = extra_words or {}
+        self.lexicons = {
+            d: tuple(fold(w) for w in LEXICONS.get(d, ()))
+            for d in by_domain
+            if d in COMPANIONS and d not in self.modelled
+        }
+        """The companion domains (:data:`COMPANIONS`) of the registry, with their words."""
         self.server_words = {
             d: _server_words(d, tools, extra.get(d, ()))
             for d, tools in by_domain.items()
-            if d and d not in self.modelled
+            if d and d not in self.modelled and d not in self.lexicons
         }
         """The other domains (tool servers, a user's own), found by their words."""
         thresholds = self.model.thresholds if self.model is not None else {}
@@ -167,13 +198,21 @@ class ToolSelector:
                 found.add(domain)
         return found
 
+    def _lexicon_named(self, text: str) -> set[str]:
+        folded = " " + " ".join(_WORD.findall(fold(text))) + " "
+        return {
+            d
+            for d, words in self.lexicons.items()
+            if any((f" {w}" in folded) if w.isascii() else (w in folded) for w in words)
+        }
+
     def domains_of(self, text: str, at: float | None = None) -> set[str]:
         """The domains ``text`` points to: model scores at ``at`` (default: the offer
         threshold) or above, and tool servers whose words it uses."""
         at = self.offer_at if at is None else at
         scores = self.scores(text)
         named = {d for d, p in scores.items() if d != "none" and p >= at}
-        return named | self._servers_named(text)
+        return named | self._servers_named(text) | self._lexicon_named(text)
 
     def conversation_domains(self, history: Sequence[Mapping[str, Any]]) -> set[str]:
         """The domains of the conversation's last exchange: the tools called since its last
@@ -207,12 +246,13 @@ class ToolSelector:
         messages: list[Mapping[str, Any]] = [h for h in items if isinstance(h, Mapping)]
         scores = self.scores(text)
         named = {d for d, p in scores.items() if d != "none" and p >= self.offer_at}
-        named |= self._servers_named(text)
+        named |= self._servers_named(text) | self._lexicon_named(text)
         kept = self.conversation_domains(messages) - named
         parts = [f"named {', '.join(sorted(named))}"] if named else []
         parts += [f"conversation {', '.join(sorted(kept))}"] if kept else []
         modelled = {d: p for d, p in scores.items() if d != "none"}
-        servers = named & set(self.server_words)  # a tool server named by its words
+        # a tool server, or a companion domain, named by its words
+        servers = named & (set(self.server_words) | set(self.lexicons))
         top = max(modelled.values(), default=0.0)
         chat = scores.get("none", 0.0)
         if not kept and not servers and chat >= self.chat_at and chat > top:
@@ -245,6 +285,7 @@ class ToolSelector:
         and the saved state of the list before them stays usable (llm/engine.py)."""
         known = self.domain_order
         wanted = set(domains) & set(known)
+        wanted |= {c for c, serves in COMPANIONS.items() if wanted & serves and c in known}
         if wanted and wanted >= set(known):
             return self._everything(reason or "every domain")
         order = [d for d in dict.fromkeys(after) if d in wanted]

@@ -16,11 +16,13 @@ from botpsy_desktop.cli import (
     ask,
     bench,
     chat,
+    contacts,
     daemon,
     db,
     doctor,
     engine,
     history,
+    index,
     log,
     mcp,
     model,
@@ -48,10 +50,12 @@ COMMANDS: dict[str, Command] = {
     "approvals": approvals.cmd_approvals,
     "routines": routines.cmd_routines,
     "alarms": alarms.cmd_alarms,
+    "index": index.cmd_index,
     "log": log.cmd_log,
     "undo": log.cmd_undo,
     "history": history.cmd_history,
     "account": account.cmd_account,
+    "contacts": contacts.cmd_contacts,
     "bench": bench.cmd_bench,
     "eval": cmd_eval,
     "mcp": mcp.cmd_mcp,
@@ -79,10 +83,12 @@ def _parser() -> argparse.ArgumentParser:
     add_eval_command(sub)  # botpsy_desktop/eval/command.py
     mcp.add_command(sub)
     account.add_command(sub)
+    contacts.add_command(sub)
     daemon.add_command(sub)
     approvals.add_command(sub)
     routines.add_command(sub)
     alarms.add_command(sub)
+    index.add_command(sub)
     log.add_commands(sub)
     history.add_command(sub)
     db.add_command(sub)

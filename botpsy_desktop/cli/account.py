@@ -23,6 +23,16 @@ def add_command(sub: Any) -> None:
     dav.add_argument("--username", required=True)
     dav.add_argument("--calendar", help="calendar new events go to (default: the first)")
     dav.add_argument("--email", help="your address as organizer of invitations")
+    dav.add_argument(
+        "--contacts",
+        choices=("off", "own", "shared"),
+        help="its address books (CardDAV, same password): own (only you write them) or shared "
+        "(others can: their fields count as outside content); default off",
+    )
+    dav.add_argument(
+        "--contacts-url",
+        help="CardDAV URL where it is not the CalDAV URL (Fastmail, iCloud)",
+    )
     mail = kind.add_parser("mail", help="a mailbox: IMAP to read, SMTP to send")
     mail.add_argument("--address", required=True, help="your email address")
     mail.add_argument("--username", help="login name (default: the address)")
@@ -82,6 +92,8 @@ def cmd_account(app: App, args: argparse.Namespace, out: TextIO, err: TextIO) ->
 
     if action == "add":
         fields = {k: v for k, v in vars(args).items() if v is not None and v != ""}
+        if fields.get("contacts") == "off":
+            del fields["contacts"]
         keep = CalDAVAccount.model_fields if args.kind == "caldav" else MailAccount.model_fields
         fields.setdefault("username", fields.get("address"))
         try:
@@ -114,13 +126,24 @@ def cmd_account(app: App, args: argparse.Namespace, out: TextIO, err: TextIO) ->
             except KeyringUnavailable:
                 stored = "unknown (no keyring)"
             host = a.url if isinstance(a, CalDAVAccount) else f"{a.imap_host}, {a.smtp_host}"
-            rows.append(dict(name=a.name, kind=a.kind, user=a.username, server=host, pw=stored))
+            books = (a.contacts if isinstance(a, CalDAVAccount) else None) or "off"
+            rows.append(
+                dict(
+                    name=a.name,
+                    kind=a.kind,
+                    user=a.username,
+                    server=host,
+                    pw=stored,
+                    contacts=books,
+                )
+            )
         if args.json:
             json.dump(rows, out, indent=2)
             out.write("\n")
         for r in [] if args.json else rows:
             line = f"{r['name']:<16} {r['kind']:<7} {r['user']} @ {r['server']}"
-            print(f"{line} (password: {r['pw']})", file=out)
+            shown = f", address books: {r['contacts']}" if r["contacts"] != "off" else ""
+            print(f"{line} (password: {r['pw']}{shown})", file=out)
         if not rows and not args.json:
             print("No accounts. Add one with `botpsy account add caldav|mail NAME ...`.", file=out)
         return EXIT_OK

@@ -26,6 +26,11 @@ def add_command(sub: Any) -> None:
 def cmd_ask(app: App, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if not first_run(app, args, err):
         return EXIT_ERROR
+    # an existing documents index catches up while the model answers (search_documents
+    # waits a little for it; a quit keeps what it did). None yet: the first search builds it
+    # (or the window, or `botpsy index update`), so one question never walks a whole home
+    if app.documents is not None and app.documents.exists():
+        app.start_indexing()
     with opened_session(app, args) as (backend, session):
         code, transcript = run_request(app, args, args.text, session, out, err, args.json)
         if args.json:

@@ -23,6 +23,7 @@ def add_command(sub: Any) -> None:
 def cmd_chat(app: App, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if not first_run(app, args, err):
         return EXIT_ERROR
+    app.start_indexing()  # the documents index catches up (and follows changes) meanwhile
     with opened_session(app, args) as (backend, session):
         print(
             f"botpsy {__version__} with {backend.name}. Ctrl-D or /quit to leave, "

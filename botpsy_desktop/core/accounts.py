@@ -54,20 +54,33 @@ class CalDAVAccount(_Account):
     email: str | None = Field(
         None, description="Your address as organizer of invitations (default: the user name)."
     )
+    contacts: Literal["own", "shared"] | None = Field(
+        None,
+        description="Its address books (CardDAV, same password): own (only you write them); "
+        "shared (others can: their fields are outside content); None: not read.",
+    )
+    contacts_url: str | None = Field(
+        None,
+        description="CardDAV URL where it differs from the CalDAV one (Fastmail: "
+        "https://carddav.fastmail.com/dav/, iCloud: https://contacts.icloud.com/).",
+    )
 
     @model_validator(mode="after")
     def _check(self) -> CalDAVAccount:
-        parts = urlsplit(self.url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError(
-                f"url must be an http(s) URL, e.g. https://host/dav/, not {self.url!r}"
-            )
-        if parts.username or parts.password:
-            raise ValueError("url must not contain a user name or password")
-        if parts.scheme == "http" and not is_loopback(parts.hostname):
-            raise ValueError(
-                f"url {self.url!r} is not encrypted: use https (http only for this computer)"
-            )
+        for key, url in (("url", self.url), ("contacts_url", self.contacts_url)):
+            if url is None:
+                continue
+            parts = urlsplit(url)
+            if parts.scheme not in ("http", "https") or not parts.hostname:
+                raise ValueError(
+                    f"{key} must be an http(s) URL, e.g. https://host/dav/, not {url!r}"
+                )
+            if parts.username or parts.password:
+                raise ValueError(f"{key} must not contain a user name or password")
+            if parts.scheme == "http" and not is_loopback(parts.hostname):
+                raise ValueError(
+                    f"{key} {url!r} is not encrypted: use https (http only for this computer)"
+                )
         if self.email is not None and not EMAIL_RE.match(self.email):
             raise ValueError(f"email {self.email!r} is not an email address")
         return self

@@ -259,6 +259,55 @@ class FilesSettings(_Section):
     )
 
 
+DOCUMENT_KINDS = (
+    *("txt", "text", "md", "markdown", "rst", "org", "csv", "tsv", "log"),
+    *("pdf", "docx", "xlsx", "pptx", "odt", "ods", "odp", "html", "htm", "eml"),
+)
+"""The file name endings the documents index can read (adapters/documents/extract.py)."""
+
+
+class DocumentsSettings(_Section):
+    """The index of the documents in the files folders, searched by search_documents."""
+
+    index: bool = Field(True, description="Keep an index of the documents (off: no search).")
+    watch: bool = Field(
+        True, description="Follow changes as the file system reports them (else: rescans)."
+    )
+    exclude: list[str] = Field(
+        default_factory=list, description="Folders whose documents are never indexed."
+    )
+    kinds: list[str] = Field(
+        default_factory=lambda: [k for k in DOCUMENT_KINDS if k != "log"],
+        description='The file name endings indexed, without dots ("log" files may be added).',
+    )
+    max_file_mb: float = Field(50.0, gt=0, le=4096, description="Larger files are not read.")
+    rescan_s: float = Field(
+        60.0, ge=0, description="Before a search, the folders are checked again after this long."
+    )
+    search_wait_s: float = Field(
+        10.0, ge=0, le=120, description="The most a search waits for the index to catch up."
+    )
+    read_timeout_s: float = Field(
+        30.0, gt=0, le=600, description="The most one file may take to read."
+    )
+    readers: int = Field(2, ge=1, le=16, description="Files read side by side while indexing.")
+    pause_on_battery: bool = Field(
+        True, description="Indexing waits while the computer runs on its battery."
+    )
+
+    @field_validator("kinds")
+    @classmethod
+    def _known_kinds(cls, value: list[str]) -> list[str]:
+        cleaned = [k.strip().lstrip(".").casefold() for k in value]
+        unknown = sorted(set(cleaned) - set(DOCUMENT_KINDS))
+        if unknown:
+            raise ValueError(
+                f"cannot index {', '.join(unknown)}; the kinds known are "
+                f"{', '.join(DOCUMENT_KINDS)}"
+            )
+        return cleaned
+
+
 class WeatherSettings(_Section):
     """Where the weather tool asks (Open-Meteo, no API key) and how it shows the answer."""
 
@@ -429,6 +478,39 @@ class EmailSettings(_Section):
     )
 
 
+class ContactsSettings(_Section):
+    """Address books: vCard files and folders here, CardDAV through accounts (``contacts``)."""
+
+    files: list[str] = Field(
+        default_factory=list,
+        description="Your own .vcf files or folders (only you write them: trusted as yours).",
+    )
+    shared_files: list[str] = Field(
+        default_factory=list,
+        description=".vcf files or folders someone else writes (a synced or shared export): "
+        "their fields are outside content.",
+    )
+    sync_every_s: float = Field(
+        900.0, ge=10, le=86_400, description="A look-up refreshes books older than this."
+    )
+    stale_after_s: float = Field(
+        86_400.0, ge=60, description="Receipts say how old a book older than this is."
+    )
+    max_card_bytes: int = Field(
+        1_000_000, ge=10_000, le=50_000_000, description="Larger cards are reported, skipped."
+    )
+    max_results: int = Field(10, ge=1, le=100, description="Most contacts one answer lists.")
+    timeout_s: float = Field(20.0, gt=0, le=300, description="CardDAV and IMAP timeout.")
+    seen_in_mail: bool = Field(
+        False,
+        description="Also keep the addresses of the mail accounts' senders and recipients, "
+        'as "seen in mail" (never as contacts): receipts name them.',
+    )
+    seen_in_mail_messages: int = Field(
+        500, ge=10, le=20_000, description="The newest messages read per folder for it."
+    )
+
+
 class LogSettings(_Section):
     """The rotating log files in the data folder's ``logs`` folder."""
 
@@ -453,6 +535,7 @@ class Config(_Section):
     engine: EngineSettings = Field(default_factory=EngineSettings)
     agent: AgentSettings = Field(default_factory=AgentSettings)
     files: FilesSettings = Field(default_factory=FilesSettings)
+    documents: DocumentsSettings = Field(default_factory=DocumentsSettings)
     weather: WeatherSettings = Field(default_factory=WeatherSettings)
     music: MusicSettings = Field(default_factory=MusicSettings)
     device: DeviceSettings = Field(default_factory=DeviceSettings)
@@ -461,6 +544,7 @@ class Config(_Section):
     downloads: DownloadSettings = Field(default_factory=DownloadSettings)
     calendar: CalendarSettings = Field(default_factory=CalendarSettings)
     email: EmailSettings = Field(default_factory=EmailSettings)
+    contacts: ContactsSettings = Field(default_factory=ContactsSettings)
     logs: LogSettings = Field(default_factory=LogSettings)
 
     @classmethod

@@ -269,6 +269,9 @@ class Tool:
     * ``resolve``: what a call's references name now (:class:`Resolved`): the receipt shows
       them, and an approval is bound to them (agent/gate.py ``Effect``), checked again just
       before the approved call runs.
+    * ``stores``: arguments holding addresses the tool keeps, not people it contacts (a new
+      contact's emails): the policy infers no sending from them. Honoured for this app's own
+      tools only (a tool server's declaration is its author's word).
     """
 
     name: str
@@ -294,6 +297,7 @@ class Tool:
     state: StateRule | None = None
     outcome: OutcomeRule | None = None
     resolve: ResolveRule | None = None
+    stores: tuple[str, ...] = ()
     done: DoneRule | None = None
     """What a change that ran did, in words, from its arguments and result ("Volume 60% →
     40%"): the card and the request's "Done" line say it instead of the summary. Only the app's
@@ -307,7 +311,7 @@ class Tool:
         fields = set(self.args_model.model_fields)
         if self.input_schema is not None:
             fields = set(self.input_schema.get("properties") or {})
-        for key in (*self.targets, *self.sends):
+        for key in (*self.targets, *self.sends, *self.stores):
             if key not in fields and key != ALL_ARGUMENTS:
                 raise ValueError(f"tool {self.name!r} declares {key!r}, which is not a parameter")
         if self.tier is Tier.REVERSIBLE and self.inverse is None:
@@ -478,6 +482,7 @@ def make_tool(
     state: StateRule | None = None,
     outcome: OutcomeRule | None = None,
     resolve: ResolveRule | None = None,
+    stores: Iterable[str] = (),
     done: DoneRule | None = None,
 ) -> Tool:
     """Build a Tool from a handler whose single parameter is annotated with a pydantic model.
@@ -485,8 +490,8 @@ def make_tool(
     The tool's description is the model's docstring unless given; field descriptions become the
     parameter descriptions the model reads. ``domain`` defaults to the adapter the handler
     comes from (``botpsy_desktop.adapters.weather...`` -> ``weather``). ``tier``, ``targets``,
-    ``inverse``, ``summary``, ``sends``, ``untrusted_output``, ``state``, ``resolve`` and
-    ``outcome`` are the gate's declaration (see :class:`Tool`).
+    ``inverse``, ``summary``, ``sends``, ``untrusted_output``, ``state``, ``resolve``,
+    ``outcome`` and ``stores`` are the gate's declaration (see :class:`Tool`).
     """
     params = list(inspect.signature(handler).parameters.values())
     if len(params) != 1:
@@ -520,6 +525,7 @@ def make_tool(
         state=state,
         outcome=outcome,
         resolve=resolve,
+        stores=tuple(stores),
         done=done,
     )
 

@@ -233,10 +233,18 @@ class AccountForm(QDialog):
         self.calendar.setPlaceholderText("optional: where new events go (default: the first)")
         self.dav_email = QLineEdit()
         self.dav_email.setPlaceholderText("optional: your address as organizer of invitations")
+        self.dav_contacts = QComboBox()
+        for label, value in (
+            ("not read", None),
+            ("yours: only you write them", "own"),
+            ("shared: others can change them", "shared"),
+        ):
+            self.dav_contacts.addItem(label, value)
         df.addRow("URL:", self.url)
         df.addRow("User name:", self.dav_username)
         df.addRow("Calendar:", self.calendar)
         df.addRow("Email:", self.dav_email)
+        df.addRow("Address books:", self.dav_contacts)
 
         mail = QWidget()
         mf = QFormLayout(mail)
@@ -319,6 +327,7 @@ class AccountForm(QDialog):
                         "username": self.dav_username.text().strip(),
                         "calendar": _optional(self.calendar),
                         "email": _optional(self.dav_email),
+                        "contacts": self.dav_contacts.currentData(),
                     }
                 )
             address = self.address.text().strip()

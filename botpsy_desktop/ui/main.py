@@ -166,6 +166,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     # our tools for other apps (Settings > Tool servers), approvals in this window's queue
     serving = start_serving(app)
+    app.start_indexing()  # the documents index catches up in a background thread (not Qt's)
 
     from botpsy_desktop.ui.hotkey import GlobalShortcut
 

@@ -143,6 +143,32 @@ def test_music_stays_music_beside_the_device_domain() -> None:
     assert found != "everything" and {"music", "device"} <= found
 
 
+# Questions about what the person's own papers say (issue 38): search_documents is a files
+# tool, so each must be offered the files domain (written for this test, in several languages).
+DOCUMENTS = [
+    ("en", "find the invoice from the plumber"),
+    ("en", "when does my lease end?"),
+    ("en", "what did the insurer say about the windscreen?"),
+    ("en", "what does my contract say about the notice period?"),
+    ("de", "wann endet mein Mietvertrag?"),
+    ("fr", "trouve la facture du plombier"),
+    ("es", "busca la factura del fontanero"),
+    ("it", "quando scade il mio contratto d'affitto?"),
+    ("pt", "cadê a nota fiscal do encanador?"),
+    ("ja", "配管工の請求書を探して"),
+    ("zh", "我的租约什么时候到期？"),  # noqa: RUF001
+    ("ru", "найди счёт от сантехника"),
+]
+
+
+@pytest.mark.parametrize(("language", "text"), DOCUMENTS)
+def test_a_question_about_ones_documents_is_offered_search_documents(
+    language: str, text: str
+) -> None:
+    choice = ToolSelector(app_tools()).choose(text)
+    assert "search_documents" in choice.names, (language, text, choice.reason)
+
+
 def test_several_domains_are_all_offered() -> None:
     found = domains("Check the weather in Lyon and email it to tom@example.com")
     assert found != "everything" and {"weather", "email"} <= found
@@ -206,8 +232,8 @@ def test_a_follow_up_keeps_the_domain_of_what_was_said_without_a_call() -> None:
         {"role": "user", "content": "what's 2 and 2"},
         {"role": "assistant", "content": "4."},
     ]
-    assert "music" not in selector.conversation_domains(older)
-    assert "conversation" not in selector.choose("and 3 and 3?", older).reason
+    without_jazz = older[2:]
+    assert selector.choose("and 3 and 3?", older) == selector.choose("and 3 and 3?", without_jazz)
 
 
 def _call(name: str) -> dict[str, Any]:
@@ -526,3 +552,94 @@ def test_the_loop_keeps_the_conversations_set_for_its_next_request(tmp_path: Pat
         )
     finally:
         app.close()
+
+
+# --- the people domain (address books) ----------------------------------------------------
+# Held out: written after the people words (agent/selection.py LEXICONS) and not used to
+# change them; one request per kind in each language of the selection set.
+PEOPLE = [
+    # (language, request, the domains it must be offered)
+    ("en", "email Ana that I'm running late", {"email", "people"}),
+    ("en", "invite Marco to the budget review on Friday", {"calendar", "people"}),
+    ("en", "when is Mum's birthday?", {"people"}),
+    ("en", "what's Tom's phone number?", {"people"}),
+    ("fr", "envoie un mail à Ana pour dire que je suis en retard", {"email", "people"}),
+    ("fr", "quand est l'anniversaire de maman ?", {"people"}),
+    ("fr", "donne-moi le numéro de téléphone de Léa", {"people"}),
+    ("de", "schreib Ana eine E-Mail, dass ich später komme", {"email", "people"}),
+    ("de", "wann hat Mama Geburtstag?", {"people"}),
+    ("de", "such Jonas in meinen Kontakten", {"people"}),
+    ("es", "manda un correo a Ana diciendo que llego tarde", {"email", "people"}),
+    ("es", "¿cuándo es el cumpleaños de mamá?", {"people"}),
+    ("es", "busca el teléfono de Marco", {"people"}),
+    ("it", "manda una email ad Ana che sono in ritardo", {"email", "people"}),
+    ("it", "quando è il compleanno della mamma?", {"people"}),
+    ("it", "cerca Marco nella rubrica", {"people"}),
+    ("pt", "manda um email para a Ana a dizer que estou atrasado", {"email", "people"}),
+    ("pt", "quando é o aniversário da mãe?", {"people"}),
+    ("pt", "qual é o telefone do Marco nos contatos?", {"people"}),
+    ("ru", "напиши Ане письмо, что я опаздываю", {"email", "people"}),
+    ("ru", "когда у мамы день рождения?", {"people"}),  # noqa: RUF001
+    ("ru", "найди телефон Марко", {"people"}),
+    ("hi", "अना को ईमेल भेजो कि मुझे देर हो रही है", {"email", "people"}),
+    ("hi", "माँ का जन्मदिन कब है?", {"people"}),
+    ("hi", "मेरे संपर्क में मार्को को ढूंढो", {"people"}),
+    ("ko", "아나에게 늦는다고 이메일 보내줘", {"email", "people"}),
+    ("ko", "엄마 생일이 언제야?", {"people"}),
+    ("ko", "마르코 전화번호 알려줘", {"people"}),
+    ("ja", "アナに遅れるとメールして", {"email", "people"}),
+    ("ja", "母の誕生日はいつ？", {"people"}),  # noqa: RUF001
+    ("ja", "マルコの電話番号を教えて", {"people"}),
+    ("zh", "给安娜发邮件说我要迟到了", {"email", "people"}),
+    ("zh", "妈妈的生日是哪天？", {"people"}),  # noqa: RUF001
+    ("zh", "帮我在联系人里找马可", {"people"}),
+]
+
+
+@cache
+def people_tools() -> ToolRegistry:
+    """The app's tools for a profile with a mail account and an address book (build_app)."""
+    import tempfile
+
+    from botpsy_desktop.core.accounts import AccountBook, MailAccount
+
+    home = Path(tempfile.mkdtemp(prefix="botpsy-people-"))
+    (home / "config").mkdir()
+    book = home / "contacts.vcf"
+    book.write_text("BEGIN:VCARD\r\nVERSION:3.0\r\nFN:Ana\r\nEND:VCARD\r\n", encoding="utf-8")
+    config = {"music": {"folders": [], "player": "none"}, "contacts": {"files": [str(book)]}}
+    (home / "config" / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    AccountBook(home / "config" / "accounts.json").add(
+        MailAccount(
+            name="box", address="me@example.org", username="me", imap_host="127.0.0.1",
+            smtp_host="127.0.0.1",
+        )
+    )  # fmt: skip
+    app = build_app(home)
+    try:
+        return app.registry
+    finally:
+        app.close()
+
+
+@pytest.mark.parametrize(("language", "text", "wanted"), PEOPLE)
+def test_a_request_about_a_person_is_offered_the_address_book(
+    language: str, text: str, wanted: set[str]
+) -> None:
+    choice = ToolSelector(people_tools()).choose(text)
+    found = set(people_tools().names()) if choice.everything else set(choice.domains)
+    got = {t.domain for t in people_tools() if t.name in choice.names} | found
+    assert wanted <= got, (language, text, choice.reason)
+    assert "find_contact" in choice.names and "contact_details" in choice.names
+
+
+def test_the_address_book_comes_with_mail_and_calendar_only() -> None:
+    selector = ToolSelector(people_tools())
+    assert "people" not in selector.modelled and "people" in selector.lexicons
+    for _, text, _ in SINGLE:
+        choice = selector.choose(text)
+        if choice.everything:
+            continue
+        served = bool({"email", "calendar"} & set(choice.domains))
+        assert ("people" in choice.domains) == served, (text, choice.domains)
+    assert "find_contact" not in selector.choose("Set a timer for the oven").names

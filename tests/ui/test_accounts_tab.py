@@ -240,3 +240,35 @@ def test_without_a_keyring_the_password_is_kept_for_this_session_only(
     qtbot.waitUntil(lambda: any(r.name == "cloud" for r in panel.rows), timeout=10000)
     assert next(r for r in panel.rows if r.name == "cloud").password == "this session only"
     assert "s3cret-pw" not in all_profile_text(home)
+
+
+def test_a_caldav_accounts_address_books_are_chosen_in_the_form(
+    qtbot: QtBot,
+    app: App,
+    home: Path,
+    radicale: Radicale,  # noqa: F811
+    keyring_env: SecretService,  # noqa: F811
+) -> None:
+    user, cal_pw = radicale.new_user()
+    dialog = SettingsDialog(app)
+    qtbot.addWidget(dialog)
+    dialog.show()
+    panel = dialog.accounts
+    qtbot.waitUntil(lambda: [r.name for r in panel.rows] == ["local"], timeout=10000)
+    form = panel.add()
+    fill_caldav(form, "cloud", radicale.url, user, cal_pw)
+    assert form.dav_contacts.currentData() is None  # not read unless chosen
+    form.dav_contacts.setCurrentIndex(form.dav_contacts.findData("shared"))
+    with qtbot.waitSignal(panel.finished, timeout=20000) as blocker:
+        form.ok_button.click()
+    assert blocker.args is not None and blocker.args[0].ok, blocker.args
+    saved = json.loads((home / "config" / "accounts.json").read_text(encoding="utf-8"))
+    assert saved == [
+        {
+            "name": "cloud",
+            "username": user,
+            "kind": "caldav",
+            "url": radicale.url,
+            "contacts": "shared",
+        }
+    ]
