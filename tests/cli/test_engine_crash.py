@@ -80,7 +80,7 @@ def test_ask_survives_an_engine_crash_mid_answer_and_the_next_ask_answers(
     tmp_path: Path, how: str, reason: str
 ) -> None:
     # sampled (not greedy): the random-weight model then writes visible text before the crash
-    home = make_profile(tmp_path, tiny_qwen35_gguf(), n_ctx=4096, max_tokens=24, temperature=1.0)
+    home = make_profile(tmp_path, tiny_qwen35_gguf(), n_ctx=8192, max_tokens=24, temperature=1.0)
     crash = tmp_path / "crash-now"
     crash.write_text(f"{how} 12", encoding="utf-8")  # after 12 streamed pieces (env below)
     env = {CRASH_FILE_ENV: str(crash)}
@@ -185,7 +185,7 @@ class Lines:
 def test_the_daemon_rings_its_alarm_while_the_engine_crashes_and_runs_the_next_routine(
     tmp_path: Path,
 ) -> None:
-    home = make_profile(tmp_path, tiny_qwen35_gguf(), n_ctx=4096, max_tokens=24)
+    home = make_profile(tmp_path, tiny_qwen35_gguf(), n_ctx=8192, max_tokens=24)
     crash = tmp_path / "crash-now"
     crash.write_text("SIGSEGV", encoding="utf-8")
     db = home / "data" / "alarms.sqlite3"

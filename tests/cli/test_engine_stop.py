@@ -91,7 +91,7 @@ def last_reply(home: Path) -> dict[str, object]:
 
 def test_ctrl_c_during_an_answer_stops_it_exits_130_and_keeps_the_reply(tmp_path: Path) -> None:
     # sampled from random weights: it writes on until its 3,000-token limit unless stopped
-    home = make_profile(tmp_path, tiny_qwen35_gguf(), n_ctx=8192, max_tokens=3000, temperature=1.0)
+    home = make_profile(tmp_path, tiny_qwen35_gguf(), n_ctx=16384, max_tokens=3000, temperature=1.0)
     ask = Ask(home, "Tell me a very long story.", {})
     wait_for(lambda: len(ask.out.text.strip()) > 20, 240, "the answer to stream")
     code = ask.interrupt()
@@ -108,7 +108,7 @@ def test_ctrl_c_during_an_answer_stops_it_exits_130_and_keeps_the_reply(tmp_path
 def test_ctrl_c_with_a_hung_engine_kills_its_worker_and_the_next_ask_answers(
     tmp_path: Path,
 ) -> None:
-    home = make_profile(tmp_path, tiny_qwen35_gguf(), n_ctx=4096, max_tokens=200, temperature=1.0)
+    home = make_profile(tmp_path, tiny_qwen35_gguf(), n_ctx=8192, max_tokens=200, temperature=1.0)
     hang = tmp_path / "hang-now"
     hang.write_text("hang 4", encoding="utf-8")  # after 4 streamed pieces
     env = {CRASH_FILE_ENV: str(hang)}

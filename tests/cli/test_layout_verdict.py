@@ -35,7 +35,7 @@ def engine_check(home: Path, *extra: str) -> tuple[dict[str, dict[str, str]], st
 
 def test_a_crash_after_the_first_token_is_not_blamed_on_the_layout(tmp_path: Path) -> None:
     # sampled: the random-weight model writes visible text before the crash
-    home = make_profile(tmp_path, tiny_qwen35_gguf(), n_ctx=4096, max_tokens=24, temperature=1.0)
+    home = make_profile(tmp_path, tiny_qwen35_gguf(), n_ctx=8192, max_tokens=24, temperature=1.0)
     crash = tmp_path / "crash-now"
     crash.write_text("SIGSEGV 6 tokens", encoding="utf-8")  # after 6 decoded tokens streamed
     run = botpsy(home, "ask", "--json", REQUEST, env={CRASH_FILE_ENV: str(crash)})
@@ -57,7 +57,7 @@ def test_a_crash_after_the_first_token_is_not_blamed_on_the_layout(tmp_path: Pat
 
 
 def test_doctor_retry_layout_forgets_a_stale_verdict(tmp_path: Path) -> None:
-    home = make_profile(tmp_path, tiny_qwen35_gguf(), n_ctx=4096, max_tokens=24)
+    home = make_profile(tmp_path, tiny_qwen35_gguf(), n_ctx=8192, max_tokens=24)
     crash = tmp_path / "crash-now"
     crash.write_text("SIGSEGV 0", encoding="utf-8")  # before any token: its first decode
     run = botpsy(home, "ask", "--json", REQUEST, env={CRASH_FILE_ENV: str(crash)})
@@ -90,7 +90,7 @@ def test_doctor_retry_layout_forgets_a_stale_verdict(tmp_path: Path) -> None:
 def test_a_wrong_typed_layouts_entry_is_dropped_and_the_file_repaired(
     tmp_path: Path, entry: object
 ) -> None:
-    home = make_profile(tmp_path, tiny_qwen35_gguf(), n_ctx=4096, max_tokens=8)
+    home = make_profile(tmp_path, tiny_qwen35_gguf(), n_ctx=8192, max_tokens=8)
     key = LayoutMemory.key(tiny_qwen35_gguf())
     path = home / "cache" / "engine" / "layouts.json"
     path.parent.mkdir(parents=True)
