@@ -27,8 +27,8 @@ MEMORY_CEILING_MB = 250
 shared with other work: 88-89 MB the command's own for either call (8-10 s, most of it
 Radicale's; 131 MB by the kernel's count from wait4, which includes the forking test process);
 before, with the caldav library expanding the rule on this side, the calls ran into their 60 s
-limit and failed (200 MB for the week and 244 MB for the search by then, still growing; 292 MB and 50 s
-for a single day)."""
+limit and failed (200 MB for the week and 244 MB for the search by then, still growing; 292 MB
+and 50 s for a single day)."""
 
 
 PEAK_WRAPPER = """
