@@ -92,9 +92,11 @@ def last_reply(home: Path) -> dict[str, object]:
 def test_ctrl_c_during_an_answer_stops_it_exits_130_and_keeps_the_reply(tmp_path: Path) -> None:
     # sampled from random weights: it writes on until its 3,000-token limit unless stopped
     home = make_profile(tmp_path, tiny_qwen35_gguf(), n_ctx=16384, max_tokens=3000, temperature=1.0)
-    ask = Ask(home, "Write me a very long story about a dragon.", {})  # a narrow tool set
-    wait_for(lambda: len(ask.out.text.strip()) > 20, 240, "the answer to stream")
-    code = ask.interrupt()
+    ask = Ask(home, "Good morning! How are you? Tell me a long story.", {})  # chit-chat: no tools
+    try:
+        wait_for(lambda: len(ask.out.text.strip()) > 20, 240, "the answer to stream")
+    finally:
+        code = ask.interrupt()  # also when it never streamed: no process is left running
     err = ask.err.text
     assert code == 130, err
     assert "Traceback" not in err
@@ -113,9 +115,11 @@ def test_ctrl_c_with_a_hung_engine_kills_its_worker_and_the_next_ask_answers(
     hang.write_text("hang 4", encoding="utf-8")  # after 4 streamed pieces
     env = {CRASH_FILE_ENV: str(hang)}
     ask = Ask(home, "List the files in my Documents folder.", env)
-    wait_for(lambda: not hang.exists(), 240, "the worker to hang")
-    time.sleep(0.5)
-    code = ask.interrupt()  # once: a hung worker must not need a second Ctrl-C
+    try:
+        wait_for(lambda: not hang.exists(), 240, "the worker to hang")
+        time.sleep(0.5)
+    finally:
+        code = ask.interrupt()  # once: a hung worker must not need a second Ctrl-C
     err = ask.err.text
     assert code == 130, err
     assert "Traceback" not in err
