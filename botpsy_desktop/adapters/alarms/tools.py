@@ -462,11 +462,7 @@ def _set(
     if not days and resolved.days:
         days = resolved.days
     alarm = service.add(kind, resolved.at, label=label, days=days, origin=origin, catch_up=catch_up)
-    noun = {
-        AlarmKind.REMINDER: "Reminder",
-        AlarmKind.ROUTINE: "Routine",
-        AlarmKind.RESTORE: "Set back",
-    }.get(kind, "Alarm")
+    noun = {AlarmKind.REMINDER: "Reminder", AlarmKind.ROUTINE: "Routine"}.get(kind, "Alarm")
     result = _confirmation(service, alarm, f"{noun} set")
     if resolved.note and not days:
         result["note"] = resolved.note
