@@ -38,9 +38,9 @@ from botpsy_desktop.adapters.music import (
 from botpsy_desktop.adapters.weather import OpenMeteo, weather_tools
 from botpsy_desktop.agent.audit import AuditLog
 from botpsy_desktop.agent.gate import ALWAYS_ASK, Gate
-from botpsy_desktop.agent.loop import AgentSession, LoopSettings
+from botpsy_desktop.agent.loop import AgentSession, LoopSettings, stable_prompt
 from botpsy_desktop.agent.restores import Restores
-from botpsy_desktop.agent.selection import ToolSelector
+from botpsy_desktop.agent.selection import ToolSelector, stable_schemas
 from botpsy_desktop.agent.store import ConversationStore
 from botpsy_desktop.agent.tools import Tool, ToolRegistry
 from botpsy_desktop.core.accounts import AccountBook, MailAccount
@@ -353,6 +353,7 @@ class App:
             trim_chunk_turns=a.trim_chunk_turns,
             select_tools=a.tool_selection,
             conversation_tools=a.conversation_tools,
+            prompt_tools=a.prompt_tools,
             max_calls_per_turn=a.max_calls_per_turn,
         )
 
@@ -427,6 +428,12 @@ class App:
         system = [{"role": "system", "content": settings.system_prompt}]
         sets = [] if selector is None else [selector.schemas(c) for c in selector.warm_sets()]
         every = [*sets[:-1], self.registry.schemas()]
+        if selector is not None and stable_prompt(backend, self.registry, settings):
+            # every request lists the app's own tools (agent/loop.py stable_prompt): one
+            # prefix, then all tools with the tool servers' (a request about them)
+            every = [stable_schemas(self.registry)]
+            if len(every[0]) < len(self.registry.schemas()):
+                every.append(self.registry.schemas())
         for i, tools in enumerate(every, 1):
             if cancel is not None and cancel.is_set():
                 return

@@ -216,6 +216,15 @@ class AgentSettings(_Section):
         "the prompt's start changes less often. 0 (the default): each request only its own "
         "set (docs/PERFORMANCE.md measures both).",
     )
+    prompt_tools: Literal["auto", "all", "selected"] = Field(
+        "auto",
+        description="What each request's prompt lists. all: every tool of the app's own, the "
+        "same for every request, so a conversation's next request reads only its own message "
+        "(the model's state of the rest is kept); the request's tools (tool_selection) are "
+        "what the model may call. selected: only the request's tools (a shorter prompt, read "
+        "again whenever the tools change). auto (the default): all when they take at most half "
+        "of the model's context, else selected.",
+    )
     ask_before_every_change: bool = Field(
         False,
         description="Ask before every change, even small reversible ones you asked for (a "
