@@ -3,6 +3,8 @@ CoreAudio and WASAPI elsewhere), with the `soundcard` library: no audio touches 
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import os
 import sys
 import threading
@@ -47,43 +49,97 @@ class Recording:
         return max(-120.0, 20 * float(np.log10(rms + 1e-12)))
 
 
+_connected: list[str | None] = []
+"""The server soundcard's connection was made to (one entry once it is made)."""
+
+
 def _soundcard(pulse_server: str | None) -> ModuleType:
     """The soundcard module, connected to ``pulse_server`` (None: the session's own).
 
-    soundcard connects to the sound server when it is first imported, so the server is named
-    through PULSE_SERVER before that (one server per process, as for every pulse client).
+    soundcard opens one connection to the sound server when it is imported (libpulse reads the
+    server from PULSE_SERVER then). A process that names another server later (a profile with
+    another device.pulse_server, or the next test) gets a new connection in place of the old
+    one: soundcard 0.4.6 keeps it in ``soundcard.pulseaudio._pulse`` (pinned for that reason).
     """
-    if pulse_server and "soundcard" not in sys.modules:
-        os.environ["PULSE_SERVER"] = pulse_server
+    saved = os.environ.get("PULSE_SERVER")
     try:
-        import soundcard
-    except ImportError as exc:
-        if "soundcard" in str(exc) or "cffi" in str(exc):
+        if pulse_server:
+            os.environ["PULSE_SERVER"] = pulse_server
+        try:
+            import soundcard
+
+            if not sys.platform.startswith("linux"):
+                pass  # CoreAudio, WASAPI: no server to name
+            elif not _connected:
+                _connected.append(pulse_server)
+            elif _connected[0] != pulse_server:
+                import soundcard.pulseaudio as pa
+
+                old = pa._pulse
+                atexit.unregister(old._shutdown)
+                with contextlib.suppress(Exception):
+                    old._shutdown()
+                pa._pulse = pa._PulseAudio()
+                atexit.register(pa._pulse._shutdown)
+                _connected[0] = pulse_server
+        except ImportError as exc:
+            if "soundcard" in str(exc) or "cffi" in str(exc):
+                raise SpeechError(
+                    "The soundcard library is not installed, so no microphone can be used.",
+                    'Install it with `pip install "soundcard==0.4.6"`.',
+                    kind="unavailable",
+                ) from exc
             raise SpeechError(
-                "The soundcard library is not installed, so no microphone can be used.",
-                'Install it with `pip install "soundcard==0.4.6"`.',
+                f"The sound system's library could not be loaded ({exc}).",
+                "Install PulseAudio's client library (Debian/Ubuntu: libpulse0).",
                 kind="unavailable",
             ) from exc
-        raise SpeechError(
-            f"The sound system's library could not be loaded ({exc}).",
-            "Install PulseAudio's client library (Debian/Ubuntu: libpulse0).",
-            kind="unavailable",
-        ) from exc
-    except Exception as exc:  # soundcard asserts the connection at import
-        sys.modules.pop("soundcard", None)
-        sys.modules.pop("soundcard.pulseaudio", None)
-        where = pulse_server or "the session's sound server"
-        raise SpeechError(
-            f"Cannot reach the sound server ({where}), so no microphone can be used.",
-            "Check that PulseAudio or PipeWire is running (`pactl info`).",
-            kind="microphone",
-        ) from exc
+        except Exception as exc:  # soundcard asserts that the connection is made
+            sys.modules.pop("soundcard", None)
+            sys.modules.pop("soundcard.pulseaudio", None)
+            _connected.clear()
+            where = pulse_server or "the session's sound server"
+            raise SpeechError(
+                f"Cannot reach the sound server ({where}), so no microphone can be used.",
+                "Check that PulseAudio or PipeWire is running (`pactl info`).",
+                kind="microphone",
+            ) from exc
+    finally:
+        if saved is None:
+            os.environ.pop("PULSE_SERVER", None)
+        else:
+            os.environ["PULSE_SERVER"] = saved
     module: ModuleType = soundcard
     return module
 
 
 def microphones(pulse_server: str | None = None) -> list[Microphone]:
-    """The microphones the sound server offers (speaker monitors left out)."""
+    """The microphones the sound server offers (speaker monitors left out). On Linux this asks
+    the server once through pulsectl (no lasting connection); elsewhere soundcard's list."""
+    if sys.platform.startswith("linux"):
+        try:
+            import pulsectl
+
+            with pulsectl.Pulse("botpsy-desktop", server=pulse_server) as pulse:
+                return [
+                    Microphone(str(src.name), str(src.description))
+                    for src in pulse.source_list()
+                    if src.monitor_of_sink_name is None
+                    and src.proplist.get("device.class") != "monitor"
+                ]
+        except ImportError as exc:
+            raise SpeechError(
+                f"The sound system's library could not be loaded ({exc}).",
+                "Install PulseAudio's client library (Debian/Ubuntu: libpulse0).",
+                kind="unavailable",
+            ) from exc
+        except Exception as exc:  # pulsectl.PulseError and the OS errors under it
+            where = pulse_server or "the session's sound server"
+            raise SpeechError(
+                f"Cannot reach the sound server ({where}) to list the microphones.",
+                "Check that PulseAudio or PipeWire is running (`pactl info`).",
+                kind="microphone",
+            ) from exc
     sc = _soundcard(pulse_server)
     return [Microphone(str(m.id), str(m.name)) for m in sc.all_microphones()]
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -48,6 +49,10 @@ class WhisperRecognizer:
 
     def _died(self, proc: subprocess.Popen[bytes], while_: str) -> SpeechError:
         code = proc.wait()
+        for pipe in (proc.stdin, proc.stdout):
+            if pipe is not None:
+                with contextlib.suppress(OSError):
+                    pipe.close()
         detail = ""
         if self._stderr is not None:
             self._stderr.seek(0)
