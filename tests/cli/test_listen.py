@@ -26,6 +26,7 @@ import pytest
 from botpsy_desktop.adapters.alarms import AlarmKind, AlarmService
 from botpsy_desktop.app import build_app
 from botpsy_desktop.speech.recognizer import SpeechError
+from botpsy_desktop.speech.replay import ReplayRecognizer, read_wav
 from botpsy_desktop.speech.whisper import WhisperRecognizer
 from tests.helpers import desktop_session, voice
 from tests.helpers.desktop_session import DesktopSession
@@ -122,6 +123,22 @@ def test_a_spoken_request_sets_a_timer(
         store.shutdown()
     # nothing of the recording was kept (voice.keep_audio is off)
     assert not list(home.rglob("*.wav"))
+
+
+def test_words_only_prints_them_and_a_recording_is_kept_only_when_asked(
+    tmp_path: Path, session: DesktopSession, spoken: Path
+) -> None:
+    replay = voice.replay_file(tmp_path, (spoken, WORDS))
+    home = make_profile(
+        tmp_path, session, engine="replay", replay_file=str(replay), keep_audio=True
+    )
+    code, out, err = listen(session, home, "--words-only", play=spoken)
+    assert code == 0, err
+    assert out == WORDS + "\n"
+    [kept] = (home / "data" / "recordings").glob("*.wav")
+    # the kept recording is what the microphone heard: the replay matches it to the words
+    again = voice.replay_file(tmp_path, (kept, "kept"))
+    assert ReplayRecognizer(again).transcribe(read_wav(spoken)).text == "kept"
 
 
 def test_silence_sends_nothing(tmp_path: Path, session: DesktopSession, spoken: Path) -> None:
