@@ -14,10 +14,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from PySide6.QtCore import Qt
 from pytestqt.qtbot import QtBot
 
 from botpsy_desktop.adapters.alarms import AlarmKind
 from botpsy_desktop.app import App, build_app
+from botpsy_desktop.ui import voice as voice_ui
 from botpsy_desktop.ui.main_window import MainWindow
 from botpsy_desktop.ui.quick import QuickCommandBox
 from tests.helpers import desktop_session, voice
@@ -111,6 +113,34 @@ def test_silence_in_the_window_says_so_and_sends_nothing(
         assert "gave only silence" in window.statusBar().currentMessage()
         assert window.chat.bubbles() == [] and not window.busy
         assert window.mic_button.text() == "🎤"
+    finally:
+        window.shutdown()
+        app.close()
+
+
+def test_hold_speak_release_sends_the_words_from_the_window(
+    qtbot: QtBot, tmp_path: Path, session: DesktopSession, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(voice_ui, "HOLD_S", 0.0)  # every press counts as held: no timing here
+    wav = voice.speak(WORDS, tmp_path / "timer.wav")
+    app = make_app(tmp_path, session, wav)
+    window = MainWindow(app, replay=answers(tmp_path))
+    qtbot.addWidget(window)
+    window.show()
+    try:
+        qtbot.waitUntil(lambda: window.model_label.text().startswith("replay:"), timeout=10000)
+        qtbot.mousePress(window.mic_button, Qt.MouseButton.LeftButton)
+        qtbot.waitUntil(
+            lambda: window.statusBar().currentMessage().startswith("Listening"), timeout=10000
+        )
+        voice.play(session, wav)
+        qtbot.mouseRelease(window.mic_button, Qt.MouseButton.LeftButton)
+        qtbot.waitUntil(lambda: bool(window.chat.bubbles()), timeout=20000)
+        qtbot.waitUntil(lambda: not window.busy, timeout=20000)
+        assert window.input.toPlainText() == ""  # sent, as Send does
+        assert app.alarms is not None
+        [timer] = app.alarms.alarms()
+        assert timer.kind is AlarmKind.TIMER
     finally:
         window.shutdown()
         app.close()
