@@ -402,6 +402,11 @@ class VoiceSettings(_Section):
     keep_audio: bool = Field(
         False, description="Keep each recording as a WAV file in the data folder (off: never)."
     )
+    listen_on_shortcut: bool = Field(
+        False,
+        description="The quick-command shortcut opens the box already listening: speak, then "
+        "press Enter (or the shortcut again) to send the words.",
+    )
     threads: int | None = Field(None, ge=1, le=64, description="Recognition threads (None: auto).")
     replay_file: str | None = Field(
         None, description='With engine "replay": a JSON list of {"wav": PATH, "text": WORDS}.'

@@ -140,8 +140,24 @@ class QuickCommandBox(QFrame):
         self.line.setFocus()
         self.line.selectAll()
 
+    def shortcut_popup(self) -> None:
+        """The global shortcut (or `botpsy-desktop --quick`): the box, listening at once when
+        voice.listen_on_shortcut is on; pressed again while listening, it ends the recording
+        (desktops deliver no key release for a global shortcut, so there is no holding it)."""
+        voice = self.engine.worker.app.config.voice
+        if voice.enabled and voice.listen_on_shortcut:
+            if self.voice.active:
+                self.voice.stop()
+                return
+            self.popup()
+            if not self.request_id:
+                self.voice.start()
+            return
+        self.popup()
+
     def keyPressEvent(self, event: QKeyEvent) -> None:
         if event.key() == Qt.Key.Key_Escape:
+            self.voice.cancel()
             if self.request_id:
                 self.engine.stop(self.request_id)
             self.hide()
@@ -168,6 +184,9 @@ class QuickCommandBox(QFrame):
 
     # -- running ---------------------------------------------------------------------------
     def run(self) -> None:
+        if self.voice.active:  # Enter while listening: the recording ends, its words run
+            self.voice.stop()
+            return
         text = self.line.text().strip()
         if not text or self.request_id:
             return

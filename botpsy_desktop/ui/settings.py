@@ -245,6 +245,10 @@ class SettingsDialog(QDialog):
         self.speech_language.setPlaceholderText('"auto", or a code such as en, de, es, fr')
         self.keep_audio = QCheckBox("Keep each recording as a WAV file (off: never kept)")
         self.keep_audio.setChecked(c.voice.keep_audio)
+        self.listen_on_shortcut = QCheckBox(
+            "The quick-command key opens the box listening (Enter, or the key again, sends)"
+        )
+        self.listen_on_shortcut.setChecked(c.voice.listen_on_shortcut)
         languages = QLabel(
             "Whisper models understand many languages (set one, or auto-detect); accuracy "
             "differs between them. A model is downloaded only when you ask: "
@@ -256,6 +260,7 @@ class SettingsDialog(QDialog):
         vf.addRow("Speech model:", self.speech_model)
         vf.addRow("Language:", self.speech_language)
         vf.addRow("", self.keep_audio)
+        vf.addRow("", self.listen_on_shortcut)
         vf.addRow("", languages)
         tabs.addTab(voice, "Voice")
 
@@ -417,6 +422,7 @@ class SettingsDialog(QDialog):
             model=self.speech_model.currentData() or data["voice"]["model"],
             language=self.speech_language.text().strip().lower() or "auto",
             keep_audio=self.keep_audio.isChecked(),
+            listen_on_shortcut=self.listen_on_shortcut.isChecked(),
         )
         wait = self.background_wait.value()
         data["agent"].update(

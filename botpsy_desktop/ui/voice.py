@@ -31,6 +31,7 @@ class VoiceController(QObject):
         super().__init__(parent)
         self.app = app
         self._stop = threading.Event()
+        self._cancel = threading.Event()
         self._thread: threading.Thread | None = None
 
     @property
@@ -40,9 +41,9 @@ class VoiceController(QObject):
     def start(self) -> bool:
         if self.active:
             return False
-        self._stop = threading.Event()
+        self._stop, self._cancel = threading.Event(), threading.Event()
         self._thread = threading.Thread(
-            target=self._run, args=(self._stop,), name="voice-input", daemon=True
+            target=self._run, args=(self._stop, self._cancel), name="voice-input", daemon=True
         )
         self._thread.start()
         return True
@@ -51,7 +52,12 @@ class VoiceController(QObject):
         """End the recording; what was said is recognised."""
         self._stop.set()
 
-    def _run(self, stop: threading.Event) -> None:
+    def cancel(self) -> None:
+        """End the recording and drop it: nothing is recognised, nothing is sent."""
+        self._cancel.set()
+        self._stop.set()
+
+    def _run(self, stop: threading.Event, cancel: threading.Event) -> None:
         voice = self.app.voice()
         try:
             voice.prepare()
@@ -60,18 +66,22 @@ class VoiceController(QObject):
                 self.listening.emit(mic.name)
 
             rec = voice.record(stop, on_start=started)
+            if cancel.is_set():
+                return
             self.recognising.emit()
             result = voice.recognise(rec, on_text=self.partial.emit)
-            self.recognised.emit(result.text.strip())
+            if not cancel.is_set():
+                self.recognised.emit(result.text.strip())
         except SpeechError as exc:
-            self.failed.emit(exc.kind, str(exc))
+            if not cancel.is_set():
+                self.failed.emit(exc.kind, str(exc))
         except Exception as exc:  # never lose the button to an unexpected failure
             self.failed.emit("engine", f"Voice input failed: {exc}")
         finally:
             self.finished.emit()
 
     def shutdown(self) -> None:
-        self._stop.set()
+        self.cancel()
         if self._thread is not None:
             self._thread.join(timeout=10)
 

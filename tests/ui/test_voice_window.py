@@ -144,3 +144,36 @@ def test_hold_speak_release_sends_the_words_from_the_window(
     finally:
         window.shutdown()
         app.close()
+
+
+def test_the_shortcut_can_open_the_box_listening_and_enter_sends(
+    qtbot: QtBot, tmp_path: Path, session: DesktopSession
+) -> None:
+    wav = voice.speak(WORDS, tmp_path / "timer.wav")
+    app = make_app(tmp_path, session, wav)
+    app.config.voice.listen_on_shortcut = True
+    window = MainWindow(app, replay=answers(tmp_path))
+    qtbot.addWidget(window)
+    quick = QuickCommandBox(window.engine)
+    qtbot.addWidget(quick)
+    try:
+        qtbot.waitUntil(lambda: window.model_label.text().startswith("replay:"), timeout=10000)
+        quick.shortcut_popup()  # what the global shortcut and `botpsy-desktop --quick` call
+        qtbot.waitUntil(lambda: quick.status.text().startswith("Listening"), timeout=10000)
+        voice.play(session, wav)
+        qtbot.keyClick(quick.line, Qt.Key.Key_Return)
+        qtbot.waitUntil(lambda: bool(quick.results) and not quick.request_id, timeout=20000)
+        [result] = quick.results
+        assert result.name == "set_timer" and result.ok
+        # Escape while listening drops the recording: nothing is recognised or sent
+        quick.shortcut_popup()
+        qtbot.waitUntil(lambda: quick.status.text().startswith("Listening"), timeout=10000)
+        voice.play(session, wav)
+        qtbot.keyClick(quick, Qt.Key.Key_Escape)
+        qtbot.waitUntil(lambda: not quick.voice.active, timeout=10000)
+        assert not quick.isVisible() and not quick.request_id
+        assert app.alarms is not None
+        assert quick.results == [result] and len(app.alarms.alarms()) == 1
+    finally:
+        window.shutdown()
+        app.close()
