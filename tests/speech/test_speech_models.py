@@ -5,6 +5,8 @@ catalog pins (the real files cannot be served here: a pull of anything else must
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -60,3 +62,28 @@ def test_a_pull_that_is_not_the_catalogs_file_is_refused(
     out = capsys.readouterr().out
     assert "speech: whisper-tiny (Whisper tiny (multilingual, whisper.cpp), 74.1 MiB): " in out
     assert "speech: whisper-base " in out and "not installed" in out
+
+
+def test_the_speech_benchmark_says_what_it_needs_and_has_its_commands(tmp_path: Path) -> None:
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run(
+        [sys.executable, str(root / "tools" / "bench_speech.py"), "--home", profile(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert "Get it with `botpsy model pull whisper-base`" in done.stderr
+    sys.path.insert(0, str(root / "tools"))
+    try:
+        import bench_speech
+    finally:
+        sys.path.remove(str(root / "tools"))
+    for language in ("en", "de", "es", "fr"):
+        said = bench_speech.commands(language, 100)
+        assert len(set(said)) == 100
+    assert bench_speech.normalise("Set a timer for 5 minutes.", "en") == (
+        ["set", "a", "timer", "for", "five", "minutes"]
+    )
+    assert bench_speech.edit_distance(["a", "b", "c"], ["a", "x", "c", "d"]) == 2
