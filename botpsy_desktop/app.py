@@ -62,6 +62,7 @@ if TYPE_CHECKING:
     from botpsy_desktop.llm.models import ModelService
     from botpsy_desktop.llm.remote import RemoteBackend
     from botpsy_desktop.llm.replay import ReplayBackend
+    from botpsy_desktop.speech.voice import VoiceInput
 
 log = logging.getLogger(__name__)
 
@@ -247,6 +248,16 @@ class App:
     restores: Restores | None = None
     """Timed ways back ("mute for an hour"), carried out when due while the alarms run."""
     _approvals: ApprovalQueue | None = field(default=None, init=False, repr=False)
+    _voice: VoiceInput | None = field(default=None, init=False, repr=False)
+
+    def voice(self) -> VoiceInput:
+        """Push-to-talk (microphone and speech-to-text), made on first use; the speech model
+        loads only at the first recognition, never when the app starts."""
+        if self._voice is None:
+            from botpsy_desktop.speech.voice import VoiceInput
+
+            self._voice = VoiceInput(self.config, self.paths)
+        return self._voice
 
     def approvals(self) -> ApprovalQueue:
         """The stored queue of approvals that parked background runs wait for (shared by the
@@ -513,6 +524,8 @@ class App:
             self._indexing.join(timeout=10)
         if self._approvals is not None:
             self._approvals.close()
+        if self._voice is not None:
+            self._voice.close()
         if self.alarms is not None:
             self.alarms.shutdown()
         self.resources.close()
