@@ -432,6 +432,10 @@ class LlamaBackend:
         close_token = len(self.tokenize(TOOL_CALL_CLOSE)) == 1
         key = grammar_key(tools, close_token=close_token, param_order="any")
         if key not in self._grammars:
+            if len(self._grammars) >= 32:  # one per set a request may call: keep it bounded
+                self._grammars.clear()
+                self._literal_sets.clear()
+                self._full_passes.clear()
             self._grammars[key] = build_tool_call_grammar(
                 tools, close_token=close_token, param_order="any"
             )
