@@ -226,6 +226,8 @@ class Progress:
     current: str = ""
     paused: str = ""
     """Why the scan paused (e.g. "on battery power"), '' when it did not."""
+    known: int = 0
+    """The files the index held when the scan began (what a rescan goes through again)."""
 
     def line(self) -> str:
         state = "done" if self.complete else f"paused {self.paused}" if self.paused else "scanning"
@@ -370,6 +372,7 @@ class DocumentIndex:
                 row[0]: (row[1], row[2], row[3])
                 for row in db.execute("SELECT path, id, size, mtime_ns FROM files")
             }
+            state.known = len(known)
             seen: set[str] = set()
             last_commit = time.monotonic()
             pending = 0
