@@ -24,6 +24,7 @@ from botpsy_desktop.adapters.device.power import Power
 from botpsy_desktop.adapters.device.sound import Sound
 from botpsy_desktop.adapters.device.tools import device_tools
 from botpsy_desktop.adapters.documents import INDEX_NAME, DocumentIndex, documents_tools
+from botpsy_desktop.adapters.documents.index import Progress
 from botpsy_desktop.adapters.documents.watch import Watcher
 from botpsy_desktop.adapters.email import email_tools, mail_service
 from botpsy_desktop.adapters.files import files_tools
@@ -522,6 +523,13 @@ class App:
         self._indexing = threading.Thread(target=run, name="documents-index", daemon=True)
         self._indexing.start()
         return True
+
+    def indexing_progress(self) -> Progress | None:
+        """How far the documents index has come (its scan, or why it waits), once
+        :meth:`start_indexing` has started it; None before, or with no index."""
+        if self.documents is None or self._indexing is None:
+            return None
+        return self.documents.progress
 
     def close(self) -> None:
         self._stop_indexing.set()

@@ -228,6 +228,25 @@ class Progress:
     """Why the scan paused (e.g. "on battery power"), '' when it did not."""
     known: int = 0
     """The files the index held when the scan began (what a rescan goes through again)."""
+    not_indexed: int = 0
+    """Files the index holds as not indexed (unreadable, no text), this scan's included."""
+
+    def summary(self) -> str:
+        """One short line for the window's status bar: files done of total (the files the
+        index knew; none the first time), paused and why, files not indexed."""
+        if self.complete:
+            text = f"Documents indexed: {self.seen:,} files"
+        else:
+            done = (
+                f"{self.seen:,} of {self.known:,} files"
+                if self.known and self.known >= self.seen
+                else f"{self.seen:,} files so far"
+            )
+            doing = f"Indexing paused {self.paused}" if self.paused else "Indexing documents"
+            text = f"{doing}: {done}"
+        if self.not_indexed:
+            text += f", {self.not_indexed:,} not readable"
+        return text
 
     def line(self) -> str:
         state = "done" if self.complete else f"paused {self.paused}" if self.paused else "scanning"
@@ -369,10 +388,11 @@ class DocumentIndex:
         self.progress = state
         with closing(self._connect()) as db:
             known = {
-                row[0]: (row[1], row[2], row[3])
-                for row in db.execute("SELECT path, id, size, mtime_ns FROM files")
+                row[0]: (row[1], row[2], row[3], row[4] == "failed")
+                for row in db.execute("SELECT path, id, size, mtime_ns, state FROM files")
             }
             state.known = len(known)
+            state.not_indexed = sum(1 for k in known.values() if k[3])
             seen: set[str] = set()
             last_commit = time.monotonic()
             pending = 0
@@ -395,7 +415,9 @@ class DocumentIndex:
                     seen.add(path)
                     state.seen += 1
                     before = known.get(path)
-                    if before is None or before[1:] != (st.st_size, st.st_mtime_ns):
+                    if before is None or before[1:3] != (st.st_size, st.st_mtime_ns):
+                        if before is not None and before[3]:
+                            state.not_indexed -= 1  # read again: counted as it turns out
                         yield path, st, before[0] if before else None
 
             for path, st, file_id, found in self._read_all(todo()):
@@ -410,6 +432,7 @@ class DocumentIndex:
                         progress(state)
             if complete:
                 gone = [(known[p][0],) for p in known if p not in seen]
+                state.not_indexed -= sum(1 for p in known if p not in seen and known[p][3])
                 db.executemany("DELETE FROM passages WHERE file_id = ?", gone)
                 db.executemany("DELETE FROM files WHERE id = ?", gone)
                 state.removed = len(gone)
@@ -532,6 +555,7 @@ class DocumentIndex:
                 reason = "no text in it"
         if status == "failed":
             state.failed += 1
+            state.not_indexed += 1
         else:
             state.read += 1
         if file_id is not None:
