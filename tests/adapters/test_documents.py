@@ -596,3 +596,32 @@ def test_a_request_the_model_is_answering_holds_the_indexer_and_it_goes_on_after
         assert app.documents.progress.complete and not app.documents.progress.paused
     finally:
         app.close()
+
+
+def test_a_common_word_ranks_the_newest_passages_and_a_rare_word_is_never_crowded_out(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from botpsy_desktop.adapters.documents import index as index_module
+
+    # RANK_AT_MOST bounds how many passages a search scores (2,000 in the app); 3 here
+    monkeypatch.setattr(index_module, "RANK_AT_MOST", 3)
+    root = tmp_path / "home"
+    root.mkdir()
+    (root / "a-old.txt").write_text("The zephyr report, filed long ago.", encoding="utf-8")
+    for i in range(8):
+        (root / f"b{i}.txt").write_text(f"Monthly report number {i}.", encoding="utf-8")
+    app = build_app(profile_for(tmp_path, [root]))
+    try:
+        assert app.documents is not None
+        app.documents.update()
+        (root / "b0.txt").write_text("Monthly report number 0, changed.", encoding="utf-8")
+        app.documents.update()  # b0's passage is now the newest
+        found = app.documents.search("report", 10)  # in 9 passages: the newest 3 are ranked
+        assert len(found) == 3 and "b0.txt" in [Path(h.path).name for h in found]
+        # every word: the one passage that has both, old as it is
+        assert [Path(h.path).name for h in app.documents.search("zephyr report")] == ["a-old.txt"]
+        # no passage has every word: the rare word finds its passage, the common one is left out
+        loose = app.documents.search("zephyr report quarterly")
+        assert [Path(h.path).name for h in loose] == ["a-old.txt"]
+    finally:
+        app.close()

@@ -113,6 +113,12 @@ _WORD = re.compile(rf"[{_CJK}]+|[^\W_{_CJK}]+(?:\*)?", re.UNICODE)
 _MIXED = re.compile(rf"[^\W_]*[{_CJK}][^\W_]*")
 """A run of word characters with CJK in it: one token for unicode61, words glued to CJK."""
 
+RANK_AT_MOST = 2_000
+"""A search ranks at most this many passages: the newest of those that hold every word (the
+passages of files added or changed last), and in the any-word search, words found in more
+passages than this are left out while a rarer one is there. Ranking is BM25 over each passage
+it scores; this bounds a search's time whatever the corpus (docs/PERFORMANCE.md)."""
+
 STEM_MIN = 5
 """In a loose search, a word this long or longer also matches other endings ("сантехника"
 for "сантехник", "leases" for "lease"): its last letter (two from six letters on) is left
@@ -153,6 +159,8 @@ class Query:
     """Any term may match, the more the better (BM25 ranks)."""
     marks: tuple[tuple[str, bool], ...]
     """(folded term, is a prefix) to mark in snippets; CJK terms are matched as substrings."""
+    any_terms: tuple[str, ...] = ()
+    """The terms ``any_word`` joins with OR."""
 
 
 def parse_query(text: str) -> Query | None:
@@ -199,7 +207,7 @@ def parse_query(text: str) -> Query | None:
         return None
     strict = list(dict.fromkeys(strict))
     loose = list(dict.fromkeys(loose))
-    return Query(" ".join(strict), " OR ".join(loose), tuple(dict.fromkeys(marks)))
+    return Query(" ".join(strict), " OR ".join(loose), tuple(dict.fromkeys(marks)), tuple(loose))
 
 
 @dataclass(frozen=True)
@@ -636,19 +644,41 @@ class DocumentIndex:
         with closing(self._connect()) as db:
             hits = self._ranked(db, query.all_words, limit, under)
             if not hits and query.any_word != query.all_words:
-                hits = self._ranked(db, query.any_word, limit, under)
+                hits = self._ranked(db, self._without_common(db, query.any_terms), limit, under)
         return hits
+
+    @staticmethod
+    def _without_common(db: sqlite3.Connection, terms: Sequence[str]) -> str:
+        """The any-word query without its terms found in more than ``RANK_AT_MOST`` passages
+        when some rarer term is left (BM25 gives such a word almost no weight, and scoring
+        its passages is most of the time a search takes), else all of them, OR-ed."""
+        rare = [
+            t
+            for t in terms
+            if db.execute(
+                "SELECT count(*) FROM passages_fts WHERE passages_fts MATCH ?", (t,)
+            ).fetchone()[0]
+            <= RANK_AT_MOST
+        ]
+        return " OR ".join(rare or terms)
 
     def _ranked(
         self, db: sqlite3.Connection, match: str, limit: int, under: Path | None
     ) -> list[Hit]:
+        # the newest RANK_AT_MOST passages that match are ranked, not every one: BM25 scores
+        # each passage it ranks, and a common word is in tens of thousands of them
+        floor = db.execute(
+            "SELECT rowid FROM passages_fts WHERE passages_fts MATCH ? "
+            "ORDER BY rowid DESC LIMIT 1 OFFSET ?",
+            (match, RANK_AT_MOST - 1),
+        ).fetchone()
         # ranked in the FTS table alone first: only the best rows are joined with their text
         rows = db.execute(
             "WITH best AS (SELECT rowid AS id, bm25(passages_fts, 1.0, 1.0, 3.0) AS r "
-            "FROM passages_fts WHERE passages_fts MATCH ? ORDER BY r LIMIT ?) "
+            "FROM passages_fts WHERE passages_fts MATCH ? AND rowid >= ? ORDER BY r LIMIT ?) "
             "SELECT f.path, p.place, p.body, f.mtime_ns, best.r FROM best "
             "JOIN passages p ON p.id = best.id JOIN files f ON f.id = p.file_id ORDER BY best.r",
-            (match, max(50, limit * 10)),
+            (match, floor[0] if floor else 0, max(50, limit * 10)),
         )
         hits: list[Hit] = []
         per_file: dict[str, int] = {}
