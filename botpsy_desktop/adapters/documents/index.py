@@ -114,10 +114,10 @@ _MIXED = re.compile(rf"[^\W_]*[{_CJK}][^\W_]*")
 """A run of word characters with CJK in it: one token for unicode61, words glued to CJK."""
 
 RANK_AT_MOST = 2_000
-"""A search ranks at most this many passages: the newest of those that hold every word (the
-passages of files added or changed last), and in the any-word search, words found in more
-passages than this are left out while a rarer one is there. Ranking is BM25 over each passage
-it scores; this bounds a search's time whatever the corpus (docs/PERFORMANCE.md)."""
+"""A search ranks at most this many passages (BM25 scores each one it ranks): of those that
+hold every word, the newest (the files indexed or changed last); the any-word search keeps its
+rarest words, as many as are found in this many passages together. This bounds a search's time
+whatever the corpus (docs/PERFORMANCE.md)."""
 
 STEM_MIN = 5
 """In a loose search, a word this long or longer also matches other endings ("сантехника"
@@ -649,18 +649,33 @@ class DocumentIndex:
 
     @staticmethod
     def _without_common(db: sqlite3.Connection, terms: Sequence[str]) -> str:
-        """The any-word query without its terms found in more than ``RANK_AT_MOST`` passages
-        when some rarer term is left (BM25 gives such a word almost no weight, and scoring
-        its passages is most of the time a search takes), else all of them, OR-ed."""
-        rare = [
-            t
-            for t in terms
-            if db.execute(
-                "SELECT count(*) FROM passages_fts WHERE passages_fts MATCH ?", (t,)
-            ).fetchone()[0]
-            <= RANK_AT_MOST
-        ]
-        return " OR ".join(rare or terms)
+        """The any-word query for the passages with its rarest terms only: as many as hold
+        at most ``RANK_AT_MOST`` passages together (the rarest one at least), ranked with all
+        of them. A word found in many passages has little weight in BM25, and scoring every
+        passage it is in was most of a search's time."""
+        counted = sorted(
+            (
+                db.execute(
+                    "SELECT count(*) FROM passages_fts WHERE passages_fts MATCH ?", (t,)
+                ).fetchone()[0],
+                i,
+                t,
+            )
+            for i, t in enumerate(terms)
+        )
+        kept: list[tuple[int, str]] = []
+        total = 0
+        for count, i, term in counted:
+            if kept and total + count > RANK_AT_MOST:
+                break
+            kept.append((i, term))
+            total += count
+        rare = " OR ".join(t for _, t in sorted(kept))
+        if len(kept) == len(terms):
+            return rare
+        # only the passages with a rare word, ranked with every word (the common ones add to
+        # a passage's score; FTS5 looks them up for these passages alone)
+        return f"({rare}) AND ({' OR '.join(terms)})"
 
     def _ranked(
         self, db: sqlite3.Connection, match: str, limit: int, under: Path | None
