@@ -620,7 +620,7 @@ def test_a_common_word_ranks_the_newest_passages_and_a_rare_word_is_never_crowde
         assert len(found) == 3 and "b0.txt" in [Path(h.path).name for h in found]
         # every word: the one passage that has both, old as it is
         assert [Path(h.path).name for h in app.documents.search("zephyr report")] == ["a-old.txt"]
-        # no passage has every word: the rare word finds its passage, the common one is left out
+        # no passage has every word: only the passages of the rare word are ranked
         loose = app.documents.search("zephyr report quarterly")
         assert [Path(h.path).name for h in loose] == ["a-old.txt"]
     finally:
