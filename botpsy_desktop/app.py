@@ -39,9 +39,9 @@ from botpsy_desktop.adapters.music import (
 from botpsy_desktop.adapters.weather import OpenMeteo, weather_tools
 from botpsy_desktop.agent.audit import AuditLog
 from botpsy_desktop.agent.gate import ALWAYS_ASK, Gate
-from botpsy_desktop.agent.loop import AgentSession, LoopSettings
+from botpsy_desktop.agent.loop import AgentSession, LoopSettings, stable_prompt
 from botpsy_desktop.agent.restores import Restores
-from botpsy_desktop.agent.selection import ToolSelector
+from botpsy_desktop.agent.selection import ToolSelector, stable_schemas
 from botpsy_desktop.agent.store import ConversationStore
 from botpsy_desktop.agent.tools import Tool, ToolRegistry
 from botpsy_desktop.core.accounts import AccountBook, MailAccount
@@ -64,6 +64,7 @@ if TYPE_CHECKING:
     from botpsy_desktop.llm.models import ModelService
     from botpsy_desktop.llm.remote import RemoteBackend
     from botpsy_desktop.llm.replay import ReplayBackend
+    from botpsy_desktop.speech.voice import VoiceInput
 
 log = logging.getLogger(__name__)
 
@@ -252,6 +253,16 @@ class App:
     busy: Busy = field(default_factory=Busy)
     """Held while the model writes a reply or is prepared (sessions made here hold it); the
     documents index waits meanwhile (:meth:`start_indexing`)."""
+    _voice: VoiceInput | None = field(default=None, init=False, repr=False)
+
+    def voice(self) -> VoiceInput:
+        """Push-to-talk (microphone and speech-to-text), made on first use; the speech model
+        loads only at the first recognition, never when the app starts."""
+        if self._voice is None:
+            from botpsy_desktop.speech.voice import VoiceInput
+
+            self._voice = VoiceInput(self.config, self.paths)
+        return self._voice
 
     def approvals(self) -> ApprovalQueue:
         """The stored queue of approvals that parked background runs wait for (shared by the
@@ -358,6 +369,7 @@ class App:
             trim_chunk_turns=a.trim_chunk_turns,
             select_tools=a.tool_selection,
             conversation_tools=a.conversation_tools,
+            prompt_tools=a.prompt_tools,
             max_calls_per_turn=a.max_calls_per_turn,
         )
 
@@ -444,6 +456,13 @@ class App:
         system = [{"role": "system", "content": settings.system_prompt}]
         sets = [] if selector is None else [selector.schemas(c) for c in selector.warm_sets()]
         every = [*sets[:-1], self.registry.schemas()]
+        if selector is not None and stable_prompt(backend, self.registry, settings):
+            # every request lists the app's own tools (agent/loop.py stable_prompt): one
+            # prefix, then all tools with the tool servers' (a request about them)
+            # (that one last: the context holds what most requests start with)
+            every = [stable_schemas(self.registry)]
+            if len(every[0]) < len(self.registry.schemas()):
+                every.insert(0, self.registry.schemas())
         for i, tools in enumerate(every, 1):
             if cancel is not None and cancel.is_set():
                 return
@@ -537,6 +556,8 @@ class App:
             self._indexing.join(timeout=10)
         if self._approvals is not None:
             self._approvals.close()
+        if self._voice is not None:
+            self._voice.close()
         if self.alarms is not None:
             self.alarms.shutdown()
         self.resources.close()

@@ -7,6 +7,11 @@ if len(sys.argv) > 1 and sys.argv[1] == "--engine-worker":  # the engine's worke
 
     sys.exit(worker_main(sys.argv[1:]))
 
+if len(sys.argv) > 1 and sys.argv[1] == "--speech-worker":  # whisper.cpp's worker process
+    from botpsy_desktop.speech.whisper_worker import main as speech_main
+
+    sys.exit(speech_main(sys.argv[2:]))
+
 from botpsy_desktop.ui.main import main
 
 sys.exit(main())

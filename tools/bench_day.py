@@ -17,8 +17,10 @@ server (a stdio MCP server written into the profile), in a temporary profile:
   ``App.keep_for_next``, what `botpsy ask` does after its answer, and the usual sets prepared
   once before the day; without, neither).
 
-``--policy request`` offers every request only its own set (agent.conversation_tools 0, the
-app's default); ``conversation`` keeps a conversation's tool set up to ``--cap`` tools.
+``--policy stable`` (the app's default, agent.prompt_tools auto) lists every tool of the app's
+own in every prompt and lets a request call its own set; ``request`` lists only each request's
+own set (prompt_tools selected, the default before); ``conversation`` keeps a conversation's
+tool set up to ``--cap`` tools (prompt_tools selected).
 
 A random-weight model cannot choose a tool, so a script stands in for its output: each model
 turn runs through the engine as usual (the whole prompt rendered, restored or evaluated, one
@@ -168,6 +170,7 @@ def scripted(inner: Any, script: Mapping[str, Sequence[str]]) -> Any:
             *,
             enable_thinking: bool,
             cancel: threading.Event | None = None,
+            may_call: Any = None,
         ) -> Iterator[Any]:
             users = [i for i, m in enumerate(messages) if m.get("role") == "user"]
             text = str(messages[users[-1]].get("content") or "") if users else ""
@@ -177,7 +180,12 @@ def scripted(inner: Any, script: Mapping[str, Sequence[str]]) -> Any:
             done = None
             first = math.nan
             for item in self.inner.complete(
-                messages, tools, enable_thinking=enable_thinking, cancel=cancel, max_tokens=1
+                messages,
+                tools,
+                enable_thinking=enable_thinking,
+                cancel=cancel,
+                max_tokens=1,
+                may_call=may_call,
             ):
                 if isinstance(item, PromptProgress):
                     yield item
@@ -311,10 +319,12 @@ def make_profile(
     config_source = Path(app_root, "botpsy_desktop", "core", "config.py").read_text("utf-8")
     if "conversation_tools" not in config_source:
         pass  # an older checkout: every request has its own set
-    elif policy == "request":
+    elif policy in ("request", "stable"):
         agent["conversation_tools"] = 0
     elif cap is not None:
         agent["conversation_tools"] = cap
+    if "prompt_tools" in config_source:  # a checkout with stable prompts (the default since)
+        agent["prompt_tools"] = "auto" if policy == "stable" else "selected"
     settings = {
         "files": {"roots": [str(work)]},
         "music": {"folders": [str(work / "Music")]},
@@ -476,7 +486,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--quant", default="q4_k_m", choices=("q4_k_m", "q8_0", "f16"))
     ap.add_argument("--modes", default="window,process")
     ap.add_argument("--warm", default="on,off", help="on, off or on,off")
-    ap.add_argument("--policy", default="request", help="request, conversation or both")
+    ap.add_argument(
+        "--policy", default="stable", help="stable, request, conversation, or several (a,b)"
+    )
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--conversations", type=int, default=len(DAY), help="only the first N")
     ap.add_argument(
@@ -496,7 +508,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.environ["PYTHONPATH"] = args.app_root
     os.chdir(args.app_root)
     model = ensure_model(args.model, args.quant)
-    policies = ["conversation", "request"] if args.policy == "both" else [args.policy]
+    policies = args.policy.split(",")
     results: list[dict[str, Any]] = []
     for policy in policies:
         for mode in args.modes.split(","):

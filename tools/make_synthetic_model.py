@@ -20,7 +20,7 @@ import tempfile
 import time
 import zlib
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -184,6 +184,9 @@ PRESETS: dict[str, Preset] = {
         default_quant="q4_k_m",
     ),
 }
+# the tiny model trained for a 32k context: a profile at the app's default context (16k) with
+# every tool in the prompt (about 8k tokens), as the app runs BotPsy
+PRESETS["tiny-long"] = replace(PRESETS["tiny"], name="tiny-long", context_length=32768)
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,7 @@ from botpsy_desktop.agent.hardening import clean_output, defuse, frame, known_se
 from botpsy_desktop.agent.logs import logged_events
 from botpsy_desktop.agent.provenance import TAINT, Provenance, untrusted_sources
 from botpsy_desktop.agent.reply import PendingReply
-from botpsy_desktop.agent.selection import RequestTools, ToolSelector
+from botpsy_desktop.agent.selection import RequestTools, ToolSelector, stable_schemas
 from botpsy_desktop.agent.store import ConversationStore, prompt_history
 from botpsy_desktop.agent.tools import (
     CallContext,
@@ -80,6 +80,10 @@ class LoopSettings:
     conversation_tools: int = 0
     """A conversation keeps its tool set, grown by each request up to this many tools
     (agent/selection.py ``ToolSelector.for_conversation``); 0: each request its own set."""
+    prompt_tools: str = "auto"
+    """What the prompt lists: "all" (every tool of the app's own, the same for every request;
+    the request's choice is what the model may call, see :func:`stable_prompt`), "selected"
+    (the request's choice alone), "auto" (all when they take at most half the context)."""
     max_calls_per_turn: int = 16
     """Tool calls run from one model turn, at most; the model is told the rest did not run."""
 
@@ -399,6 +403,7 @@ class AgentSession:
             history,
             kept=kept,
             cap=self.settings.conversation_tools,
+            stable=stable_prompt(self.backend, self.registry, self.settings),
         )
 
     def _keep_tools(self, offer: RequestTools) -> None:
@@ -430,6 +435,7 @@ class AgentSession:
             self._ran = []  # the changes carried out in this request (claims are checked)
         for step in range(first, self.settings.max_steps + 1):
             tools = offer.schemas()
+            may_call = offer.may_call()
             splitter: StreamSplitter | None = None
             completion: Completion | None = None
             # before any call, the answer's first sentence is held back until it is clear that
@@ -445,7 +451,7 @@ class AgentSession:
                     yield _trimmed_event(fitted, self.backend.n_ctx or 0)
                 with self._answering():
                     for item in self.backend.complete(
-                        prompt, tools, enable_thinking=think, cancel=cancel
+                        prompt, tools, enable_thinking=think, cancel=cancel, may_call=may_call
                     ):
                         if isinstance(item, Completion):
                             completion = item
@@ -480,6 +486,16 @@ class AgentSession:
             parsed = parse_turn(
                 completion.text, tools, started_in_thinking=completion.started_in_thinking
             )
+            # the model reached for a tool the prompt lists but the choice left out (the
+            # grammar made it write another name, or a backend without one let it): its domain
+            # is offered and the step asked again, once per request; the prompt is the same,
+            # so asking again evaluates nothing new
+            reached = list(completion.stats.wanted_tools)
+            if may_call is not None:
+                reached += [c.name for c in parsed.calls if c.name and c.name not in may_call]
+            halted = completion.finish_reason == "cancelled" or cancel.is_set()
+            if reached and not halted and offer.reached_for(reached):
+                continue
             offer.called(c.name for c in parsed.calls if c.name)
             self._keep_tools(offer)  # a domain the model reached for stays with the conversation
             if held is not None and held.lacking and not parsed.calls and not cancel.is_set():
@@ -1006,6 +1022,53 @@ class Decided:
     edited_arguments: dict[str, Any] | None = None
     effect: str = ""
     """What the approved receipt showed the call acts on (agent/gate.py ``Resolution``)."""
+
+
+STABLE_SHARE = 0.6
+"""A stable prompt ("auto") when every tool of the app's own takes at most this share of the
+model's context (the rest for the conversation and the reply)."""
+
+_stable_fits: dict[tuple[int, int, str, tuple[str, ...]], bool] = {}
+
+
+def stable_prompt(backend: Backend, registry: ToolRegistry, settings: LoopSettings) -> bool:
+    """Whether requests list every tool of the app's own in the prompt (agent/selection.py
+    ``stable_schemas``), the choice narrowing only what the model may call.
+
+    With per-request lists a conversation's prompt changed whenever a request was about
+    another domain: the tools come before the history, so the whole history was read again.
+    A stable list keeps the prompt's start, and the model's saved state of the conversation,
+    valid from request to request: a follow-up evaluates its own message only
+    (docs/PERFORMANCE.md). "auto" uses it when the tools take at most STABLE_SHARE of the
+    context (a small context keeps per-request lists) and the backend says its context.
+    """
+    mode = settings.prompt_tools
+    if not settings.select_tools or mode == "selected":
+        return False
+    if mode == "all":
+        return True
+    n_ctx = backend.n_ctx
+    if not n_ctx:
+        return False
+    tools = stable_schemas(registry)
+    names = tuple(t["function"]["name"] for t in tools)
+    key = (id(backend), n_ctx, settings.system_prompt, names)
+    fits = _stable_fits.get(key)
+    if fits is None:
+        # the template wants a user turn: an empty one (a few tokens) stands for the request
+        messages = [
+            {"role": "system", "content": settings.system_prompt},
+            {"role": "user", "content": ""},
+        ]
+        try:
+            size = backend.count_tokens(messages, tools, enable_thinking=False)
+            fits = size <= n_ctx * STABLE_SHARE
+        except BotpsyError:
+            return False
+        if len(_stable_fits) > 64:
+            _stable_fits.clear()
+        _stable_fits[key] = fits
+    return fits
 
 
 def gave_up_sentence(tools: Sequence[str], timeout_s: float | None) -> str:

@@ -379,6 +379,16 @@ class ToolSelector:
         return Choice(tuple(self.registry.names()), (), True, reason)
 
 
+def stable_schemas(registry: ToolRegistry, chosen: Iterable[str] = ()) -> list[dict[str, Any]]:
+    """A stable prompt's tool list: every tool of the app's own in the registry's order, then
+    the tool servers' tools among ``chosen`` (their authors' words are untrusted context, read
+    only when the request is about them), in ``chosen``'s order."""
+    own = [t.name for t in registry if not t.author]
+    servers = [n for n in chosen if (tool := registry.get(n)) is not None and tool.author]
+    by_name = {s["function"]["name"]: s for s in registry.schemas()}
+    return [by_name[n] for n in [*own, *servers] if n in by_name]
+
+
 def _call(name: str) -> dict[str, Any]:
     return {"type": "function", "function": {"name": name, "arguments": {}}}
 
@@ -407,6 +417,12 @@ class RequestTools:
     :meth:`ToolSelector.for_conversation`): the request is offered it, grown by what its own
     choice adds, up to ``cap`` tools. ``text`` None: no new request, the conversation's set as
     it stands (what the app warms after an answer).
+
+    ``stable``: the prompt lists every tool of the app's own (the same list for every request,
+    so the model's saved state of the prompt's start, and of the conversation after it, stays
+    valid whatever the request is about), then the tool servers' tools of the choice; the
+    choice is what the model may call (:meth:`may_call`, the grammar's names), not what it
+    reads. Else the prompt lists the choice alone.
     """
 
     def __init__(
@@ -418,9 +434,11 @@ class RequestTools:
         *,
         kept: Sequence[str] | None = None,
         cap: int = 0,
+        stable: bool = False,
     ) -> None:
         self.registry = registry
         self.selector = selector
+        self.stable = stable and selector is not None
         if selector is None:
             self.choice = Choice(tuple(registry.names()), (), True, "selection off")
         elif text is None and kept and cap > 0:
@@ -474,9 +492,34 @@ class RequestTools:
         if self._schemas is None:
             if self.selector is None or self.choice.everything:
                 self._schemas = self.registry.schemas()
+            elif self.stable:
+                self._schemas = stable_schemas(self.registry, self.choice.names)
             else:
                 self._schemas = self.selector.schemas(self.choice)
         return self._schemas
+
+    def may_call(self) -> frozenset[str] | None:
+        """The tools this step may call when the prompt lists more than the choice (stable):
+        the choice's; None: every tool the prompt lists."""
+        if not self.stable or self.choice.everything:
+            return None
+        return frozenset(self.choice.names)
+
+    def reached_for(self, names: Iterable[str]) -> list[str]:
+        """The model began to call ``names``, outside :meth:`may_call` (it reads every tool
+        in a stable prompt): offer their domains for a second try, once per request, as when
+        an answer says a tool is missing (:meth:`lacking`). The domains added; empty: none
+        (no second try left, or nothing to add)."""
+        if self.selector is None or self._asked_again or self.choice.everything:
+            return []
+        before = set(self.choice.domains)
+        grown = self.selector.grow(self.choice, list(names))
+        added = sorted(set(grown.domains) - before)
+        if grown == self.choice:
+            return []
+        self._asked_again = True
+        self.choice, self._schemas = grown, None
+        return added or ["every domain"]
 
     def called(self, names: Iterable[str]) -> list[str]:
         """Note the tools the model called; offer the domain of any it was not offered. The

@@ -23,6 +23,7 @@ from botpsy_desktop.cli import (
     engine,
     history,
     index,
+    listen,
     log,
     mcp,
     model,
@@ -41,6 +42,7 @@ Command = Callable[[App, argparse.Namespace, TextIO, TextIO], int]
 
 COMMANDS: dict[str, Command] = {
     "ask": ask.cmd_ask,
+    "listen": listen.cmd_listen,
     "chat": chat.cmd_chat,
     "tools": tools.cmd_tools,
     "doctor": doctor.cmd_doctor,
@@ -74,6 +76,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
     ask.add_command(sub)
+    listen.add_command(sub)
     chat.add_command(sub)
     tools.add_command(sub)
     doctor.add_command(sub)

@@ -23,7 +23,8 @@ def add_command(sub: Any) -> None:
         "ref",
         nargs="?",
         metavar="MODEL",
-        help="catalog ID[:QUANT] (botpsy-0.8b, smollm2-135m-demo) or hf://OWNER/REPO[@REV]/FILE",
+        help="catalog ID[:QUANT] (botpsy-0.8b, smollm2-135m-demo, or a speech model: "
+        "whisper-base, whisper-tiny, whisper-small) or hf://OWNER/REPO[@REV]/FILE",
     )
     pull.add_argument("--quant", metavar="QUANT", help="quantization, e.g. Q4_K_M or Q8_0")
     imp = act.add_parser("import", help="add a GGUF file you have (copied into the models folder)")
@@ -64,10 +65,28 @@ def cmd_model(app: App, args: argparse.Namespace, out: TextIO, err: TextIO) -> i
             print(models.first_run_message(), file=out)
         for e in models.catalog.models:
             print(f"available: {e.id} ({e.name}: {e.note or e.description})", file=out)
+        for st in app.voice().models.states():
+            where = f"installed at {st.path}" if st.present else "not installed"
+            print(
+                f"speech: {st.entry.id} ({st.entry.name}, {human_bytes(st.entry.size)}): {where}",
+                file=out,
+            )
         print("Get one with `botpsy model pull ID[:QUANT]` or `... pull hf://REPO/FILE`.", file=out)
         return EXIT_OK
     try:
-        if action == "pull":
+        speech = models.catalog.speech(args.ref) if action == "pull" and args.ref else None
+        if speech is not None:
+            from botpsy_desktop.llm.models import Status
+
+            voice = app.voice()
+            show(Status(f"Getting the speech model {speech.name} ..."))
+            path = voice.models.pull(speech.id, on_progress=show)
+            show(
+                Status(f"Installed {speech.id} at {path}: SHA-256 {speech.sha256[:12]}… verified.")
+            )
+            if app.config.voice.model != speech.id:
+                print(f"To use it: set voice.model to {speech.id!r} in the settings.", file=out)
+        elif action == "pull":
             models.pull(args.ref, args.quant, use=args.use or None, on_event=show)
         elif action == "import":
             models.import_file(

@@ -216,6 +216,15 @@ class AgentSettings(_Section):
         "the prompt's start changes less often. 0 (the default): each request only its own "
         "set (docs/PERFORMANCE.md measures both).",
     )
+    prompt_tools: Literal["auto", "all", "selected"] = Field(
+        "auto",
+        description="What each request's prompt lists. all: every tool of the app's own, the "
+        "same for every request, so a conversation's next request reads only its own message "
+        "(the model's state of the rest is kept); the request's tools (tool_selection) are "
+        "what the model may call. selected: only the request's tools (a shorter prompt, read "
+        "again whenever the tools change). auto (the default): all when they take at most half "
+        "of the model's context, else selected.",
+    )
     ask_before_every_change: bool = Field(
         False,
         description="Ask before every change, even small reversible ones you asked for (a "
@@ -367,6 +376,50 @@ class DeviceSettings(_Section):
         "/sys", description="Where the kernel shows batteries and backlights (Linux)."
     )
     gsettings: str = Field("gsettings", description="The program that changes desktop settings.")
+
+
+class VoiceSettings(_Section):
+    """Push-to-talk: the microphone, the speech-to-text engine and its model."""
+
+    enabled: bool = Field(True, description="Offer the microphone button and `botpsy listen`.")
+    engine: Literal["whisper.cpp", "replay"] = Field(
+        "whisper.cpp",
+        description='The speech-to-text engine. "replay" recognises only the recordings listed '
+        "in replay_file (for tests and demos; it is not speech recognition).",
+    )
+    model: str = Field(
+        "whisper-base",
+        description="The speech model's catalog id (`botpsy model list` shows them).",
+    )
+    language: str = Field(
+        "auto",
+        pattern=r"^(auto|[a-z]{2,3})$",
+        description='The spoken language as an ISO 639-1 code ("en", "de", "es"...), or "auto".',
+    )
+    microphone: str | None = Field(
+        None, description="The microphone (its sound-server name); None: the system's default."
+    )
+    max_record_s: float = Field(
+        600.0, ge=1.0, le=600.0, description="Longest recording; it stops there and is dropped."
+    )
+    silence_dbfs: float = Field(
+        -50.0,
+        ge=-90.0,
+        le=-10.0,
+        description="A recording whose loudest 50 ms stay below this level counts as silence.",
+    )
+    keep_audio: bool = Field(
+        False, description="Keep each recording as a WAV file in the data folder (off: never)."
+    )
+    listen_on_shortcut: bool = Field(
+        False,
+        description="The quick-command shortcut opens the box already listening: speak, then "
+        "press Enter (or the shortcut again) to send the words.",
+    )
+    threads: int | None = Field(None, ge=1, le=64, description="Recognition threads (None: auto).")
+    replay_file: str | None = Field(
+        None, description='With engine "replay": a JSON list of {"wav": PATH, "text": WORDS}.'
+    )
 
 
 class UiSettings(_Section):
@@ -539,6 +592,7 @@ class Config(_Section):
     weather: WeatherSettings = Field(default_factory=WeatherSettings)
     music: MusicSettings = Field(default_factory=MusicSettings)
     device: DeviceSettings = Field(default_factory=DeviceSettings)
+    voice: VoiceSettings = Field(default_factory=VoiceSettings)
     ui: UiSettings = Field(default_factory=UiSettings)
     alarms: AlarmSettings = Field(default_factory=AlarmSettings)
     downloads: DownloadSettings = Field(default_factory=DownloadSettings)

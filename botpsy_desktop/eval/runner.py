@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
@@ -72,11 +72,12 @@ class RecordingBackend(BackendWrapper[Backend]):
         *,
         enable_thinking: bool,
         cancel: threading.Event | None = None,
+        may_call: Collection[str] | None = None,
     ) -> Iterator[TextPiece | PromptProgress | Completion]:
         started = time.perf_counter()
         first: float | None = None
         for item in self.inner.complete(
-            messages, tools, enable_thinking=enable_thinking, cancel=cancel
+            messages, tools, enable_thinking=enable_thinking, cancel=cancel, may_call=may_call
         ):
             if isinstance(item, TextPiece) and first is None:
                 first = time.perf_counter() - started

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from typing import Any, Generic, Protocol, TypeVar
 
 from botpsy_desktop.llm.types import Completion, PromptProgress, TextPiece
@@ -18,6 +18,10 @@ class Backend(Protocol):
     Before the first TextPiece it may yield PromptProgress items while a long prompt is evaluated
     (tokens done of total, seconds so far); consumers show them and otherwise pass them over.
     Setting ``cancel`` stops generation within one token; the Completion then says "cancelled".
+    ``may_call`` (None: every tool) names the tools of ``tools`` the turn may call: the prompt
+    lists them all (its start stays the same from request to request, and so does the state
+    saved of it), the choice is narrowed at decoding where the backend can (a tool-call
+    grammar); a backend that cannot ignores it, and the agent judges the calls either way.
     ``count_tokens`` says how many tokens ``complete`` would evaluate for the same arguments (the
     whole prompt, before the reply); ``n_ctx`` is the context window those tokens and the reply
     must fit in, or None when the backend has no limit (a replay without a configured context).
@@ -44,6 +48,7 @@ class Backend(Protocol):
         *,
         enable_thinking: bool,
         cancel: threading.Event | None = None,
+        may_call: Collection[str] | None = None,
     ) -> Iterator[TextPiece | PromptProgress | Completion]: ...
 
     def close(self) -> None: ...
@@ -87,8 +92,11 @@ class BackendWrapper(Generic[B]):
         *,
         enable_thinking: bool,
         cancel: threading.Event | None = None,
+        may_call: Collection[str] | None = None,
     ) -> Iterator[TextPiece | PromptProgress | Completion]:
-        return self.inner.complete(messages, tools, enable_thinking=enable_thinking, cancel=cancel)
+        return self.inner.complete(
+            messages, tools, enable_thinking=enable_thinking, cancel=cancel, may_call=may_call
+        )
 
     def close(self) -> None:
         """The wrapped backend belongs to the caller."""

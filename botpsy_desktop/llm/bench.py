@@ -18,7 +18,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -179,6 +179,7 @@ class ScriptedBackend(BackendWrapper[EngineProcess]):
         *,
         enable_thinking: bool,
         cancel: threading.Event | None = None,
+        may_call: Collection[str] | None = None,
     ) -> Iterator[TextPiece | PromptProgress | Completion]:
         force = _assistant_turns_since_user(messages) < self.calls
         started = time.perf_counter()
@@ -194,6 +195,7 @@ class ScriptedBackend(BackendWrapper[EngineProcess]):
                 cancel=cancel,
                 force_tool_call=force,
                 max_tokens=max_tokens,
+                may_call=may_call,
             )
         else:
             args = (self.raw.handle, [dict(m) for m in messages], list(tools))

@@ -61,9 +61,44 @@ class CatalogEntry(_Strict):
         return self.source.quantization
 
 
+class SpeechSource(_Strict):
+    """One file of a Hugging Face repository, its size and SHA-256 pinned here (the Hub's LFS
+    metadata of ggerganov/whisper.cpp, as published by several projects that pin these files),
+    so a pull checks exactly these bytes whatever the repository's tip holds."""
+
+    kind: Literal["hub"]
+    repo: str = Field(pattern=r"^[\w.-]+/[\w.-]+$")
+    revision: str = "main"
+
+
+class SpeechEntry(_Strict):
+    """A speech-to-text model (voice input): never run by llama.cpp, never a chat model."""
+
+    id: str = Field(pattern=r"^[a-z0-9][a-z0-9._-]*$")
+    name: str
+    description: str
+    license: str
+    engine: Literal["whisper.cpp"]
+    languages: str
+    source: SpeechSource
+    file: str
+    size: int = Field(gt=0)
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+
+    def hub_file(self) -> HubFile:
+        return HubFile(
+            self.source.repo, self.source.revision, self.file, self.size, self.sha256, None
+        )
+
+
 class Catalog(_Strict):
     default: str
     models: list[CatalogEntry]
+    default_speech: str = ""
+    speech_models: list[SpeechEntry] = Field(default_factory=list)
+
+    def speech(self, model_id: str) -> SpeechEntry | None:
+        return next((m for m in self.speech_models if m.id == model_id.lower()), None)
 
     def get(self, model_id: str) -> CatalogEntry | None:
         return next((m for m in self.models if m.id == model_id.lower()), None)

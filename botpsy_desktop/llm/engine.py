@@ -11,7 +11,7 @@ import os
 import re
 import threading
 import time
-from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Generator, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +26,13 @@ from botpsy_desktop.core.errors import ModelError
 from botpsy_desktop.llm import cpu_layout
 from botpsy_desktop.llm.backend import Message
 from botpsy_desktop.llm.gguf_info import GGUFInfo, check_fits, read_gguf_info
-from botpsy_desktop.llm.grammar import build_tool_call_grammar, grammar_key
+from botpsy_desktop.llm.grammar import (
+    CALL_NAME_SO_FAR,
+    build_tool_call_grammar,
+    callable_tools,
+    grammar_key,
+    tools_reached_for,
+)
 from botpsy_desktop.llm.grammar_check import GrammarMatcher
 from botpsy_desktop.llm.prefix_cache import (
     PARTIAL_ONLY,
@@ -164,6 +170,7 @@ class LlamaBackend:
         self._full_passes: dict[str, int] = {}  # per grammar: rejected choices filtered in full
         self._literal_sets: dict[str, tuple[npt.NDArray[np.intc], _TokenDataArray]] = {}
         self._grammars: dict[str, str] = {}
+        self._free_choice: int | None = None  # the model's own choice at the last constrained step
         self._evaluated_text = ""  # the text whose tokens the context holds (for continuation)
         self.last_prompt_tokens: list[int] = []
         """The prompt tokens the last generation evaluated or reused (the fidelity check)."""
@@ -786,17 +793,27 @@ class LlamaBackend:
         cancel: threading.Event | None = None,
         max_tokens: int | None = None,
         force_tool_call: bool = False,
+        may_call: Collection[str] | None = None,
     ) -> Iterator[TextPiece | PromptProgress | Completion]:
+        """One assistant turn (the Backend interface). ``may_call``: the tools of ``tools`` the
+        turn may call (None: all); the others stay in the prompt, and a call the model begins
+        to one of them is reported in the Completion's ``stats.wanted_tools``."""
         rendered = self.renderer.render(messages, tools, enable_thinking=enable_thinking)
-        yield from self.generate(
+        refused: list[str] = []
+        for item in self.generate(
             rendered.text,
             started_in_thinking=rendered.started_in_thinking,
-            grammar=self._grammar_for(tools),
+            grammar=self._grammar_for(callable_tools(tools, may_call)),
             cancel=cancel,
             max_tokens=max_tokens,
             force_tool_call=force_tool_call,
             cuts=self._cuts(messages, tools, enable_thinking, rendered.text),
-        )
+            refused=refused.append if may_call is not None else None,
+        ):
+            if isinstance(item, Completion) and refused:
+                wanted = (n for p in refused for n in tools_reached_for(p, tools, may_call))
+                item.stats.wanted_tools = tuple(dict.fromkeys(wanted))
+            yield item
 
     def count_tokens(
         self,
@@ -903,8 +920,12 @@ class LlamaBackend:
         max_tokens: int | None = None,
         force_tool_call: bool = False,
         cuts: Sequence[Cut] = (),
+        refused: Callable[[str], None] | None = None,
     ) -> Iterator[TextPiece | PromptProgress | Completion]:
         """Stream a completion of a rendered prompt; constrain tool calls with ``grammar``.
+
+        ``refused`` hears the start of a tool name the model chose and the grammar did not
+        allow (the name written so far and the refused token's text).
 
         ``force_tool_call`` makes the turn start with ``<tool_call>`` (the prompt is extended by
         it and the call is constrained from its first token): the model must call a tool.
@@ -987,6 +1008,11 @@ class LlamaBackend:
                     token, resampled = self._sample_constrained(sampler, matcher, grammar or "")
                     stats.constrained_tokens += 1
                     stats.grammar_resamples += resampled
+                    if resampled and refused is not None and self._free_choice is not None:
+                        so_far = CALL_NAME_SO_FAR.search(text[-200:])
+                        if so_far is not None:
+                            free = self._piece(self._free_choice).decode("utf-8", "replace")
+                            refused(so_far.group(1) + free.strip())
                 else:
                     token = sampler.sample(self._llama._ctx, -1)
                 if produced == 0:
@@ -1056,6 +1082,7 @@ class LlamaBackend:
         self, sampler: internals.LlamaSampler, matcher: GrammarMatcher, grammar: str
     ) -> tuple[int, bool]:
         token = int(sampler.sample(self._llama._ctx, -1))
+        self._free_choice = token  # what the model chose, for ``refused``
         if matcher.accepts(token):
             return token, False
         # The free choice breaks the grammar: sample again among the tokens it allows, looking

@@ -39,7 +39,7 @@ import json
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any, Literal
 
 import llama_cpp
@@ -225,6 +225,37 @@ def _tool_function(tool: Mapping[str, Any]) -> Mapping[str, Any]:
     if not function["name"]:
         raise ValueError("a tool has an empty function name")
     return function
+
+
+def callable_tools(
+    tools: Sequence[Mapping[str, Any]], may_call: Collection[str] | None
+) -> list[Mapping[str, Any]]:
+    """The tools a turn's grammar lets the model call: those of ``tools`` (the prompt's) named
+    in ``may_call`` (None: all of them). The prompt keeps every tool, so that its start, and
+    the saved state of it, stay the same from request to request; the request's choice is made
+    at decoding instead ("mask, don't remove"). None of them named: all of them, and the agent
+    judges the call (a grammar must allow some call once the model opens one)."""
+    if may_call is None:
+        return list(tools)
+    allowed = set(may_call)
+    chosen = [t for t in tools if _tool_function(t)["name"] in allowed]
+    return chosen or list(tools)
+
+
+def tools_reached_for(
+    prefix: str, tools: Sequence[Mapping[str, Any]], may_call: Collection[str] | None
+) -> tuple[str, ...]:
+    """The tools of ``tools`` outside ``may_call`` whose name starts with ``prefix``: what the
+    model was writing when the grammar refused its choice of name."""
+    if may_call is None or not prefix:
+        return ()
+    allowed = set(may_call)
+    names = (str(_tool_function(t)["name"]) for t in tools)
+    return tuple(n for n in names if n.startswith(prefix) and n not in allowed)
+
+
+# the name of the call being written, as the grammar's text has it so far
+CALL_NAME_SO_FAR = re.compile(r"<function=([^>\s]*)$")
 
 
 class _Builder:

@@ -18,7 +18,7 @@ import re
 import statistics
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -55,6 +55,16 @@ log = logging.getLogger(__name__)
 def origin_of(url: str) -> str:
     """scheme://host:port of an engine address (the keyring entry of its API key)."""
     return engine_origin(url)
+
+
+def _callable(
+    tools: Sequence[Mapping[str, Any]], may_call: Collection[str] | None
+) -> Sequence[Mapping[str, Any]]:
+    if may_call is None:
+        return tools
+    from botpsy_desktop.llm.grammar import callable_tools
+
+    return callable_tools(tools, may_call)
 
 
 def remote_tool_call_grammar(call_grammar: str) -> str:
@@ -444,7 +454,11 @@ class RemoteBackend:
         cancel: threading.Event | None = None,
         max_tokens: int | None = None,
         force_tool_call: bool = False,
+        may_call: Collection[str] | None = None,
     ) -> Iterator[TextPiece | PromptProgress | Completion]:
+        """One assistant turn (the Backend interface); ``may_call`` narrows the server's
+        grammar to those tools (the prompt keeps them all). The server does not say which name
+        its grammar refused: ``stats.wanted_tools`` stays empty here."""
         rendered = self.renderer.render(messages, tools, enable_thinking=enable_thinking)
         continuing = sum(1 for m in messages if m.get("role") != "system") > 1
         started = time.perf_counter()
@@ -465,7 +479,7 @@ class RemoteBackend:
         for item in self.generate(
             rendered.text,
             started_in_thinking=rendered.started_in_thinking,
-            grammar=self._grammar_for(tools),
+            grammar=self._grammar_for(_callable(tools, may_call)),
             cancel=cancel,
             max_tokens=max_tokens,
             force_tool_call=force_tool_call,

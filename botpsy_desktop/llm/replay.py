@@ -7,7 +7,7 @@ import math
 import re
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -130,6 +130,7 @@ class ReplayBackend:
         *,
         enable_thinking: bool,
         cancel: threading.Event | None = None,
+        may_call: Collection[str] | None = None,
     ) -> Iterator[TextPiece | PromptProgress | Completion]:
         self.prompts.append([dict(m) for m in messages])
         if self._next >= len(self._turns):

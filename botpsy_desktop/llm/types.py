@@ -64,6 +64,9 @@ class GenerationStats:
     time_to_first_token_s: float = 0.0
     prefill_s: float = 0.0
     decode_s: float = 0.0
+    wanted_tools: tuple[str, ...] = ()
+    """Tools the model began to call that the turn's ``may_call`` left out (the grammar made
+    it write another name): the agent may offer them and ask again (agent/loop.py)."""
 
     @property
     def prefill_tokens_per_s(self) -> float:

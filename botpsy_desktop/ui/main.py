@@ -173,7 +173,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # the global shortcut for the quick box (X11); elsewhere the reason is logged and shown in
     # the settings, and `botpsy-desktop --quick` can be bound in the desktop's own settings
     shortcut = GlobalShortcut(window)
-    shortcut.activated.connect(quick.popup)
+    shortcut.activated.connect(quick.shortcut_popup)
     window.global_shortcut = shortcut
     problem = shortcut.start(app.config.ui.quick_shortcut)
     if problem:
@@ -189,7 +189,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         conn.waitForReadyRead(300)
         message = bytes(conn.readAll().data()).decode(errors="replace").strip()
         if message == "quick":
-            quick.popup()
+            quick.shortcut_popup()
         elif message == "approvals":
             tray.show_window()
             window.show_approvals()
@@ -201,7 +201,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     server.listen(name)
 
     if args.quick:
-        quick.popup()
+        quick.shortcut_popup()
     elif not (args.minimized and tray.available):
         window.show()
     if args.approvals:

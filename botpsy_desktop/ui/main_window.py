@@ -51,6 +51,7 @@ from botpsy_desktop.ui.download import ModelDialog
 from botpsy_desktop.ui.firstrun import FirstRunWizard, needs_first_run
 from botpsy_desktop.ui.hotkey import GlobalShortcut
 from botpsy_desktop.ui.settings import SettingsDialog
+from botpsy_desktop.ui.voice import MicButton, VoiceController
 
 if TYPE_CHECKING:
     from botpsy_desktop.agent.undo import UndoPlan
@@ -235,7 +236,20 @@ class MainWindow(QMainWindow):
         self.stop_button.setObjectName("stopButton")
         self.stop_button.clicked.connect(self.stop)
         self.stop_button.setVisible(False)
+        self.voice = VoiceController(self.app, self)
+        self.mic_button = MicButton(self.voice)
+        self.mic_button.setVisible(self.app.config.voice.enabled)
+        self.voice.listening.connect(
+            lambda mic: self.statusBar().showMessage(
+                f"Listening ({mic})… release, or click again, when you are done"
+            )
+        )
+        self.voice.recognising.connect(lambda: self.statusBar().showMessage("Recognising…"))
+        self.voice.partial.connect(self.input.setPlainText)
+        self.voice.recognised.connect(self._on_spoken)
+        self.voice.failed.connect(lambda _kind, message: self.statusBar().showMessage(message))
         side.addWidget(self.think)
+        side.addWidget(self.mic_button)
         side.addWidget(self.send_button)
         side.addWidget(self.stop_button)
         cv.addWidget(self.input, 1)
@@ -469,6 +483,12 @@ class MainWindow(QMainWindow):
         self.chat.add_user(text)
         self._set_busy(True)
         self.request_id = self.engine.submit(self.conversation_id, text, self.think.isChecked())
+
+    def _on_spoken(self, words: str) -> None:
+        """Recognised words run as the person's own request, exactly as if typed."""
+        self.statusBar().clearMessage()
+        self.input.setPlainText(words)
+        self.send()
 
     def stop(self) -> None:
         if self.request_id:
@@ -801,6 +821,7 @@ class MainWindow(QMainWindow):
             self.model_dialog.shutdown()
         self.memory_timer.stop()
         self.pending.close()
+        self.voice.shutdown()
         self.stop()
         for thread in self.undo_threads:  # an undo in progress finishes (and is logged)
             thread.join(5)

@@ -8,7 +8,7 @@ from typing import Any
 
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QGuiApplication, QKeyEvent
-from PySide6.QtWidgets import QFrame, QLabel, QLineEdit, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QLineEdit, QVBoxLayout, QWidget
 
 from botpsy_desktop.agent.events import (
     Answer,
@@ -22,6 +22,7 @@ from botpsy_desktop.agent.store import ConversationStore
 from botpsy_desktop.llm.types import PromptProgress
 from botpsy_desktop.ui.approval import ApprovalDialog
 from botpsy_desktop.ui.bridge import EngineThread
+from botpsy_desktop.ui.voice import MicButton, VoiceController
 
 PLACEHOLDER = "Quick command — “timer 10 minutes”, “weather tomorrow”, “play some jazz”"
 QUICK_TITLE = "Quick commands"
@@ -92,7 +93,13 @@ class QuickCommandBox(QFrame):
         self.note.setWordWrap(True)
         self.note.setTextFormat(Qt.TextFormat.PlainText)
         self.note.setVisible(False)
-        layout.addWidget(self.line)
+        row = QHBoxLayout()
+        row.addWidget(self.line, 1)
+        self.voice = VoiceController(engine.worker.app, self)
+        self.mic = MicButton(self.voice)
+        self.mic.setVisible(engine.worker.app.config.voice.enabled)
+        row.addWidget(self.mic)
+        layout.addLayout(row)
         layout.addWidget(self.status)
         layout.addWidget(self.answer)
         layout.addWidget(self.outcomes)
@@ -102,6 +109,11 @@ class QuickCommandBox(QFrame):
         self.warming = ""
         self.dialogs: list[ApprovalDialog] = []
         self._text = ""
+        self.voice.listening.connect(self._on_listening)
+        self.voice.recognising.connect(lambda: self._say("Recognising…"))
+        self.voice.partial.connect(self.line.setText)
+        self.voice.recognised.connect(self._on_recognised)
+        self.voice.failed.connect(self._on_voice_failed)
         w = engine.worker
         w.queued.connect(self._on_queued)
         w.requestStarted.connect(self._on_started)
@@ -128,20 +140,58 @@ class QuickCommandBox(QFrame):
         self.line.setFocus()
         self.line.selectAll()
 
+    def shortcut_popup(self) -> None:
+        """The global shortcut (or `botpsy-desktop --quick`): the box, listening at once when
+        voice.listen_on_shortcut is on; pressed again while listening, it ends the recording
+        (desktops deliver no key release for a global shortcut, so there is no holding it)."""
+        voice = self.engine.worker.app.config.voice
+        if voice.enabled and voice.listen_on_shortcut:
+            if self.voice.active:
+                self.voice.stop()
+                return
+            self.popup()
+            if not self.request_id:
+                self.voice.start()
+            return
+        self.popup()
+
     def keyPressEvent(self, event: QKeyEvent) -> None:
         if event.key() == Qt.Key.Key_Escape:
+            self.voice.cancel()
             if self.request_id:
                 self.engine.stop(self.request_id)
             self.hide()
             return
         super().keyPressEvent(event)
 
+    # -- speaking --------------------------------------------------------------------------
+    def _on_listening(self, microphone: str) -> None:
+        self.line.clear()
+        self._say(f"Listening ({microphone})… release, or click again, when you are done")
+
+    def _on_recognised(self, words: str) -> None:
+        """The words are the person's own request: they run exactly as if typed."""
+        self._say("")
+        self.line.setText(words)
+        self.run()
+
+    def _on_voice_failed(self, _kind: str, message: str) -> None:
+        self._say("")
+        self.answer.setTextFormat(Qt.TextFormat.PlainText)
+        self.answer.setText(message)
+        self.answer.setVisible(True)
+        self.adjustSize()
+
     # -- running ---------------------------------------------------------------------------
     def run(self) -> None:
+        if self.voice.active:  # Enter while listening: the recording ends, its words run
+            self.voice.stop()
+            return
         text = self.line.text().strip()
         if not text or self.request_id:
             return
         self._text = ""
+        self.answer.setTextFormat(Qt.TextFormat.MarkdownText)
         self.answer.setText("")
         self.answer.setVisible(False)
         self.results = []

@@ -219,6 +219,51 @@ class SettingsDialog(QDialog):
         wf.addRow("Music folders:", self.music)
         tabs.addTab(more, "Weather && music")
 
+        voice = QWidget()
+        vf = QFormLayout(voice)
+        self.microphone = QComboBox()
+        self.microphone.setObjectName("microphone")
+        self.microphone.addItem("The system's default", None)
+        self.microphone_note = QLabel("")
+        self.microphone_note.setWordWrap(True)
+        try:  # the sound server is local: asking it is quick
+            mics = app.voice().microphones()
+        except BotpsyError as exc:
+            mics = []
+            self.microphone_note.setText(str(exc))
+        for mic in mics:
+            self.microphone.addItem(mic.name, mic.id)
+        if c.voice.microphone and self.microphone.findData(c.voice.microphone) < 0:
+            self.microphone.addItem(f"{c.voice.microphone} (not connected)", c.voice.microphone)
+        self.microphone.setCurrentIndex(max(0, self.microphone.findData(c.voice.microphone)))
+        self.speech_model = QComboBox()
+        for st in app.voice().models.states():
+            shown = st.entry.name + ("" if st.present else " — not installed")
+            self.speech_model.addItem(shown, st.entry.id)
+        self.speech_model.setCurrentIndex(max(0, self.speech_model.findData(c.voice.model)))
+        self.speech_language = QLineEdit(c.voice.language)
+        self.speech_language.setPlaceholderText('"auto", or a code such as en, de, es, fr')
+        self.keep_audio = QCheckBox("Keep each recording as a WAV file (off: never kept)")
+        self.keep_audio.setChecked(c.voice.keep_audio)
+        self.listen_on_shortcut = QCheckBox(
+            "The quick-command key opens the box listening (Enter, or the key again, sends)"
+        )
+        self.listen_on_shortcut.setChecked(c.voice.listen_on_shortcut)
+        languages = QLabel(
+            "Whisper models understand many languages (set one, or auto-detect); accuracy "
+            "differs between them. A model is downloaded only when you ask: "
+            "`botpsy model pull whisper-base`."
+        )
+        languages.setWordWrap(True)
+        vf.addRow("Microphone:", self.microphone)
+        vf.addRow("", self.microphone_note)
+        vf.addRow("Speech model:", self.speech_model)
+        vf.addRow("Language:", self.speech_language)
+        vf.addRow("", self.keep_audio)
+        vf.addRow("", self.listen_on_shortcut)
+        vf.addRow("", languages)
+        tabs.addTab(voice, "Voice")
+
         self.accounts = AccountsPanel(app)
         tabs.addTab(self.accounts, "Accounts")
         self.tool_servers: ToolServersPanel | None = None
@@ -372,6 +417,13 @@ class SettingsDialog(QDialog):
             default_location=self.location.text().strip() or None, units=self.units.currentText()
         )
         data["music"]["folders"] = self.music.folders()
+        data["voice"].update(
+            microphone=self.microphone.currentData(),
+            model=self.speech_model.currentData() or data["voice"]["model"],
+            language=self.speech_language.text().strip().lower() or "auto",
+            keep_audio=self.keep_audio.isChecked(),
+            listen_on_shortcut=self.listen_on_shortcut.isChecked(),
+        )
         wait = self.background_wait.value()
         data["agent"].update(
             allow_for_conversation=self.allow_for_conversation.isChecked(),

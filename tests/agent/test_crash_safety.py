@@ -155,6 +155,7 @@ class FailingBackend:
         *,
         enable_thinking: bool,
         cancel: threading.Event | None = None,
+        may_call: Any = None,
     ) -> Iterator[TextPiece | Completion]:
         yield TextPiece("It started well.", False)
         raise ModelError("The model crashed.", "Restart it.")

@@ -390,6 +390,7 @@ class ToolsSeen(ReplayBackend):
     def __init__(self, turns: Sequence[str]) -> None:
         super().__init__(turns)
         self.offered: list[list[str]] = []
+        self.may_call: list[frozenset[str] | None] = []
 
     def complete(
         self,
@@ -398,8 +399,10 @@ class ToolsSeen(ReplayBackend):
         *,
         enable_thinking: bool,
         cancel: Any = None,
+        may_call: Any = None,
     ) -> Iterator[TextPiece | PromptProgress | Completion]:
         self.offered.append([t["function"]["name"] for t in tools])
+        self.may_call.append(None if may_call is None else frozenset(may_call))
         yield from super().complete(messages, tools, enable_thinking=enable_thinking, cancel=cancel)
 
 
@@ -427,6 +430,44 @@ def test_the_loop_offers_the_requests_tools_every_step_and_grows_on_demand(tmp_p
         backend = ToolsSeen(["Hello."])
         list(app.session(backend).run("What alarms are set?"))
         assert backend.offered == [names]
+    finally:
+        app.close()
+
+
+def test_with_every_tool_listed_the_requests_choice_is_what_the_model_may_call(
+    tmp_path: Path,
+) -> None:
+    """agent.prompt_tools all: every request's prompt lists the same tools (the app's own, in
+    the registry's order); the request's choice is passed as what the model may call, and a
+    call outside it is not carried out: its domain is offered and the step asked again."""
+    app = build_app(tmp_path)
+    try:
+        app.config.agent.prompt_tools = "all"
+        everything = [s["function"]["name"] for s in app.registry.schemas()]
+        backend = ToolsSeen(
+            [call("now_playing"), call("now_playing"), "Nothing is playing.", "Done."]
+        )
+        session = app.session(backend)
+        events = list(session.run("What's the weather in Paris?"))
+        assert isinstance(events[-1], Answer)
+        results = [e for e in events if isinstance(e, ToolResult)]
+        assert [r.name for r in results] == ["now_playing"]  # the first call did not run
+        assert backend.offered[0] == backend.offered[1] == backend.offered[2] == everything
+        first, second = backend.may_call[0], backend.may_call[1]
+        assert first is not None and second is not None
+        assert "get_weather" in first and "now_playing" not in first
+        assert "now_playing" in second and first < second
+        # a request about another domain: the same prompt, its own choice to call
+        list(session.run("Set a timer for 10 minutes"))
+        assert backend.offered[3] == everything
+        timer = backend.may_call[3]
+        assert timer is not None and "set_alarm" in timer and timer < set(everything)
+        # per-request lists (a small context, or the setting): the choice is the prompt
+        app.config.agent.prompt_tools = "selected"
+        backend = ToolsSeen(["Mild."])
+        list(app.session(backend).run("What's the weather in Paris?"))
+        assert backend.may_call == [None] and "get_weather" in backend.offered[0]
+        assert len(backend.offered[0]) < len(everything)
     finally:
         app.close()
 

@@ -1,7 +1,9 @@
-"""A request whose tool set changed reuses its prompt up to the first difference (the state at
-the end of the earlier tool list), and a follow-up evaluates only its own message: in the
-window's long-lived engine and in new `botpsy ask --conversation` processes (counts of
-evaluated tokens, on the tiny hybrid model, the app's default settings)."""
+"""A follow-up evaluates only its own message, whatever it is about: with the app's default
+(every tool of the app's own in every prompt, agent.prompt_tools auto) the prompt's start never
+changes; with per-request lists (prompt_tools selected, what a small context gets) a request
+whose tool set changed reuses its prompt up to the first difference (the state at the end of
+the earlier tool list). In the window's long-lived engine and in new `botpsy ask
+--conversation` processes (counts of evaluated tokens, on the tiny hybrid model)."""
 
 from __future__ import annotations
 
@@ -22,7 +24,7 @@ from botpsy_desktop.core.config import ModelSettings
 from botpsy_desktop.llm.engine import LlamaBackend
 from botpsy_desktop.llm.prefix_cache import common_prefix
 from botpsy_desktop.llm.types import GenerationStats
-from tests.helpers.models import tiny_qwen35_gguf
+from tests.helpers.models import tiny_qwen35_gguf, tiny_qwen35_long_gguf
 
 pytestmark = pytest.mark.model
 
@@ -32,7 +34,10 @@ WEATHER_AGAIN = "What's the weather in Lyon?"
 TIMER = "Set a timer for 10 minutes."
 
 
-def make_profile(tmp_path: Path) -> Path:
+FILES = "Which files are in my Documents folder?"
+
+
+def make_profile(tmp_path: Path, prompt_tools: str = "auto") -> Path:
     home = tmp_path / "profile"
     (home / "config").mkdir(parents=True, exist_ok=True)
     (tmp_path / "files").mkdir(exist_ok=True)
@@ -40,8 +45,13 @@ def make_profile(tmp_path: Path) -> Path:
         "files": {"roots": [str(tmp_path / "files")]},
         "alarms": {"time_zone": "Europe/Paris"},
         "weather": {"forecast_url": "http://127.0.0.1:9", "geocoding_url": "http://127.0.0.1:9"},
+        "agent": {"prompt_tools": prompt_tools},
         "model": {
-            "path": str(tiny_qwen35_gguf()),
+            # the app's default context (16k): every tool fits it with the long-context model;
+            # the 4k tiny model keeps per-request lists ("auto" falls back to them)
+            "path": str(
+                tiny_qwen35_gguf() if prompt_tools == "selected" else tiny_qwen35_long_gguf()
+            ),
             "seed": 1,
             "temperature": 0.0,
             "max_tokens": 6,
@@ -97,8 +107,8 @@ def test_a_grown_tool_set_reuses_the_prompt_up_to_the_first_difference_in_one_en
     tmp_path: Path, tokenizer: LlamaBackend
 ) -> None:
     """The window's path: one long-lived engine, the usual sets prepared after loading and the
-    conversation after each answer; the app's default settings."""
-    app = build_app(make_profile(tmp_path))
+    conversation after each answer; per-request tool lists."""
+    app = build_app(make_profile(tmp_path, "selected"))
     backend = app.backend()
     try:
         app.warm(backend)  # the window prepares the usual sets after loading
@@ -150,8 +160,9 @@ def test_botpsy_ask_conversation_restores_the_warmed_conversation_and_a_grown_se
     tmp_path: Path, tokenizer: LlamaBackend
 ) -> None:
     """New processes: each `botpsy ask` leaves its conversation warmed on disk; the next one
-    evaluates only its own message, or, when its tool set grew, what follows the old list."""
-    home = make_profile(tmp_path)
+    evaluates only its own message, or, when its tool set grew, what follows the old list
+    (per-request tool lists)."""
+    home = make_profile(tmp_path, "selected")
     first = botpsy(home, "ask", WEATHER)
     conv = first["conversation_id"]
     same = botpsy(home, "ask", "--conversation", conv, WEATHER_AGAIN)
@@ -173,6 +184,64 @@ def test_botpsy_ask_conversation_restores_the_warmed_conversation_and_a_grown_se
         assert files, "no state kept on disk"
     finally:
         app.close()
+
+
+def test_with_every_tool_listed_a_request_about_another_domain_reads_only_its_own_message(
+    tmp_path: Path, tokenizer: LlamaBackend
+) -> None:
+    """The app's default in the window's path: every prompt lists the same tools, the request's
+    choice is what the model may call; after the window's idle warm-up each request, whatever
+    its domain, evaluates its own message only (the history is never read again)."""
+    app = build_app(make_profile(tmp_path))
+    backend = app.backend()
+    try:
+        app.warm(backend)
+        session = app.session(backend)
+        conv = session.conversation_id
+        first = run(app, session, WEATHER)
+        assert first.reused_tokens > 0  # the prefix prepared after loading
+        prompts = [backend.last_prompt_tokens]
+        for text in (TIMER, FILES, WEATHER_AGAIN):
+            app.warm(backend, conv)
+            stats = run(app, session, text)
+            assert stats.evaluated_tokens <= own_turn(tokenizer, text), (text, stats.as_dict())
+            assert stats.reused_tokens == stats.prompt_tokens - stats.evaluated_tokens
+            prompts.append(backend.last_prompt_tokens)
+        # one prompt start for all four (the system prompt and every tool), longer than the
+        # weather request's own list: nothing of it was evaluated again
+        tools = tokenizer.tokenize(
+            tokenizer.prefix_text(
+                [{"role": "system", "content": app.config.agent.system_prompt}],
+                [
+                    s
+                    for s in app.registry.schemas()
+                    if not app.registry.get(s["function"]["name"]).author
+                ],  # type: ignore[union-attr]
+            )
+        )
+        for tokens in prompts:
+            assert tokens[: len(tools)] == tools
+        selected = prefix_tokens(tokenizer, app, WEATHER, [])
+        assert len(selected) < len(tools)
+    finally:
+        backend.close()
+        app.close()
+
+
+def test_with_every_tool_listed_botpsy_ask_reads_only_each_new_message(
+    tmp_path: Path, tokenizer: LlamaBackend
+) -> None:
+    """New processes, the app's default: each `botpsy ask --conversation` restores the state its
+    predecessor kept and evaluates its own message, a request about another domain too."""
+    home = make_profile(tmp_path)
+    first = botpsy(home, "ask", WEATHER)
+    conv = first["conversation_id"]
+    turns = [first["turns"][0]]
+    for text in (TIMER, FILES):
+        turn = botpsy(home, "ask", "--conversation", conv, text)["turns"][0]
+        assert turn["evaluated_tokens"] <= own_turn(tokenizer, text), (text, turn)
+        assert turn["reused_tokens"] > turns[-1]["prompt_tokens"] - 64
+        turns.append(turn)
 
 
 def _array(tokens: list[int]) -> Any:

@@ -23,7 +23,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -79,9 +79,10 @@ class PacedReplay(BackendWrapper[ReplayBackend]):
         *,
         enable_thinking: bool,
         cancel: threading.Event | None = None,
+        may_call: Collection[str] | None = None,
     ) -> Iterator[TextPiece | PromptProgress | Completion]:
         for item in self.inner.complete(
-            messages, tools, enable_thinking=enable_thinking, cancel=cancel
+            messages, tools, enable_thinking=enable_thinking, cancel=cancel, may_call=may_call
         ):
             if isinstance(item, TextPiece):
                 time.sleep(self.delay_s)

@@ -64,6 +64,18 @@ def tiny_qwen35_gguf() -> Path:
     return target
 
 
+def tiny_qwen35_long_gguf() -> Path:
+    """The tiny model trained for a 32k context (preset ``tiny-long``): a profile at the app's
+    default context of 16k tokens, which the prompt with every tool (about 8k) fits."""
+    module = synthetic_model_module()
+    digest = hashlib.sha256(SYNTHETIC_SCRIPT.read_bytes())
+    digest.update(module.installed_llama_cpp_version().encode())
+    target = fixture_cache_dir() / f"tiny-long-qwen35-{digest.hexdigest()[:16]}.gguf"
+    if not target.is_file():
+        module.build_model("tiny-long", target, "f16", tools_cache_dir(), 0)
+    return target
+
+
 def tiny_qwen35_q4_0_gguf() -> Path:
     """The `tiny` model with its matrices in Q4_0 (32-wide blocks fit its 32-wide layers):
     weights llama.cpp's CPU repack layout takes, unlike the F16 original."""

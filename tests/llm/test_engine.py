@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import pickle
+import re
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -130,6 +131,38 @@ def test_a_forced_tool_call_is_constrained_to_the_schemas(tiny: LlamaBackend) ->
     else:
         assert call.arguments["unit"] in ("c", "f")
     assert done.stats.constrained_tokens > 0
+
+
+def test_may_call_narrows_the_grammar_to_the_requests_tools(tiny: LlamaBackend) -> None:
+    """The prompt lists every tool, ``may_call`` is what the turn may call: a forced call names
+    it whatever the model leaned to; a name the model began outside it is reported, never one
+    it may call."""
+    names = [t["function"]["name"] for t in TOOLS]
+    rendered = tiny.renderer.render(MESSAGES, TOOLS).text
+    for allowed in names:
+        _, done = run(tiny, force_tool_call=True, max_tokens=120, may_call={allowed})
+        assert tiny.renderer.render(MESSAGES, TOOLS).text == rendered  # the same prompt
+        assert re.findall(r"<function=(\w+)>", done.text) == [allowed], done.text
+        assert set(done.stats.wanted_tools) <= set(names) - {allowed}
+    _, done = run(tiny, force_tool_call=True, max_tokens=120)
+    assert re.findall(r"<function=(\w+)>", done.text)[0] in names
+    assert done.stats.wanted_tools == ()  # nothing is out of reach without may_call
+
+
+def test_the_name_a_refused_choice_began_points_to_the_tools_left_out() -> None:
+    from botpsy_desktop.llm.grammar import CALL_NAME_SO_FAR, callable_tools, tools_reached_for
+
+    text = "<tool_call>\n<function=set_"
+    so_far = CALL_NAME_SO_FAR.search(text)
+    assert so_far is not None and so_far.group(1) == "set_"
+    assert CALL_NAME_SO_FAR.search("<tool_call>\n<function=get_weather>\n") is None
+    assert tools_reached_for("set_al", TOOLS, {"get_weather"}) == ("set_alarm",)
+    assert tools_reached_for("get", TOOLS, {"get_weather"}) == ()  # allowed: not reached for
+    assert tools_reached_for("zebra", TOOLS, {"get_weather"}) == ()
+    assert tools_reached_for("set", TOOLS, None) == ()  # nothing was left out
+    assert [t["function"]["name"] for t in callable_tools(TOOLS, {"set_alarm"})] == ["set_alarm"]
+    # none of the prompt's tools named: the grammar keeps them all (the agent judges the call)
+    assert callable_tools(TOOLS, set()) == list(TOOLS)
 
 
 def test_the_next_turn_of_a_request_evaluates_only_the_new_tokens(tiny: LlamaBackend) -> None:
