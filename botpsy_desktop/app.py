@@ -24,6 +24,7 @@ from botpsy_desktop.adapters.device.power import Power
 from botpsy_desktop.adapters.device.sound import Sound
 from botpsy_desktop.adapters.device.tools import device_tools
 from botpsy_desktop.adapters.documents import INDEX_NAME, DocumentIndex, documents_tools
+from botpsy_desktop.adapters.documents.index import Progress
 from botpsy_desktop.adapters.documents.watch import Watcher
 from botpsy_desktop.adapters.email import email_tools, mail_service
 from botpsy_desktop.adapters.files import files_tools
@@ -44,6 +45,7 @@ from botpsy_desktop.agent.selection import ToolSelector, stable_schemas
 from botpsy_desktop.agent.store import ConversationStore
 from botpsy_desktop.agent.tools import Tool, ToolRegistry
 from botpsy_desktop.core.accounts import AccountBook, MailAccount
+from botpsy_desktop.core.busy import PREPARING, Busy
 from botpsy_desktop.core.config import Config, DocumentsSettings
 from botpsy_desktop.core.errors import ConfigError, ModelError
 from botpsy_desktop.core.paths import Paths
@@ -248,6 +250,9 @@ class App:
     restores: Restores | None = None
     """Timed ways back ("mute for an hour"), carried out when due while the alarms run."""
     _approvals: ApprovalQueue | None = field(default=None, init=False, repr=False)
+    busy: Busy = field(default_factory=Busy)
+    """Held while the model writes a reply or is prepared (sessions made here hold it); the
+    documents index waits meanwhile (:meth:`start_indexing`)."""
     _voice: VoiceInput | None = field(default=None, init=False, repr=False)
 
     def voice(self) -> VoiceInput:
@@ -380,6 +385,7 @@ class App:
             self.loop_settings(),
             conversation_id,
             background=background,
+            busy=self.busy,
         )
 
     def warm(
@@ -402,7 +408,18 @@ class App:
         warm = getattr(backend, "warm", None)
         if warm is None:
             return
+        with self.busy.hold(PREPARING):  # the documents index waits meanwhile
+            self._warm(warm, backend, conversation_id, think, cancel, progress)
 
+    def _warm(
+        self,
+        warm: Callable[..., None],
+        backend: Backend,
+        conversation_id: str | None,
+        think: bool | None,
+        cancel: threading.Event | None,
+        progress: Callable[[PromptProgress, str], None] | None,
+    ) -> None:
         import inspect
 
         # a backend whose warm takes no ``progress`` (a wrapper, another process) warms silently
@@ -489,14 +506,24 @@ class App:
         """Bring the documents index up to date in a background thread (at a lower CPU
         priority where the OS allows), then keep it current from the file system's change
         events (adapters/documents/watch.py, unless ``documents.watch`` is off), unless that
-        runs already; it stops, keeping what it did, when the app closes. Whether a thread
-        was started."""
+        runs already; it stops, keeping what it did, when the app closes. The one place the
+        window, ``botpsy chat`` and ``botpsy daemon`` index from. Whether a thread was started.
+
+        It pauses (between two files, keeping what it did; searches go on) while the model
+        answers or is prepared (:attr:`busy`) and while the computer runs on its battery
+        (unless ``documents.pause_on_battery`` is off), and goes on by itself after;
+        ``documents.progress.paused`` and `botpsy index status` say why it waits."""
         index = self.documents
         if index is None or (self._indexing is not None and self._indexing.is_alive()):
             return False
 
-        watcher = Watcher(index) if self.config.documents.watch else None
         on_battery = _battery_check(Path(self.config.device.sysfs), self.config.documents)
+        busy = self.busy
+
+        def paused() -> str:
+            return busy.reason() or on_battery()
+
+        watcher = Watcher(index, pause=paused) if self.config.documents.watch else None
 
         def run() -> None:
             _lower_priority()
@@ -505,11 +532,8 @@ class App:
             watching = watcher is not None and watcher.start()
             stop = self._stop_indexing
             try:
-                # on battery power the scan pauses (keeping what it did, searches go on) and
-                # goes on once the computer is plugged in
-                while not index.update(stop, pause=on_battery).complete and not stop.is_set():
-                    while on_battery() and not stop.wait(5):
-                        pass
+                while not index.update(stop, pause=paused).complete and not stop.is_set():
+                    wait_while(paused, stop, busy)
             except Exception:  # a full disk, a damaged index: logged; searching says so
                 log.exception("documents index: the update failed")
             if watcher is not None and watching:
@@ -518,6 +542,13 @@ class App:
         self._indexing = threading.Thread(target=run, name="documents-index", daemon=True)
         self._indexing.start()
         return True
+
+    def indexing_progress(self) -> Progress | None:
+        """How far the documents index has come (its scan, or why it waits), once
+        :meth:`start_indexing` has started it; None before, or with no index."""
+        if self.documents is None or self._indexing is None:
+            return None
+        return self.documents.progress
 
     def close(self) -> None:
         self._stop_indexing.set()
@@ -531,6 +562,13 @@ class App:
             self.alarms.shutdown()
         self.resources.close()
         self.store.close()
+
+
+def wait_while(paused: Callable[[], str], stop: threading.Event, busy: Busy) -> None:
+    """Wait while ``paused`` gives a reason, until ``stop``; woken early when ``busy`` is
+    released (a request's end), else looked at again every second (the battery)."""
+    while paused() and not stop.is_set():
+        busy.wait(1.0)
 
 
 def _battery_check(sysfs: Path, settings: DocumentsSettings) -> Callable[[], str]:

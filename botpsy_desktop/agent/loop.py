@@ -46,6 +46,7 @@ from botpsy_desktop.agent.tools import (
     ToolRegistry,
     run_in_context,
 )
+from botpsy_desktop.core.busy import ANSWERING, Busy
 from botpsy_desktop.core.errors import BotpsyError, StoreError
 from botpsy_desktop.core.outside import carries_outside
 from botpsy_desktop.core.text import readable
@@ -129,8 +130,11 @@ class AgentSession:
         conversation_id: str | None = None,
         *,
         background: bool = False,
+        busy: Busy | None = None,
     ) -> None:
         self.backend = backend
+        self.busy = busy
+        """Held while the model writes (background work such as the documents index waits)."""
         self.registry = registry
         self.gate = gate
         self.store = store
@@ -416,6 +420,12 @@ class AgentSession:
         history = self.store.messages(self.conversation_id)
         return self._offer(None, history).schemas()
 
+    def _answering(self) -> contextlib.AbstractContextManager[None]:
+        """The model's turn: the app is busy (core/busy.py) while it writes."""
+        if self.busy is None:
+            return contextlib.nullcontext()
+        return self.busy.hold(ANSWERING)
+
     def _steps(
         self, offer: RequestTools, first: int, cancel: threading.Event, think: bool
     ) -> Iterator[Event]:
@@ -439,19 +449,20 @@ class AgentSession:
                 if fitted.trimmed and (trimmed is None or _trim_key(trimmed) != _trim_key(fitted)):
                     trimmed = fitted
                     yield _trimmed_event(fitted, self.backend.n_ctx or 0)
-                for item in self.backend.complete(
-                    prompt, tools, enable_thinking=think, cancel=cancel, may_call=may_call
-                ):
-                    if isinstance(item, Completion):
-                        completion = item
-                        break
-                    if isinstance(item, PromptProgress):
-                        yield item
-                        continue
-                    if splitter is None:
-                        splitter = StreamSplitter(started_in_thinking=item.started_in_thinking)
-                    events = _stream_events(splitter.feed(item.text))
-                    yield from self._reply.stream(held.feed(events) if held else events)
+                with self._answering():
+                    for item in self.backend.complete(
+                        prompt, tools, enable_thinking=think, cancel=cancel, may_call=may_call
+                    ):
+                        if isinstance(item, Completion):
+                            completion = item
+                            break
+                        if isinstance(item, PromptProgress):
+                            yield item
+                            continue
+                        if splitter is None:
+                            splitter = StreamSplitter(started_in_thinking=item.started_in_thinking)
+                        events = _stream_events(splitter.feed(item.text))
+                        yield from self._reply.stream(held.feed(events) if held else events)
             except ContextFull as exc:
                 yield Error("context", _context_full_message(exc, after_tools=step > 1))
                 return

@@ -63,6 +63,7 @@ def cmd_daemon(app: App, args: argparse.Namespace, out: TextIO, err: TextIO) -> 
             previous[sig] = signal.signal(sig, lambda *_: stop.set())
     alarms.add_listener(on_ring)
     routines = _daemon_routines(app, args, emit, err)
+    app.start_indexing()  # the documents index catches up, then follows changes, until stopped
     try:
         now = alarms.now()
         missed = alarms.start()
@@ -151,6 +152,7 @@ def _daemon_routines(
             settings,
             conversation_id,
             background=True,
+            busy=app.busy,  # the documents index waits while a routine's model writes
         )
 
     queue = app.approvals()

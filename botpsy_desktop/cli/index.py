@@ -105,7 +105,13 @@ def _status_lines(app: App, index: DocumentIndex, status: dict[str, Any]) -> lis
         datetime.fromtimestamp(when).astimezone().isoformat(timespec="seconds") if when else "never"
     )
     lines.append(f"Last scan: {status['last_scan']}; last complete scan: {complete}")
-    if not status["complete"]:
+    if status["last_scan"].startswith("paused "):
+        why = status["last_scan"].removeprefix("paused ").split(":")[0]
+        lines.append(
+            f"Indexing is paused {why}; it goes on by itself after (while the app or "
+            "`botpsy daemon` runs)."
+        )
+    elif not status["complete"]:
         lines.append("The last scan did not finish; the next one goes on from where it stopped.")
     if status["not_indexed"]:
         lines.append(f"Not indexed: {status['not_indexed']:,} files")

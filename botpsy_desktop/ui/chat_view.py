@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 from PySide6.QtCore import Qt, QTimer, Signal
@@ -147,6 +148,7 @@ class ToolCard(Collapsible):
     """
 
     undoRequested = Signal(str, int)  # call id, audit log entry of the change
+    openRequested = Signal(str)  # a document the result names, as it shows it (~/...)
 
     STATUS: ClassVar[dict[str, str]] = {
         "running": "running…",
@@ -185,6 +187,15 @@ class ToolCard(Collapsible):
         layout = self.layout()
         assert isinstance(layout, QVBoxLayout)
         layout.insertWidget(1, self.change)
+        # the documents a search or read found, each with Open (the window decides which)
+        self.sources_of: Callable[[str, str], list[str]] | None = None
+        self.sources = QWidget()
+        self.sources.setObjectName("toolSources")
+        self.sources_row = QHBoxLayout(self.sources)
+        self.sources_row.setContentsMargins(22, 0, 0, 2)
+        self.open_buttons: dict[str, QPushButton] = {}
+        self.sources.setVisible(False)
+        layout.insertWidget(2, self.sources)
 
     def _title(self) -> str:
         args = ", ".join(
@@ -219,6 +230,25 @@ class ToolCard(Collapsible):
         self.setProperty("status", status)
         self.style().unpolish(self)
         self.style().polish(self)
+        if status == "ok" and self.sources_of is not None:
+            self.offer_sources(self.sources_of(self.name, result))
+
+    def offer_sources(self, shown: list[str]) -> None:
+        """An Open button for each document in ``shown`` (as the result names it)."""
+        for path in shown:
+            if path in self.open_buttons:
+                continue
+            name = path.replace("\\", "/").rsplit("/", 1)[-1]
+            button = QPushButton(f"Open {name}")
+            button.setObjectName("openSource")
+            button.setAutoDefault(False)
+            button.setToolTip(f"Open {path} with its usual application")
+            button.clicked.connect(lambda _=False, p=path: self.openRequested.emit(p))
+            self.open_buttons[path] = button
+            self.sources_row.addWidget(button)
+        if self.open_buttons and not self.sources.isVisibleTo(self):
+            self.sources_row.addStretch(1)
+            self.sources.setVisible(True)
 
     def show_change(
         self,
@@ -318,6 +348,9 @@ class ChatView(QScrollArea):
         self.cards: dict[str, ToolCard] = {}
         self.progress: PromptProgressRow | None = None
         self.undo_handler: Any = None  # called with (card, action id) when Undo is clicked
+        self.open_handler: Callable[[str], object] | None = None  # Open on a card's document
+        self.sources_of: Callable[[str, str], list[str]] | None = None
+        """The documents a tool's result names that may be opened (tool name, its output)."""
         self._follow = True
         self.verticalScrollBar().rangeChanged.connect(self._on_range)
         self.verticalScrollBar().valueChanged.connect(self._on_scroll)
@@ -406,6 +439,8 @@ class ChatView(QScrollArea):
         self.end_prompt_progress()
         card = ToolCard(call_id, name, arguments)
         card.undoRequested.connect(self._on_undo)
+        card.sources_of = self.sources_of
+        card.openRequested.connect(self._on_open)
         self.cards[call_id] = card
         self._add(card)
         self.current = None  # text after a tool call starts a new bubble
@@ -440,6 +475,10 @@ class ChatView(QScrollArea):
                 decided_by=decided_by,
             )
         return card
+
+    def _on_open(self, shown: str) -> None:
+        if self.open_handler is not None:
+            self.open_handler(shown)
 
     def _on_undo(self, call_id: str, action_id: int) -> None:
         card = self.cards.get(call_id)

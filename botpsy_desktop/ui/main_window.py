@@ -6,10 +6,11 @@ import contextlib
 import os
 import sys
 import threading
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from PySide6.QtCore import QEvent, QObject, Qt, QTimer, Signal, Slot
-from PySide6.QtGui import QAction, QKeyEvent, QKeySequence
+from PySide6.QtCore import QEvent, QObject, Qt, QTimer, QUrl, Signal, Slot
+from PySide6.QtGui import QAction, QDesktopServices, QKeyEvent, QKeySequence
 from PySide6.QtWidgets import (
     QApplication,
     QCheckBox,
@@ -31,6 +32,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from botpsy_desktop.adapters.documents.tools import named_documents, openable
 from botpsy_desktop.agent.events import (
     Answer,
     ApprovalRequest,
@@ -99,9 +101,18 @@ class MainWindow(QMainWindow):
 
     undone = Signal(object, str, bool)  # ToolCard, what happened, whether it was undone
 
-    def __init__(self, app: App, *, model: str | None = None, replay: str | None = None) -> None:
+    def __init__(
+        self,
+        app: App,
+        *,
+        model: str | None = None,
+        replay: str | None = None,
+        opener: Callable[[QUrl], bool] = QDesktopServices.openUrl,
+    ) -> None:
         super().__init__()
         self.app = app
+        self.opener = opener
+        """Opens a document with the desktop's usual application for it (a card's Open)."""
         self.setWindowTitle("BotPsy")
         self.resize(1100, 760)
         self.conversation_id = ""
@@ -147,6 +158,8 @@ class MainWindow(QMainWindow):
 
         self._build()
         self.chat.undo_handler = self.undo_change
+        self.chat.open_handler = self.open_document
+        self.chat.sources_of = self.document_sources
         self.undone.connect(self._on_undone)
         self.pending.changed.connect(self._on_pending_changed)
         self._on_pending_changed(self.pending.count())
@@ -157,6 +170,10 @@ class MainWindow(QMainWindow):
         self.memory_timer.timeout.connect(self._update_memory)
         self.memory_timer.start(2000)
         self._update_memory()
+        self.index_timer = QTimer(self)  # the documents index's progress, read from memory
+        self.index_timer.timeout.connect(self._update_index)
+        self.index_timer.start(1000)
+        self._update_index()
 
     # -- layout -------------------------------------------------------------------------------
     def _build(self) -> None:
@@ -259,6 +276,10 @@ class MainWindow(QMainWindow):
         self.approvals_button.setToolTip("Actions from background runs waiting for your approval")
         self.approvals_button.clicked.connect(self.show_approvals)
         self.statusBar().addPermanentWidget(self.approvals_button)
+        self.index_label = QLabel("")
+        self.index_label.setObjectName("indexProgress")
+        self.index_label.setVisible(False)
+        self.statusBar().addPermanentWidget(self.index_label)
         for label in (self.model_label, self.context_label, self.speed_label, self.memory_label):
             self.statusBar().addPermanentWidget(label)
 
@@ -280,6 +301,39 @@ class MainWindow(QMainWindow):
         approvals.triggered.connect(self.show_approvals)
         for action in (new, get_model, open_model, settings, approvals, quit_action):
             menu.addAction(action)
+
+    # -- documents ------------------------------------------------------------------------
+    def _update_index(self) -> None:
+        """The documents index's progress in the status bar: files done of total, paused and
+        why, files it could not read (hidden until indexing has started)."""
+        progress = self.app.indexing_progress()
+        self.index_label.setVisible(progress is not None)
+        if progress is not None:
+            self.index_label.setText(progress.summary())
+            self.index_label.setToolTip(
+                f"The index of your documents: {progress.line()}. "
+                "`botpsy index status` lists the files it could not read, and why."
+            )
+
+    def document_sources(self, tool: str, output: str) -> list[str]:
+        """The documents a search_documents or read_document result names that Open may open:
+        files inside the allowed folders (files.roots)."""
+        roots = self.app.config.file_roots()
+        return [s for s in named_documents(tool, output) if openable(s, roots) is not None]
+
+    def open_document(self, shown: str) -> bool:
+        """Open the document ``shown`` (as a result names it) with the desktop's usual
+        application, only when it is a file inside the allowed folders; whether it was."""
+        path = openable(shown, self.app.config.file_roots())
+        if path is None:
+            self.statusBar().showMessage(
+                f"Not opened: {shown} is not a file in the folders the assistant may use.", 8000
+            )
+            return False
+        if not self.opener(QUrl.fromLocalFile(str(path))):
+            self.statusBar().showMessage(f"No application opened {shown}.", 8000)
+            return False
+        return True
 
     # -- conversations ------------------------------------------------------------------
     def refresh_conversations(self) -> None:

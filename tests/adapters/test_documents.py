@@ -522,7 +522,7 @@ def test_markup_planted_in_a_document_reaches_the_model_defused(tmp_path: Path) 
 
 
 def test_indexing_pauses_on_battery_and_goes_on_when_plugged_in(
-    tmp_path: Path, corpus: Path
+    tmp_path: Path, corpus: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     import time
 
@@ -548,10 +548,80 @@ def test_indexing_pauses_on_battery_and_goes_on_when_plugged_in(
         status = app.documents.status()
         assert status["last_scan"].startswith("paused on battery power"), status
         assert status["indexed"] == 0 and not status["complete"]
+        code, out, _ = cli("--home", str(home), "index", "status", capsys=capsys)
+        assert code == 0 and "Indexing is paused on battery power" in out, out
         (supplies / "AC" / "online").write_text("1\n", encoding="ascii")
         (supplies / "BAT0" / "status").write_text("Charging\n", encoding="ascii")
         while time.monotonic() < deadline and not app.documents.status()["complete"]:
             time.sleep(0.2)
         assert app.documents.status()["indexed"] == 11
+    finally:
+        app.close()
+
+
+def test_a_request_the_model_is_answering_holds_the_indexer_and_it_goes_on_after(
+    tmp_path: Path, corpus: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import time
+
+    from botpsy_desktop.agent.events import Answer, Token
+
+    home = profile_for(tmp_path, [corpus])
+    replay = tmp_path / "replay.json"
+    reply = "Here is a long answer. It goes on for a while. " * 4
+    replay.write_text(json.dumps([reply]), encoding="utf-8")
+    app = build_app(home)
+    try:
+        assert app.documents is not None
+        session = app.session(app.backend(replay=str(replay)))
+        events = session.run("tell me a story")
+        # the model has begun to write (the request's generator waits in the middle of it)
+        assert isinstance(next(e for e in events if isinstance(e, Token)), Token)
+        assert app.start_indexing()
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not app.documents.progress.paused:
+            time.sleep(0.05)
+        assert app.documents.progress.paused == "while the model answers"
+        time.sleep(1.0)  # the indexer has had time to read files, had it not waited
+        status = app.documents.status()
+        assert status["indexed"] == 0 and not status["complete"], status
+        assert status["last_scan"].startswith("paused while the model answers"), status
+        code, out, _ = cli("--home", str(home), "index", "status", capsys=capsys)
+        assert code == 0 and "Indexing is paused while the model answers" in out, out
+        rest = list(events)  # the answer ends: the indexer goes on
+        assert isinstance(rest[-1], Answer), rest
+        while time.monotonic() < deadline and not app.documents.status()["complete"]:
+            time.sleep(0.2)
+        assert app.documents.status()["indexed"] == 11
+        assert app.documents.progress.complete and not app.documents.progress.paused
+    finally:
+        app.close()
+
+
+def test_a_common_word_ranks_the_newest_passages_and_a_rare_word_is_never_crowded_out(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from botpsy_desktop.adapters.documents import index as index_module
+
+    # RANK_AT_MOST bounds how many passages a search scores (2,000 in the app); 3 here
+    monkeypatch.setattr(index_module, "RANK_AT_MOST", 3)
+    root = tmp_path / "home"
+    root.mkdir()
+    (root / "a-old.txt").write_text("The zephyr report, filed long ago.", encoding="utf-8")
+    for i in range(8):
+        (root / f"b{i}.txt").write_text(f"Monthly report number {i}.", encoding="utf-8")
+    app = build_app(profile_for(tmp_path, [root]))
+    try:
+        assert app.documents is not None
+        app.documents.update()
+        (root / "b0.txt").write_text("Monthly report number 0, changed.", encoding="utf-8")
+        app.documents.update()  # b0's passage is now the newest
+        found = app.documents.search("report", 10)  # in 9 passages: the newest 3 are ranked
+        assert len(found) == 3 and "b0.txt" in [Path(h.path).name for h in found]
+        # every word: the one passage that has both, old as it is
+        assert [Path(h.path).name for h in app.documents.search("zephyr report")] == ["a-old.txt"]
+        # no passage has every word: only the passages of the rare word are ranked
+        loose = app.documents.search("zephyr report quarterly")
+        assert [Path(h.path).name for h in loose] == ["a-old.txt"]
     finally:
         app.close()

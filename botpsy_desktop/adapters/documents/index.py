@@ -113,6 +113,12 @@ _WORD = re.compile(rf"[{_CJK}]+|[^\W_{_CJK}]+(?:\*)?", re.UNICODE)
 _MIXED = re.compile(rf"[^\W_]*[{_CJK}][^\W_]*")
 """A run of word characters with CJK in it: one token for unicode61, words glued to CJK."""
 
+RANK_AT_MOST = 2_000
+"""A search ranks at most this many passages (BM25 scores each one it ranks): of those that
+hold every word, the newest (the files indexed or changed last); the any-word search keeps its
+rarest words, as many as are found in this many passages together. This bounds a search's time
+whatever the corpus (docs/PERFORMANCE.md)."""
+
 STEM_MIN = 5
 """In a loose search, a word this long or longer also matches other endings ("сантехника"
 for "сантехник", "leases" for "lease"): its last letter (two from six letters on) is left
@@ -153,6 +159,8 @@ class Query:
     """Any term may match, the more the better (BM25 ranks)."""
     marks: tuple[tuple[str, bool], ...]
     """(folded term, is a prefix) to mark in snippets; CJK terms are matched as substrings."""
+    any_terms: tuple[str, ...] = ()
+    """The terms ``any_word`` joins with OR."""
 
 
 def parse_query(text: str) -> Query | None:
@@ -199,7 +207,7 @@ def parse_query(text: str) -> Query | None:
         return None
     strict = list(dict.fromkeys(strict))
     loose = list(dict.fromkeys(loose))
-    return Query(" ".join(strict), " OR ".join(loose), tuple(dict.fromkeys(marks)))
+    return Query(" ".join(strict), " OR ".join(loose), tuple(dict.fromkeys(marks)), tuple(loose))
 
 
 @dataclass(frozen=True)
@@ -226,6 +234,27 @@ class Progress:
     current: str = ""
     paused: str = ""
     """Why the scan paused (e.g. "on battery power"), '' when it did not."""
+    known: int = 0
+    """The files the index held when the scan began (what a rescan goes through again)."""
+    not_indexed: int = 0
+    """Files the index holds as not indexed (unreadable, no text), this scan's included."""
+
+    def summary(self) -> str:
+        """One short line for the window's status bar: files done of total (the files the
+        index knew; none the first time), paused and why, files not indexed."""
+        if self.complete:
+            text = f"Documents indexed: {self.seen:,} files"
+        else:
+            done = (
+                f"{self.seen:,} of {self.known:,} files"
+                if self.known and self.known >= self.seen
+                else f"{self.seen:,} files so far"
+            )
+            doing = f"Indexing paused {self.paused}" if self.paused else "Indexing documents"
+            text = f"{doing}: {done}"
+        if self.not_indexed:
+            text += f", {self.not_indexed:,} not readable"
+        return text
 
     def line(self) -> str:
         state = "done" if self.complete else f"paused {self.paused}" if self.paused else "scanning"
@@ -367,9 +396,11 @@ class DocumentIndex:
         self.progress = state
         with closing(self._connect()) as db:
             known = {
-                row[0]: (row[1], row[2], row[3])
-                for row in db.execute("SELECT path, id, size, mtime_ns FROM files")
+                row[0]: (row[1], row[2], row[3], row[4] == "failed")
+                for row in db.execute("SELECT path, id, size, mtime_ns, state FROM files")
             }
+            state.known = len(known)
+            state.not_indexed = sum(1 for k in known.values() if k[3])
             seen: set[str] = set()
             last_commit = time.monotonic()
             pending = 0
@@ -392,7 +423,9 @@ class DocumentIndex:
                     seen.add(path)
                     state.seen += 1
                     before = known.get(path)
-                    if before is None or before[1:] != (st.st_size, st.st_mtime_ns):
+                    if before is None or before[1:3] != (st.st_size, st.st_mtime_ns):
+                        if before is not None and before[3]:
+                            state.not_indexed -= 1  # read again: counted as it turns out
                         yield path, st, before[0] if before else None
 
             for path, st, file_id, found in self._read_all(todo()):
@@ -407,6 +440,7 @@ class DocumentIndex:
                         progress(state)
             if complete:
                 gone = [(known[p][0],) for p in known if p not in seen]
+                state.not_indexed -= sum(1 for p in known if p not in seen and known[p][3])
                 db.executemany("DELETE FROM passages WHERE file_id = ?", gone)
                 db.executemany("DELETE FROM files WHERE id = ?", gone)
                 state.removed = len(gone)
@@ -529,6 +563,7 @@ class DocumentIndex:
                 reason = "no text in it"
         if status == "failed":
             state.failed += 1
+            state.not_indexed += 1
         else:
             state.read += 1
         if file_id is not None:
@@ -609,19 +644,56 @@ class DocumentIndex:
         with closing(self._connect()) as db:
             hits = self._ranked(db, query.all_words, limit, under)
             if not hits and query.any_word != query.all_words:
-                hits = self._ranked(db, query.any_word, limit, under)
+                hits = self._ranked(db, self._without_common(db, query.any_terms), limit, under)
         return hits
+
+    @staticmethod
+    def _without_common(db: sqlite3.Connection, terms: Sequence[str]) -> str:
+        """The any-word query for the passages with its rarest terms only: as many as hold
+        at most ``RANK_AT_MOST`` passages together (the rarest one at least), ranked with all
+        of them. A word found in many passages has little weight in BM25, and scoring every
+        passage it is in was most of a search's time."""
+        counted = sorted(
+            (
+                db.execute(
+                    "SELECT count(*) FROM passages_fts WHERE passages_fts MATCH ?", (t,)
+                ).fetchone()[0],
+                i,
+                t,
+            )
+            for i, t in enumerate(terms)
+        )
+        kept: list[tuple[int, str]] = []
+        total = 0
+        for count, i, term in counted:
+            if kept and total + count > RANK_AT_MOST:
+                break
+            kept.append((i, term))
+            total += count
+        rare = " OR ".join(t for _, t in sorted(kept))
+        if len(kept) == len(terms):
+            return rare
+        # only the passages with a rare word, ranked with every word (the common ones add to
+        # a passage's score; FTS5 looks them up for these passages alone)
+        return f"({rare}) AND ({' OR '.join(terms)})"
 
     def _ranked(
         self, db: sqlite3.Connection, match: str, limit: int, under: Path | None
     ) -> list[Hit]:
+        # the newest RANK_AT_MOST passages that match are ranked, not every one: BM25 scores
+        # each passage it ranks, and a common word is in tens of thousands of them
+        floor = db.execute(
+            "SELECT rowid FROM passages_fts WHERE passages_fts MATCH ? "
+            "ORDER BY rowid DESC LIMIT 1 OFFSET ?",
+            (match, RANK_AT_MOST - 1),
+        ).fetchone()
         # ranked in the FTS table alone first: only the best rows are joined with their text
         rows = db.execute(
             "WITH best AS (SELECT rowid AS id, bm25(passages_fts, 1.0, 1.0, 3.0) AS r "
-            "FROM passages_fts WHERE passages_fts MATCH ? ORDER BY r LIMIT ?) "
+            "FROM passages_fts WHERE passages_fts MATCH ? AND rowid >= ? ORDER BY r LIMIT ?) "
             "SELECT f.path, p.place, p.body, f.mtime_ns, best.r FROM best "
             "JOIN passages p ON p.id = best.id JOIN files f ON f.id = p.file_id ORDER BY best.r",
-            (match, max(50, limit * 10)),
+            (match, floor[0] if floor else 0, max(50, limit * 10)),
         )
         hits: list[Hit] = []
         per_file: dict[str, int] = {}

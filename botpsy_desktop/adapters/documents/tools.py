@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import os
+from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -9,6 +12,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from botpsy_desktop.adapters.documents.index import DocumentIndex, parse_query, snippet
+from botpsy_desktop.adapters.files.jail import FolderJail
 from botpsy_desktop.adapters.untrusted import neutralize
 from botpsy_desktop.core.errors import ToolError
 from botpsy_desktop.core.outside import outside
@@ -164,3 +168,36 @@ def _read(index: DocumentIndex, args: ReadDocumentArgs) -> dict[str, Any]:
     if not wanted and len(places) > 1:
         out["parts"] = [outside(neutralize(p)) for p in places[:30]]
     return out
+
+
+SOURCE_TOOLS = frozenset({"search_documents", "read_document"})
+"""The tools whose results name documents the window offers to open."""
+
+
+def named_documents(name: str, output: str, limit: int = 5) -> list[str]:
+    """The files a search_documents or read_document result names, as it shows them
+    (``~/Documents/lease.pdf``), each once, best first, at most ``limit``; none for another
+    tool or a result that is not the tool's JSON (an error, a clipped one)."""
+    if name not in SOURCE_TOOLS:
+        return []
+    try:
+        result = json.loads(output)
+    except (ValueError, TypeError):
+        return []
+    if not isinstance(result, dict):
+        return []
+    found = [result.get("path")] + [
+        r.get("file") for r in result.get("results") or [] if isinstance(r, dict)
+    ]
+    return list(dict.fromkeys(f for f in found if isinstance(f, str) and f))[:limit]
+
+
+def openable(shown: str, roots: Sequence[Path]) -> Path | None:
+    """The real path of the document ``shown`` names (``~`` expanded, links resolved) when it
+    is a file inside the allowed folders ``roots``, else None: a result is outside content,
+    and only the person's own documents are ever opened from it."""
+    if not roots or not shown:
+        return None
+    jail = FolderJail(roots)
+    real = Path(os.path.realpath(os.path.expanduser(shown)))
+    return real if jail.contains(real) and real.is_file() else None

@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -26,9 +27,16 @@ log = logging.getLogger(__name__)
 class Watcher:
     """Applies the file-system events under the index's roots (see the module's notes)."""
 
-    def __init__(self, index: DocumentIndex, settle_s: float = 2.0) -> None:
+    def __init__(
+        self,
+        index: DocumentIndex,
+        settle_s: float = 2.0,
+        pause: Callable[[], str] | None = None,
+    ) -> None:
         self.index = index
         self.settle_s = settle_s
+        self.pause = pause
+        """Why changes wait now ('' when they need not): they are applied after the pause."""
         self._pending: set[str] = set()
         self._full = False
         self._lock = threading.Lock()
@@ -110,6 +118,8 @@ class Watcher:
                     continue
                 if stop.wait(self.settle_s):  # let a burst of events end
                     break
+                if self._paused(stop):
+                    break
                 with self._lock:
                     paths, full = sorted(self._pending), self._full
                     tops, self._new_tops = self._new_tops, []
@@ -119,13 +129,26 @@ class Watcher:
                     self._watch(top)
                 try:
                     if full:
-                        self.index.update(stop)
+                        if not self.index.update(stop, pause=self.pause).complete:
+                            with self._lock:  # paused or stopped midway: again after it
+                                self._full = True
+                                self._event.set()
                     elif paths:
                         self.index.apply(paths)
                 except Exception:  # a full disk, a locked index: logged, tried at the next event
                     log.exception("documents index: applying changes failed")
         finally:
             self.close()
+
+    def _paused(self, stop: threading.Event) -> bool:
+        """Wait while :attr:`pause` gives a reason (the progress says it); whether ``stop``
+        was set meanwhile."""
+        while self.pause is not None and (why := self.pause()):
+            self.index.progress.paused = why
+            if stop.wait(0.5):
+                return True
+        self.index.progress.paused = ""
+        return stop.is_set()
 
     def _watch(self, folder: str) -> None:
         name = os.path.basename(folder)
