@@ -34,7 +34,7 @@ from botpsy_desktop.core.config import (
 )
 from botpsy_desktop.core.errors import ModelError
 from botpsy_desktop.llm.backend import Message
-from botpsy_desktop.llm.prompt import PromptRenderer
+from botpsy_desktop.llm.language.prompt import PromptRenderer
 from botpsy_desktop.llm.types import Completion, GenerationStats, PromptProgress, TextPiece
 
 TOOL_CALL_OPEN = "<tool_call>"
@@ -62,7 +62,7 @@ def _callable(
 ) -> Sequence[Mapping[str, Any]]:
     if may_call is None:
         return tools
-    from botpsy_desktop.llm.grammar import callable_tools
+    from botpsy_desktop.llm.language.grammar import callable_tools
 
     return callable_tools(tools, may_call)
 
@@ -420,7 +420,7 @@ class RemoteBackend:
             return None
         if self.renderer.call_format != "xml":
             return None  # the grammar describes Qwen3-Coder XML calls only
-        from botpsy_desktop.llm.grammar import build_tool_call_grammar, grammar_key
+        from botpsy_desktop.llm.language.grammar import build_tool_call_grammar, grammar_key
 
         key = grammar_key(tools, close_token=self._close_token, param_order="any")
         if key not in self._grammars:

@@ -37,9 +37,9 @@ def _raise(message: str) -> NoReturn:
 
 def fallback_template() -> str:
     """botpsy-desktop's ChatML tool prompt, used when a model's template has no tool support."""
-    return (resources.files("botpsy_desktop.llm") / "templates" / "chatml_tools.jinja").read_text(
-        encoding="utf-8"
-    )
+    return (
+        resources.files("botpsy_desktop.llm.language") / "templates" / "chatml_tools.jinja"
+    ).read_text(encoding="utf-8")
 
 
 def supports_tools(template: str) -> bool:

@@ -23,26 +23,26 @@ from llama_cpp._ggml import libggml
 
 from botpsy_desktop.core.config import ModelSettings
 from botpsy_desktop.core.errors import ModelError
-from botpsy_desktop.llm import cpu_layout
 from botpsy_desktop.llm.backend import Message
-from botpsy_desktop.llm.gguf_info import GGUFInfo, check_fits, read_gguf_info
-from botpsy_desktop.llm.grammar import (
-    CALL_NAME_SO_FAR,
-    build_tool_call_grammar,
-    callable_tools,
-    grammar_key,
-    tools_reached_for,
-)
-from botpsy_desktop.llm.grammar_check import GrammarMatcher
-from botpsy_desktop.llm.prefix_cache import (
+from botpsy_desktop.llm.cache.prefix_cache import (
     PARTIAL_ONLY,
     SEQ,
     Checkpoint,
     StateCache,
     common_prefix,
 )
-from botpsy_desktop.llm.prefix_store import PrefixStore, file_identity, prefix_key
-from botpsy_desktop.llm.prompt import PromptRenderer
+from botpsy_desktop.llm.cache.prefix_store import PrefixStore, file_identity, prefix_key
+from botpsy_desktop.llm.language.grammar import (
+    CALL_NAME_SO_FAR,
+    build_tool_call_grammar,
+    callable_tools,
+    grammar_key,
+    tools_reached_for,
+)
+from botpsy_desktop.llm.language.grammar_check import GrammarMatcher
+from botpsy_desktop.llm.language.prompt import PromptRenderer
+from botpsy_desktop.llm.models import cpu_layout
+from botpsy_desktop.llm.models.gguf_info import GGUFInfo, check_fits, read_gguf_info
 from botpsy_desktop.llm.types import Completion, GenerationStats, PromptProgress, TextPiece
 
 TOOL_CALL_OPEN = "<tool_call>"
