@@ -15,6 +15,9 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from botpsy_desktop.core.errors import ModelError
 
+TOOL_CALL_OPEN = "<tool_call>"
+TOOL_CALL_CLOSE = "</tool_call>"
+
 CallFormat = Literal["xml", "json"]
 
 
