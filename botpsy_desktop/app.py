@@ -442,9 +442,10 @@ class App:
         if selector is not None and stable_prompt(backend, self.registry, settings):
             # every request lists the app's own tools (agent/loop.py stable_prompt): one
             # prefix, then all tools with the tool servers' (a request about them)
+            # (that one last: the context holds what most requests start with)
             every = [stable_schemas(self.registry)]
             if len(every[0]) < len(self.registry.schemas()):
-                every.append(self.registry.schemas())
+                every.insert(0, self.registry.schemas())
         for i, tools in enumerate(every, 1):
             if cancel is not None and cancel.is_set():
                 return
