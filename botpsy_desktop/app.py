@@ -60,10 +60,10 @@ if TYPE_CHECKING:
     from botpsy_desktop.agent.audit import Undone
     from botpsy_desktop.agent.undo import UndoPlan
     from botpsy_desktop.core.config import ModelSettings
-    from botpsy_desktop.llm.engine_process import EngineProcess
-    from botpsy_desktop.llm.models import ModelService
-    from botpsy_desktop.llm.remote import RemoteBackend
-    from botpsy_desktop.llm.replay import ReplayBackend
+    from botpsy_desktop.llm.engines.engine_process import EngineProcess
+    from botpsy_desktop.llm.engines.remote import RemoteBackend
+    from botpsy_desktop.llm.engines.replay import ReplayBackend
+    from botpsy_desktop.llm.models.installed import ModelService
     from botpsy_desktop.speech.voice import VoiceInput
 
 log = logging.getLogger(__name__)
@@ -285,11 +285,11 @@ class App:
     ) -> EngineProcess | ReplayBackend | RemoteBackend:
         """A replay backend if ``replay`` is given; a llama-server at ``engine`` (or the
         configured engine, unless ``model`` is given); else llama.cpp on ``model`` or the
-        config's, in its own worker process (llm/engine_process.py). ``settings`` replace the
-        config's model settings (the evaluation's); ``prefix_states`` False keeps no prefix
-        states on disk (the fidelity check)."""
+        config's, in its own worker process (llm/engines/engine_process.py). ``settings``
+        replace the config's model settings (the evaluation's); ``prefix_states`` False keeps no
+        prefix states on disk (the fidelity check)."""
         if replay is not None:
-            from botpsy_desktop.llm.replay import ReplayBackend
+            from botpsy_desktop.llm.engines.replay import ReplayBackend
 
             return ReplayBackend.from_file(replay, n_ctx=self.config.model.n_ctx)
         url = engine or (None if model else self.config.engine.url)
@@ -303,7 +303,7 @@ class App:
                 "Download BotPsy-0.8B with `botpsy model pull`, add a GGUF file with "
                 "`botpsy model import PATH`, or pass --model PATH.",
             )
-        from botpsy_desktop.llm.engine_process import EngineProcess
+        from botpsy_desktop.llm.engines.engine_process import EngineProcess
 
         # the engine runs in a worker process: a crash there costs one answer, not the app
         return EngineProcess(
@@ -319,7 +319,7 @@ class App:
         """The llama-server at ``url`` as the engine, with its API key from the keyring."""
         from botpsy_desktop.core.config import engine_origin
         from botpsy_desktop.core.secrets import KeyringUnavailable, engine_entry
-        from botpsy_desktop.llm.remote import RemoteBackend
+        from botpsy_desktop.llm.engines.remote import RemoteBackend
 
         try:
             key = self.secrets.get("", entry=engine_entry(engine_origin(url)))
@@ -352,7 +352,7 @@ class App:
 
     def models(self) -> ModelService:
         """The installed-models service (pull, import, use, verify, remove) for this profile."""
-        from botpsy_desktop.llm.models import ModelService
+        from botpsy_desktop.llm.models.installed import ModelService
 
         return ModelService(self.paths, self.config)
 

@@ -44,7 +44,7 @@ def run_checks(app: App, model: str | None = None, *, retry_layout: bool = False
         Check("python", "info", f"{platform.python_version()} on {platform.platform()}"),
     ]
     try:
-        from botpsy_desktop.llm import engine
+        from botpsy_desktop.llm.engines import engine
 
         checks.append(
             Check(
@@ -192,7 +192,7 @@ def _engine_checks(app: App) -> list[Check]:
 
 def _engine_check(app: App, path: str) -> Check:
     """A real decode in a worker process, as every request runs it: proves the engine here."""
-    from botpsy_desktop.llm.engine_process import prove_model
+    from botpsy_desktop.llm.engines.engine_process import prove_model
 
     try:
         probe = prove_model(app.config.model, path, work_dir=app.paths.cache_dir / "engine")
@@ -222,7 +222,7 @@ def _engine_check(app: App, path: str) -> Check:
 def _retry_layout(app: App, path: str) -> Check:
     """Try the layout a first-decode crash was blamed on again; forget the verdict if it
     decodes (a stale verdict: the crash was not the layout's)."""
-    from botpsy_desktop.llm.engine_process import LayoutMemory, prove_model
+    from botpsy_desktop.llm.engines.engine_process import LayoutMemory, prove_model
 
     work_dir = app.paths.cache_dir / "engine"
     memory = LayoutMemory(work_dir)
@@ -253,7 +253,7 @@ def _retry_layout(app: App, path: str) -> Check:
 
 def _prefix_cache_check(app: App) -> Check:
     """The folder of prefix states on disk: where, how full, how many."""
-    from botpsy_desktop.llm.prefix_store import MiB, PrefixStore
+    from botpsy_desktop.llm.cache.prefix_store import MiB, PrefixStore
 
     bound = app.config.model.prefix_cache_mb
     store = PrefixStore.for_profile(app.paths.cache_dir, bound)
@@ -443,8 +443,8 @@ def _installed_models_check(app: App) -> Check:
 
 
 def _model_checks(path: str, n_ctx: int) -> list[Check]:
-    from botpsy_desktop.llm.gguf_info import available_memory, read_gguf_info
-    from botpsy_desktop.llm.prompt import PromptRenderer
+    from botpsy_desktop.llm.language.prompt import PromptRenderer
+    from botpsy_desktop.llm.models.gguf_info import available_memory, read_gguf_info
 
     try:
         info = read_gguf_info(path)

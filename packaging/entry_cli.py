@@ -3,7 +3,7 @@
 import sys
 
 if len(sys.argv) > 1 and sys.argv[1] == "--engine-worker":  # the engine's worker process
-    from botpsy_desktop.llm.worker import main as worker_main
+    from botpsy_desktop.llm.engines.worker import main as worker_main
 
     sys.exit(worker_main(sys.argv[1:]))
 

@@ -503,7 +503,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.child:
         return child(args.child)
     args.app_root = str(Path(args.app_root).resolve())
-    # the engine's worker (python -m botpsy_desktop.llm.worker) and the request processes
+    # the engine's worker (python -m botpsy_desktop.llm.engines.worker) and the request processes
     # import the checkout being measured, not an installed copy or the current folder's
     os.environ["PYTHONPATH"] = args.app_root
     os.chdir(args.app_root)

@@ -25,8 +25,8 @@ sys.path.insert(0, str(ROOT))
 
 from botpsy_desktop.adapters.files import files_tools  # noqa: E402
 from botpsy_desktop.core.config import AgentSettings, ModelSettings  # noqa: E402
-from botpsy_desktop.llm.engine import LlamaBackend  # noqa: E402
-from botpsy_desktop.llm.grammar_check import GrammarMatcher  # noqa: E402
+from botpsy_desktop.llm.engines.engine import LlamaBackend  # noqa: E402
+from botpsy_desktop.llm.language.grammar_check import GrammarMatcher  # noqa: E402
 from botpsy_desktop.llm.types import Completion  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "tools"))

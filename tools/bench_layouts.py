@@ -1,4 +1,4 @@
-"""Prefill and decode speed with each CPU weight layout (llm/cpu_layout.py), side by side.
+"""Prefill and decode speed with each CPU weight layout (llm/models/cpu_layout.py), side by side.
 
     python tools/bench_layouts.py [--model FILE.gguf] [--rounds 3] [--threads 2]
 
@@ -22,7 +22,7 @@ from pathlib import Path
 CHILD = r"""
 import json, sys, time
 from botpsy_desktop.core.config import ModelSettings
-from botpsy_desktop.llm.engine import LlamaBackend
+from botpsy_desktop.llm.engines.engine import LlamaBackend
 path, layout, threads, n_prompt, n_decode = sys.argv[1:6]
 settings = ModelSettings(n_ctx=2048, n_threads=int(threads), n_threads_batch=int(threads),
                          state_checkpoints=0)
@@ -73,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
         from synthetic_models import synthetic_botpsy
 
         model = synthetic_botpsy("q4_k_m")
-    from botpsy_desktop.llm.engine import system_info
+    from botpsy_desktop.llm.engines.engine import system_info
 
     print(f"model: {model}\nllama.cpp: {system_info()}", flush=True)
     layouts = args.layouts.split(",")

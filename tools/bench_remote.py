@@ -32,8 +32,8 @@ sys.path.insert(0, str(ROOT))
 
 from botpsy_desktop.app import build_app  # noqa: E402
 from botpsy_desktop.core.config import EngineSettings, ModelSettings  # noqa: E402
-from botpsy_desktop.llm.parser import parse_turn  # noqa: E402
-from botpsy_desktop.llm.remote import RemoteBackend  # noqa: E402
+from botpsy_desktop.llm.engines.remote import RemoteBackend  # noqa: E402
+from botpsy_desktop.llm.language.parser import parse_turn  # noqa: E402
 from botpsy_desktop.llm.types import Completion  # noqa: E402
 from tests.helpers import llama_server  # noqa: E402
 from tests.helpers.models import smollm2_gguf, tiny_qwen35_gguf  # noqa: E402
@@ -46,7 +46,7 @@ CHILD = """
 import json, sys
 sys.path.insert(0, sys.argv[1])
 from botpsy_desktop.core.config import EngineSettings, ModelSettings
-from botpsy_desktop.llm.remote import RemoteBackend
+from botpsy_desktop.llm.engines.remote import RemoteBackend
 from botpsy_desktop.llm.types import Completion
 url, messages, tools = sys.argv[2], json.loads(sys.argv[3]), json.loads(sys.argv[4])
 b = RemoteBackend(EngineSettings(), ModelSettings(temperature=0.0, max_tokens=8), url=url)

@@ -403,7 +403,7 @@ def read_gguf_header(path: Path | str) -> GGUFHeader:
     """Parse a GGUF header: strings as bytes, numeric arrays as numpy arrays, no tensor data.
 
     A small reader of its own: gguf.GGUFReader takes 10-20 s on a Qwen-sized vocabulary, and
-    botpsy_desktop.llm.gguf_info skips the token arrays this module needs.
+    botpsy_desktop.llm.models.gguf_info skips the token arrays this module needs.
     """
     with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
         magic, _version, n_tensors, n_kv = struct.unpack_from("<4sIQQ", data, 0)

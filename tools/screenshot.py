@@ -201,7 +201,7 @@ def main() -> int:
     # counts it, and the pending-approvals panel shows it
     import threading
 
-    from botpsy_desktop.llm.replay import ReplayBackend
+    from botpsy_desktop.llm.engines.replay import ReplayBackend
     from botpsy_desktop.ui.style import DARK
 
     note = call(

@@ -78,7 +78,7 @@ class ContextBudget:
     out whole, oldest first, so a tool call always travels with its results; the number left
     out is rounded up to a multiple of ``chunk_turns`` (at most half of the turns that fit)
     counted from the start of the conversation, so the prompt's start stays the same for
-    several requests and the model's saved state of it (``llm/prefix_cache.py``) stays usable.
+    several requests and the model's saved state of it (``llm/cache/prefix_cache.py``) stays usable.
     If the irreducible part does not fit with ``reply_tokens`` left for the reply, every older
     turn is left out and the reply gets what is left, down to MIN_REPLY_TOKENS (the engine stops
     a reply at the end of the context); below that, :class:`ContextFull` is raised.

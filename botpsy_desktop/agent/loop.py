@@ -51,7 +51,7 @@ from botpsy_desktop.core.errors import BotpsyError, StoreError
 from botpsy_desktop.core.outside import carries_outside
 from botpsy_desktop.core.text import readable
 from botpsy_desktop.llm.backend import Backend
-from botpsy_desktop.llm.parser import StreamSplitter, parse_turn
+from botpsy_desktop.llm.language.parser import StreamSplitter, parse_turn
 from botpsy_desktop.llm.types import Completion, PromptProgress, ToolCall, ToolCallError
 
 TOOL_SET_KEY = "tool_domains"

@@ -282,7 +282,7 @@ class ToolSelector:
         """The tools without a domain, then those of ``domains``, domain by domain: first the
         domains of ``after`` (a set this one extends, in its order), then the others in the
         canonical order. A set that grows thus only adds tools at the end of the prompt's list,
-        and the saved state of the list before them stays usable (llm/engine.py)."""
+        and the saved state of the list before them stays usable (llm/engines/engine.py)."""
         known = self.domain_order
         wanted = set(domains) & set(known)
         wanted |= {c for c, serves in COMPANIONS.items() if wanted & serves and c in known}
@@ -304,7 +304,7 @@ class ToolSelector:
         (``kept``) grown by the domains ``choice`` adds, in the canonical order, so that from
         one request to the next the prompt's start (and the model's saved state of it) stays
         the same, or, where a domain joins, stays the same up to that domain's place (the
-        engine keeps the state at the end of each tool list it evaluated, llm/engine.py). At
+        engine keeps the state at the end of each tool list it evaluated, llm/engines/engine.py). At
         most ``cap`` tools (a small model chooses worse among many): when the grown set would
         pass it, the request gets its own choice alone, a fresh set. A cap of 0 keeps no
         conversation set (every request its own choice)."""

@@ -87,7 +87,7 @@ class BenchHarness:
     def run(self, backend: Any, text: str, conversation_id: str | None) -> Any:
         import time
 
-        from botpsy_desktop.llm.bench import AgentRun
+        from botpsy_desktop.llm.bench.measure import AgentRun
 
         session = self.app.session(backend, conversation_id)
         run = AgentRun(session.conversation_id, 0.0)
@@ -115,7 +115,7 @@ def cmd_bench(app: App, args: argparse.Namespace, out: TextIO, err: TextIO) -> i
     import time
     from pathlib import Path
 
-    from botpsy_desktop.llm.bench import BenchOptions, format_table, run_bench
+    from botpsy_desktop.llm.bench.measure import BenchOptions, format_table, run_bench
 
     model = args.model or app.config.model.path
     if not model or not Path(model).expanduser().is_file():

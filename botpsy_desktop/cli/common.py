@@ -7,8 +7,8 @@ import sys
 from typing import TextIO
 
 from botpsy_desktop.app import App
-from botpsy_desktop.llm.download import format_progress
-from botpsy_desktop.llm.models import ModelEvent, Status
+from botpsy_desktop.llm.models.download import format_progress
+from botpsy_desktop.llm.models.installed import ModelEvent, Status
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_CANCELLED = 0, 1, 2, 130
 

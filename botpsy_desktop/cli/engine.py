@@ -98,7 +98,7 @@ def _set(app: App, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     config.engine.allow_plain_http = allow
     # the server is tried before anything is saved: a wrong address never replaces a working
     # engine, and the key is stored only for a server that took it
-    from botpsy_desktop.llm.remote import RemoteBackend
+    from botpsy_desktop.llm.engines.remote import RemoteBackend
 
     try:
         backend = RemoteBackend(config.engine, config.model, url=url, api_key=key)

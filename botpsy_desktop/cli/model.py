@@ -8,7 +8,7 @@ from typing import Any, TextIO
 
 from botpsy_desktop.app import App
 from botpsy_desktop.cli.common import EXIT_CANCELLED, EXIT_ERROR, EXIT_OK, EventPrinter
-from botpsy_desktop.llm.download import human_bytes
+from botpsy_desktop.llm.models.download import human_bytes
 
 
 def add_command(sub: Any) -> None:
@@ -76,7 +76,7 @@ def cmd_model(app: App, args: argparse.Namespace, out: TextIO, err: TextIO) -> i
     try:
         speech = models.catalog.speech(args.ref) if action == "pull" and args.ref else None
         if speech is not None:
-            from botpsy_desktop.llm.models import Status
+            from botpsy_desktop.llm.models.installed import Status
 
             voice = app.voice()
             show(Status(f"Getting the speech model {speech.name} ..."))

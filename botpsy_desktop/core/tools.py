@@ -578,8 +578,8 @@ _NOT_FOR_THE_MODEL = frozenset({"title", "$defs", "default", "maxLength", "maxim
 these cost tokens without helping the model choose or fill a call. Defaults are what happens
 when a field is left out (it is not required); upper bounds are still checked when the call is
 validated, and a value out of range goes back to the model with the reason (``validate``).
-``minLength`` and ``minimum`` stay: the tool-call grammar (llm/grammar.py) reads them (no empty
-required text, no sign on a count)."""
+``minLength`` and ``minimum`` stay: the tool-call grammar (llm/language/grammar.py) reads them
+(no empty required text, no sign on a count)."""
 
 
 def _clean_schema(schema: dict[str, Any]) -> dict[str, Any]:

@@ -132,7 +132,7 @@ def cmd_eval(app: App, args: argparse.Namespace, out: TextIO, err: TextIO) -> in
     from botpsy_desktop.eval.runner import check_cases, run_cases
     from botpsy_desktop.eval.sandbox import sandbox_tools
     from botpsy_desktop.eval.spec import load_cases
-    from botpsy_desktop.llm.replay import ReplayBackend
+    from botpsy_desktop.llm.engines.replay import ReplayBackend
 
     if args.limit is not None and args.limit < 1:
         raise BotpsyError("--limit must be 1 or more.", "Give the number of cases to run.")

@@ -20,8 +20,8 @@ from botpsy_desktop.eval.runner import offered_tools
 from botpsy_desktop.eval.sandbox import SandboxSettings, open_sandbox
 from botpsy_desktop.eval.spec import Case
 from botpsy_desktop.eval.weather import weather_stand_in
-from botpsy_desktop.llm.gguf_info import read_gguf_info
-from botpsy_desktop.llm.replay import ReplayBackend
+from botpsy_desktop.llm.engines.replay import ReplayBackend
+from botpsy_desktop.llm.models.gguf_info import read_gguf_info
 
 FIDELITY_TOOLS = ("get_weather", "set_alarm", "list_alarms")
 """The tools of the scripted conversation (a small set, so it fits small models' context)."""
@@ -104,7 +104,7 @@ def reference_template(model: Path) -> tuple[str, str]:
     template = read_gguf_info(model).chat_template
     if template and "tools" in template:
         return template, "the GGUF's chat template"
-    fallback = resources.files("botpsy_desktop.llm") / "templates" / "chatml_tools.jinja"
+    fallback = resources.files("botpsy_desktop.llm.language") / "templates" / "chatml_tools.jinja"
     return fallback.read_text(encoding="utf-8"), "the ChatML tool fallback (no tools in the GGUF's)"
 
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from botpsy_desktop.eval.spec import Case, ExpectedCall, Group, Step
-from botpsy_desktop.llm.parser import parse_turn
+from botpsy_desktop.llm.language.parser import parse_turn
 
 FINAL_ANSWER = "Done."
 MALFORMED_CALL = '<tool_call>\n{"name": "list_alarms", "arguments": {\n</tool_call>'

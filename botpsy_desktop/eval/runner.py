@@ -31,7 +31,7 @@ from botpsy_desktop.eval.scoring import (
 from botpsy_desktop.eval.spec import Case, CaseError, Group, Step
 from botpsy_desktop.eval.weather import WeatherStandIn
 from botpsy_desktop.llm.backend import Backend, BackendWrapper, Message
-from botpsy_desktop.llm.parser import parse_turn
+from botpsy_desktop.llm.language.parser import parse_turn
 from botpsy_desktop.llm.types import Completion, PromptProgress, TextPiece
 
 ToolSet = Literal["app", "domain"]

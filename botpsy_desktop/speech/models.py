@@ -9,8 +9,8 @@ from pathlib import Path
 
 from botpsy_desktop.core.config import Config
 from botpsy_desktop.core.paths import Paths
-from botpsy_desktop.llm.catalog import SpeechEntry, load_catalog
-from botpsy_desktop.llm.download import HubClient, OnProgress, hash_file, human_bytes
+from botpsy_desktop.llm.models.catalog import SpeechEntry, load_catalog
+from botpsy_desktop.llm.models.download import HubClient, OnProgress, hash_file, human_bytes
 from botpsy_desktop.speech.recognizer import SpeechError
 
 

@@ -21,8 +21,8 @@ from PySide6.QtWidgets import (
 
 from botpsy_desktop.app import App
 from botpsy_desktop.core.errors import BotpsyError
-from botpsy_desktop.llm.download import DownloadError, Progress
-from botpsy_desktop.llm.models import ModelEvent, Status
+from botpsy_desktop.llm.models.download import DownloadError, Progress
+from botpsy_desktop.llm.models.installed import ModelEvent, Status
 
 
 def _mib(n: float) -> str:

@@ -21,7 +21,7 @@ from botpsy_desktop.core.errors import BotpsyError
 
 if TYPE_CHECKING:
     from botpsy_desktop.app import App
-    from botpsy_desktop.llm.models import InstalledModel
+    from botpsy_desktop.llm.models.installed import InstalledModel
 
 
 def describe(model: InstalledModel, active: bool, name: str | None = None) -> str:

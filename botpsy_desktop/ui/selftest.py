@@ -218,8 +218,8 @@ class SelfTest:
         )
 
     def _assets(self) -> str:
-        from botpsy_desktop.llm.catalog import load_catalog
-        from botpsy_desktop.llm.prompt import PromptRenderer
+        from botpsy_desktop.llm.language.prompt import PromptRenderer
+        from botpsy_desktop.llm.models.catalog import load_catalog
         from botpsy_desktop.ui.assets import asset
         from botpsy_desktop.ui.icons import (
             APP_SIZES,
@@ -325,7 +325,7 @@ class SelfTest:
         return f"APScheduler rang a 1 s timer; alarm window shown, {played}, dismissed"
 
     def _llama(self) -> str:
-        from botpsy_desktop.llm import engine
+        from botpsy_desktop.llm.engines import engine
 
         info = engine.system_info()
         if "CPU" not in info:

@@ -266,7 +266,7 @@ def test_whose_birthday_is_this_week_by_the_apps_clock(tmp_path: Path) -> None:
 
     from botpsy_desktop.agent.events import ToolResult
     from botpsy_desktop.app import build_app
-    from botpsy_desktop.llm.replay import ReplayBackend
+    from botpsy_desktop.llm.engines.replay import ReplayBackend
 
     folder = tmp_path / "mine"
     folder.mkdir()

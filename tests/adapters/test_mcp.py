@@ -19,7 +19,7 @@ from botpsy_desktop.app import build_app
 from botpsy_desktop.core.errors import ConfigError, ToolError
 from botpsy_desktop.core.secrets import SecretStore
 from botpsy_desktop.core.tools import Effect, ToolArgumentsError
-from botpsy_desktop.llm.parser import parse_turn
+from botpsy_desktop.llm.language.parser import parse_turn
 from tests.helpers.keyring_service import SecretService
 from tests.helpers.mcp_http_server import http_tool_server
 from tests.helpers.services import (  # noqa: F401

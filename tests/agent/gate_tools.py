@@ -16,7 +16,7 @@ from botpsy_desktop.agent.store import ConversationStore
 from botpsy_desktop.app import build_gate
 from botpsy_desktop.core.config import Config
 from botpsy_desktop.core.tools import Effect, Tool, ToolRegistry, make_tool
-from botpsy_desktop.llm.replay import ReplayBackend
+from botpsy_desktop.llm.engines.replay import ReplayBackend
 
 
 class SendPaymentArgs(BaseModel):

@@ -16,8 +16,8 @@ from botpsy_desktop.agent.loop import AgentSession, LoopSettings
 from botpsy_desktop.agent.store import ConversationStore
 from botpsy_desktop.core.config import ModelSettings
 from botpsy_desktop.core.tools import Effect, ToolRegistry, make_tool
-from botpsy_desktop.llm.engine import LlamaBackend
-from botpsy_desktop.llm.replay import ReplayBackend
+from botpsy_desktop.llm.engines.engine import LlamaBackend
+from botpsy_desktop.llm.engines.replay import ReplayBackend
 from tests.helpers.models import tiny_qwen35_gguf
 
 SYSTEM = "You are a test."

@@ -31,7 +31,7 @@ from botpsy_desktop.core.dbsafety import backup_before_migration, list_backups
 from botpsy_desktop.core.errors import ModelError, StoreError
 from botpsy_desktop.core.tools import ToolRegistry
 from botpsy_desktop.llm.backend import Message
-from botpsy_desktop.llm.replay import ReplayBackend
+from botpsy_desktop.llm.engines.replay import ReplayBackend
 from botpsy_desktop.llm.types import Completion, TextPiece
 
 SETTINGS = LoopSettings(system_prompt="You are a test.", max_steps=3)

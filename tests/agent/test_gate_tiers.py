@@ -20,7 +20,7 @@ from botpsy_desktop.agent.hardening import defuse
 from botpsy_desktop.app import App, build_app
 from botpsy_desktop.core.errors import ToolError
 from botpsy_desktop.core.tools import Tier, Tool
-from botpsy_desktop.llm.replay import ReplayBackend
+from botpsy_desktop.llm.engines.replay import ReplayBackend
 from tests.agent.gate_tools import xml_call
 
 TAINTED = Context(("what read_text_file(path=Documents/letter.txt) returned",))

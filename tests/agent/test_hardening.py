@@ -11,7 +11,7 @@ from botpsy_desktop.agent.events import ToolResult
 from botpsy_desktop.agent.hardening import REDACTED, defuse, known_secrets, redact
 from botpsy_desktop.agent.store import ConversationStore
 from botpsy_desktop.core.tools import ToolRegistry
-from botpsy_desktop.llm.replay import ReplayBackend
+from botpsy_desktop.llm.engines.replay import ReplayBackend
 from tests.agent.gate_tools import drive, make_session, xml_call
 
 FORGED = (

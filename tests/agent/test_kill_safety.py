@@ -23,8 +23,8 @@ from botpsy_desktop.agent.gate import Gate
 from botpsy_desktop.agent.loop import AgentSession, LoopSettings
 from botpsy_desktop.agent.store import INTERRUPTED_NOTE, INTERRUPTED_TOOL, ConversationStore
 from botpsy_desktop.core.tools import ToolRegistry
-from botpsy_desktop.llm.prompt import PromptRenderer
-from botpsy_desktop.llm.replay import ReplayBackend
+from botpsy_desktop.llm.engines.replay import ReplayBackend
+from botpsy_desktop.llm.language.prompt import PromptRenderer
 from tests.helpers.kill_child import ANSWERS
 
 KILLS = 210

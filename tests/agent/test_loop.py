@@ -28,8 +28,8 @@ from botpsy_desktop.agent.loop import AgentSession, LoopSettings
 from botpsy_desktop.agent.store import ConversationStore
 from botpsy_desktop.core.errors import ToolError
 from botpsy_desktop.core.tools import Effect, ToolRegistry, make_tool
-from botpsy_desktop.llm.parser import CUT_OFF_MESSAGE
-from botpsy_desktop.llm.replay import ReplayBackend
+from botpsy_desktop.llm.engines.replay import ReplayBackend
+from botpsy_desktop.llm.language.parser import CUT_OFF_MESSAGE
 from tests.helpers.replay import xml_call
 
 

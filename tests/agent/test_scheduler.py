@@ -31,7 +31,7 @@ from botpsy_desktop.agent.scheduler import (
 from botpsy_desktop.agent.store import ConversationStore
 from botpsy_desktop.core.tools import Effect, ToolRegistry, make_tool
 from botpsy_desktop.llm.backend import Backend
-from botpsy_desktop.llm.replay import ReplayBackend
+from botpsy_desktop.llm.engines.replay import ReplayBackend
 from tests.helpers.replay import xml_call
 
 
@@ -450,7 +450,7 @@ def test_three_callers_share_one_real_model_with_separate_answers(harness: Harne
     # SmolLM2-135M (greedy): each prompt has its own answer, so a mix-up would show; the
     # random-weight tiny qwen35 answers every prompt the same way and could not tell
     from botpsy_desktop.core.config import ModelSettings
-    from botpsy_desktop.llm.engine import LlamaBackend
+    from botpsy_desktop.llm.engines.engine import LlamaBackend
     from tests.helpers.models import smollm2_gguf
 
     # one thread: llama.cpp threads waiting on each other crawl on a shared, loaded CPU

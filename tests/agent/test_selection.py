@@ -28,7 +28,7 @@ from botpsy_desktop.agent.selection_model import (
 from botpsy_desktop.agent.tools import Effect, Tool, ToolRegistry, make_tool
 from botpsy_desktop.app import build_app
 from botpsy_desktop.eval.sandbox import sandbox_tools
-from botpsy_desktop.llm.replay import ReplayBackend
+from botpsy_desktop.llm.engines.replay import ReplayBackend
 from botpsy_desktop.llm.types import Completion, PromptProgress, TextPiece
 
 
@@ -423,7 +423,7 @@ def test_the_loop_offers_the_requests_tools_every_step_and_grows_on_demand(tmp_p
         files = [n for n in names if app.registry.get(n).domain == "files"]  # type: ignore[union-attr]
         assert backend.offered[0] == backend.offered[1] == alarms
         # the domain the model reached for comes at the end of the list, so the prompt's
-        # start (and the model's saved state of it) stays the same (llm/engine.py TOOLS)
+        # start (and the model's saved state of it) stays the same (llm/engines/engine.py TOOLS)
         assert backend.offered[2] == alarms + files
 
         app.config.agent.tool_selection = False

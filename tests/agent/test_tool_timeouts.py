@@ -23,7 +23,7 @@ from botpsy_desktop.core.accounts import MailAccount
 from botpsy_desktop.core.config import AgentSettings, EmailSettings
 from botpsy_desktop.core.secrets import SecretStore
 from botpsy_desktop.core.tools import Effect, ToolRegistry, make_tool
-from botpsy_desktop.llm.replay import ReplayBackend
+from botpsy_desktop.llm.engines.replay import ReplayBackend
 from tests.helpers.hanging_servers import HangingServer, hanging_server
 from tests.helpers.replay import xml_call
 from tests.helpers.weather_server import weather_server

@@ -18,7 +18,7 @@ import pytest
 
 from botpsy_desktop.agent.events import ApprovalNeeded, Event, ToolResult
 from botpsy_desktop.app import build_app
-from botpsy_desktop.llm.replay import ReplayBackend
+from botpsy_desktop.llm.engines.replay import ReplayBackend
 from tests.helpers import desktop_session
 from tests.helpers.desktop_session import DesktopSession
 from tests.helpers.replay import xml_call

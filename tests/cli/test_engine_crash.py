@@ -22,7 +22,7 @@ import pytest
 
 from botpsy_desktop.adapters.alarms import AlarmKind, AlarmService
 from botpsy_desktop.agent.store import ConversationStore
-from botpsy_desktop.llm.worker_protocol import CRASH_FILE_ENV
+from botpsy_desktop.llm.engines.worker_protocol import CRASH_FILE_ENV
 from tests.helpers.hub import write_gguf
 from tests.helpers.models import tiny_qwen35_gguf
 

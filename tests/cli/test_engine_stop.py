@@ -17,7 +17,7 @@ from typing import IO
 import pytest
 
 from botpsy_desktop.agent.store import ConversationStore
-from botpsy_desktop.llm.worker_protocol import CRASH_FILE_ENV
+from botpsy_desktop.llm.engines.worker_protocol import CRASH_FILE_ENV
 from tests.cli.test_engine_crash import botpsy, log_text, make_profile
 from tests.helpers.models import tiny_qwen35_gguf
 

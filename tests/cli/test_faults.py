@@ -495,7 +495,7 @@ def test_a_calendar_call_past_its_time_limit_stops(tmp_path: Path) -> None:
     to stop, ends instead of reading on through objects that take seconds each."""
     from botpsy_desktop.agent.events import ToolResult
     from botpsy_desktop.app import build_app
-    from botpsy_desktop.llm.replay import ReplayBackend
+    from botpsy_desktop.llm.engines.replay import ReplayBackend
 
     home = tmp_path / "profile"
     (home / "config").mkdir(parents=True)

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from botpsy_desktop.llm.engine_process import LayoutMemory
-from botpsy_desktop.llm.worker_protocol import CRASH_FILE_ENV
+from botpsy_desktop.llm.engines.engine_process import LayoutMemory
+from botpsy_desktop.llm.engines.worker_protocol import CRASH_FILE_ENV
 from tests.cli.test_engine_crash import botpsy, make_profile
 from tests.helpers.models import tiny_qwen35_gguf
 

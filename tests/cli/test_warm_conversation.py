@@ -21,8 +21,8 @@ from botpsy_desktop.agent.events import TurnFinished
 from botpsy_desktop.agent.selection import ToolSelector
 from botpsy_desktop.app import App, build_app
 from botpsy_desktop.core.config import ModelSettings
-from botpsy_desktop.llm.engine import LlamaBackend
-from botpsy_desktop.llm.prefix_cache import common_prefix
+from botpsy_desktop.llm.cache.prefix_cache import common_prefix
+from botpsy_desktop.llm.engines.engine import LlamaBackend
 from botpsy_desktop.llm.types import GenerationStats
 from tests.helpers.models import tiny_qwen35_gguf, tiny_qwen35_long_gguf
 

@@ -17,7 +17,7 @@ from botpsy_desktop.eval.runner import check_cases, run_cases
 from botpsy_desktop.eval.sandbox import sandbox_tools
 from botpsy_desktop.eval.spec import CATEGORIES, CaseError, load_cases, shipped_cases_dir
 from botpsy_desktop.llm.backend import Backend
-from botpsy_desktop.llm.replay import ReplayBackend
+from botpsy_desktop.llm.engines.replay import ReplayBackend
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ from botpsy_desktop.cli import main
 from botpsy_desktop.core.config import ModelSettings
 from botpsy_desktop.eval.fidelity import check_fidelity, conversation, reference_template
 from botpsy_desktop.eval.report import METRICS
-from botpsy_desktop.llm.engine import LlamaBackend
+from botpsy_desktop.llm.engines.engine import LlamaBackend
 from tests.helpers.models import smollm2_gguf, tiny_qwen35_gguf
 
 pytestmark = pytest.mark.model

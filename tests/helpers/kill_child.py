@@ -35,7 +35,7 @@ from botpsy_desktop.app import build_gate
 from botpsy_desktop.core.config import Config
 from botpsy_desktop.core.tools import ToolRegistry
 from botpsy_desktop.llm.backend import BackendWrapper, Message
-from botpsy_desktop.llm.replay import ReplayBackend
+from botpsy_desktop.llm.engines.replay import ReplayBackend
 from botpsy_desktop.llm.types import Completion, PromptProgress, TextPiece
 
 PIECE_DELAY_S = 0.002

@@ -18,8 +18,8 @@ import llama_cpp
 import numpy as np
 
 from botpsy_desktop.core.config import ModelSettings
-from botpsy_desktop.llm.engine import LlamaBackend, _prefix_at
-from botpsy_desktop.llm.prefix_store import PrefixStore
+from botpsy_desktop.llm.cache.prefix_store import PrefixStore
+from botpsy_desktop.llm.engines.engine import LlamaBackend, _prefix_at
 from tests.helpers.prefix_prompts import SYSTEM, TOOLS, USER
 
 

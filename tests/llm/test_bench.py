@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from botpsy_desktop import cli
-from botpsy_desktop.llm.bench import TARGETS
+from botpsy_desktop.llm.bench.measure import TARGETS
 from tests.helpers.models import REPO_ROOT, tiny_qwen35_gguf
 
 

@@ -11,7 +11,7 @@ import numpy.typing as npt
 import pytest
 
 from botpsy_desktop.core.config import ModelSettings
-from botpsy_desktop.llm.cpu_layout import (
+from botpsy_desktop.llm.models.cpu_layout import (
     TensorSpec,
     choose_layout,
     cpu_features,
@@ -21,7 +21,7 @@ from botpsy_desktop.llm.cpu_layout import (
 from tests.helpers.models import tiny_qwen35_q4_0_gguf
 
 if TYPE_CHECKING:
-    from botpsy_desktop.llm.engine import LlamaBackend
+    from botpsy_desktop.llm.engines.engine import LlamaBackend
 
 # llama.cpp's system-info lines as they read on three kinds of machine
 SAPPHIRE_RAPIDS = (
@@ -129,7 +129,7 @@ def _last_logits(backend: LlamaBackend, text: str) -> npt.NDArray[np.float32]:
 def test_repacked_weights_answer_like_plain_ones() -> None:
     """The repack layout (the default on CPUs with AMX) really repacks, and a batch of many
     tokens gives the logits the plain layout gives (to the kernels' rounding)."""
-    from botpsy_desktop.llm.engine import LlamaBackend, system_info
+    from botpsy_desktop.llm.engines.engine import LlamaBackend, system_info
 
     features = cpu_features(system_info())
     if platform.machine().lower() not in ("x86_64", "amd64") or features.get("AVX2") != "1":

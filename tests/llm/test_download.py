@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from botpsy_desktop.llm.download import (
+from botpsy_desktop.llm.models.download import (
     DownloadError,
     HubClient,
     HubFile,

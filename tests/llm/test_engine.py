@@ -19,9 +19,9 @@ from botpsy_desktop.agent.store import ConversationStore
 from botpsy_desktop.core.config import ModelSettings
 from botpsy_desktop.core.errors import ModelError
 from botpsy_desktop.core.tools import ToolRegistry
-from botpsy_desktop.llm.engine import LlamaBackend
-from botpsy_desktop.llm.parser import parse_turn
-from botpsy_desktop.llm.prompt import PromptRenderer
+from botpsy_desktop.llm.engines.engine import LlamaBackend
+from botpsy_desktop.llm.language.parser import parse_turn
+from botpsy_desktop.llm.language.prompt import PromptRenderer
 from botpsy_desktop.llm.types import Completion, PromptProgress, TextPiece
 from tests.helpers.models import (
     fixture_cache_dir,
@@ -150,7 +150,11 @@ def test_may_call_narrows_the_grammar_to_the_requests_tools(tiny: LlamaBackend) 
 
 
 def test_the_name_a_refused_choice_began_points_to_the_tools_left_out() -> None:
-    from botpsy_desktop.llm.grammar import CALL_NAME_SO_FAR, callable_tools, tools_reached_for
+    from botpsy_desktop.llm.language.grammar import (
+        CALL_NAME_SO_FAR,
+        callable_tools,
+        tools_reached_for,
+    )
 
     text = "<tool_call>\n<function=set_"
     so_far = CALL_NAME_SO_FAR.search(text)

@@ -17,10 +17,10 @@ import pytest
 from botpsy_desktop.app import App, build_app
 from botpsy_desktop.core.config import ModelSettings
 from botpsy_desktop.core.errors import ModelError
-from botpsy_desktop.llm import engine_process
-from botpsy_desktop.llm.engine_process import EngineCrashed, EngineProcess, describe_exit
+from botpsy_desktop.llm.engines import engine_process
+from botpsy_desktop.llm.engines.engine_process import EngineCrashed, EngineProcess, describe_exit
+from botpsy_desktop.llm.engines.worker_protocol import CRASH_FILE_ENV
 from botpsy_desktop.llm.types import Completion, TextPiece
-from botpsy_desktop.llm.worker_protocol import CRASH_FILE_ENV
 from tests.helpers.hub import write_gguf
 from tests.helpers.models import tiny_qwen35_gguf
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from botpsy_desktop.core.errors import ModelError
-from botpsy_desktop.llm.gguf_info import GGML_TYPE_SIZES, check_fits, read_gguf_info
+from botpsy_desktop.llm.models.gguf_info import GGML_TYPE_SIZES, check_fits, read_gguf_info
 
 
 def _write(path: Path, arch: str = "qwen35", template: str | None = "{{ messages }}") -> Path:

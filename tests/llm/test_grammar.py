@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from botpsy_desktop.llm.grammar import (
+from botpsy_desktop.llm.language.grammar import (
     VALUE_STOP_TEXTS,
     GrammarCache,
     build_tool_call_grammar,
@@ -22,7 +22,7 @@ from botpsy_desktop.llm.grammar import (
     rule_slug,
     tool_call_close_text,
 )
-from botpsy_desktop.llm.grammar_check import GrammarError, GrammarMatcher
+from botpsy_desktop.llm.language.grammar_check import GrammarError, GrammarMatcher
 from tests.helpers.vocab import (
     BOTPSY_ADDED_TOKENS,
     BOTPSY_N_BPE,

@@ -13,15 +13,15 @@ import pytest
 from botpsy_desktop.core.config import Config
 from botpsy_desktop.core.errors import ModelError
 from botpsy_desktop.core.paths import Paths
-from botpsy_desktop.llm.catalog import (
+from botpsy_desktop.llm.models.catalog import (
     HubSource,
     load_catalog,
     parse_ref,
     pick_file,
     quantization_of,
 )
-from botpsy_desktop.llm.download import HubFile, Progress
-from botpsy_desktop.llm.models import ModelEvent, ModelService, Status
+from botpsy_desktop.llm.models.download import HubFile, Progress
+from botpsy_desktop.llm.models.installed import ModelEvent, ModelService, Status
 from tests.helpers.demo_package import hide_distribution, smollm2_site
 from tests.helpers.hub import HubStandIn, write_gguf
 

@@ -11,8 +11,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from botpsy_desktop.llm import parser
-from botpsy_desktop.llm.parser import CUT_OFF_MESSAGE, StreamSplitter, parse_turn
+from botpsy_desktop.llm.language import parser
+from botpsy_desktop.llm.language.parser import CUT_OFF_MESSAGE, StreamSplitter, parse_turn
 from botpsy_desktop.llm.types import ParsedTurn, ToolCall, ToolCallError
 
 # --------------------------------------------------------------------------------------------

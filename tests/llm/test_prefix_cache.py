@@ -18,8 +18,8 @@ from botpsy_desktop.agent.loop import AgentSession, LoopSettings
 from botpsy_desktop.agent.store import ConversationStore
 from botpsy_desktop.core.config import ModelSettings
 from botpsy_desktop.core.tools import ToolRegistry
-from botpsy_desktop.llm.engine import PREFIX, TURN, LlamaBackend
-from botpsy_desktop.llm.prefix_cache import StateCache
+from botpsy_desktop.llm.cache.prefix_cache import StateCache
+from botpsy_desktop.llm.engines.engine import PREFIX, TURN, LlamaBackend
 from botpsy_desktop.llm.types import Completion, GenerationStats
 from tests.helpers.models import tiny_qwen35_gguf
 from tests.helpers.prefix_prompts import SYSTEM, TOOLS, tool

@@ -16,7 +16,7 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from botpsy_desktop.llm.prefix_store import (
+from botpsy_desktop.llm.cache.prefix_store import (
     MAGIC,
     TRAILER_SIZE,
     PrefixStore,
@@ -226,8 +226,8 @@ def _assert_close(a: npt.NDArray[np.float32], b: npt.NDArray[np.float32]) -> Non
 
 
 def _two_processes(model: Path, tmp_path: Path, *, hybrid: bool = False) -> None:
-    # a hybrid model also keeps the tool list's end (its recurrent state alone, llm/engine.py
-    # TOOLS): a second, smaller entry beside the prefix's full state
+    # a hybrid model also keeps the tool list's end (its recurrent state alone,
+    # llm/engines/engine.py TOOLS): a second, smaller entry beside the prefix's full state
     entries = 2 if hybrid else 1
     store = tmp_path / "prefix-states"
     first = _child(model, store, tmp_path / "fresh.npy")
@@ -276,7 +276,7 @@ def test_a_state_llama_cpp_refuses_is_discarded_and_the_prefix_evaluated(tmp_pat
     import llama_cpp
 
     from botpsy_desktop.core.config import ModelSettings
-    from botpsy_desktop.llm.engine import LlamaBackend, _prefix_at
+    from botpsy_desktop.llm.engines.engine import LlamaBackend, _prefix_at
     from tests.helpers.models import tiny_qwen35_gguf
     from tests.helpers.prefix_prompts import SYSTEM, TOOLS, USER
 

@@ -21,8 +21,8 @@ from botpsy_desktop.agent.events import Error, Token
 from botpsy_desktop.app import build_app
 from botpsy_desktop.core.config import EngineSettings, ModelSettings
 from botpsy_desktop.core.errors import ModelError
-from botpsy_desktop.llm.parser import parse_turn
-from botpsy_desktop.llm.remote import RemoteBackend
+from botpsy_desktop.llm.engines.remote import RemoteBackend
+from botpsy_desktop.llm.language.parser import parse_turn
 from botpsy_desktop.llm.types import Completion, PromptProgress, TextPiece
 from tests.helpers import llama_server
 from tests.helpers.keyring_service import SecretService

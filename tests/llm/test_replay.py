@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from botpsy_desktop.core.errors import ModelError
-from botpsy_desktop.llm.replay import ReplayBackend
+from botpsy_desktop.llm.engines.replay import ReplayBackend
 from botpsy_desktop.llm.types import Completion, TextPiece
 
 MSGS = [{"role": "user", "content": "hi"}]

@@ -9,8 +9,8 @@ import pytest
 
 from botpsy_desktop.core.config import ModelSettings
 from botpsy_desktop.core.errors import ModelError
-from botpsy_desktop.llm.engine import LlamaBackend
-from botpsy_desktop.llm.replay import BYTES_PER_TOKEN, ReplayBackend
+from botpsy_desktop.llm.engines.engine import LlamaBackend
+from botpsy_desktop.llm.engines.replay import BYTES_PER_TOKEN, ReplayBackend
 from botpsy_desktop.llm.types import Completion
 from tests.helpers.models import tiny_qwen35_gguf
 

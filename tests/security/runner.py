@@ -22,7 +22,7 @@ from botpsy_desktop.agent.events import (
 )
 from botpsy_desktop.agent.routines import routine_conversation
 from botpsy_desktop.core.errors import BotpsyError
-from botpsy_desktop.llm.replay import ReplayBackend
+from botpsy_desktop.llm.engines.replay import ReplayBackend
 from tests.security.sandbox import (
     ATTACKER_EMAIL,
     ATTACKER_IBAN,

@@ -23,7 +23,7 @@ from botpsy_desktop.agent.people import FROM_BOOK
 from botpsy_desktop.app import build_app
 from botpsy_desktop.core.accounts import AccountBook, CalDAVAccount, MailAccount
 from botpsy_desktop.core.secrets import SecretStore
-from botpsy_desktop.llm.replay import ReplayBackend
+from botpsy_desktop.llm.engines.replay import ReplayBackend
 from tests.helpers import mail_samples
 from tests.helpers.carddav import AddressBook, vcard
 from tests.helpers.keyring_service import SecretService

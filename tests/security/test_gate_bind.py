@@ -31,7 +31,7 @@ from botpsy_desktop.adapters.alarms import AlarmKind
 from botpsy_desktop.adapters.mcp.tools import namespaced
 from botpsy_desktop.agent.approval_notes import offered_actions, receipt_fits
 from botpsy_desktop.agent.events import ApprovalNeeded, ApprovalRequest, Event, ToolResult
-from botpsy_desktop.llm.replay import ReplayBackend
+from botpsy_desktop.llm.engines.replay import ReplayBackend
 from tests.helpers.replay import xml_call
 from tests.security.conftest import AccountServers
 from tests.security.runner import report

@@ -132,7 +132,7 @@ def test_injected_output_reaches_the_model_framed_as_data(profile: Path, tmp_pat
     )
     app = build_app(profile)
     try:
-        from botpsy_desktop.llm.replay import ReplayBackend
+        from botpsy_desktop.llm.engines.replay import ReplayBackend
 
         session = app.session(ReplayBackend.from_file(str(replay)))
         list(session.run("weather in Paris?"))

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from botpsy_desktop.cli import main
-from botpsy_desktop.llm.catalog import load_catalog
+from botpsy_desktop.llm.models.catalog import load_catalog
 from tests.helpers.hub import HubStandIn
 
 

@@ -12,7 +12,7 @@ from pytestqt.qtbot import QtBot
 
 from botpsy_desktop.agent.events import ApprovalNeeded, ApprovalRequest, Event, ToolResult
 from botpsy_desktop.app import App, build_app
-from botpsy_desktop.llm.replay import ReplayBackend
+from botpsy_desktop.llm.engines.replay import ReplayBackend
 from botpsy_desktop.ui.settings import SettingsDialog
 from tests.agent.gate_tools import ledger_lines, outbox_email_tool, payment_tool, xml_call
 

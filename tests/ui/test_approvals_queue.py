@@ -21,7 +21,7 @@ from botpsy_desktop.app import App, build_gate
 from botpsy_desktop.core.config import Config
 from botpsy_desktop.core.paths import Paths
 from botpsy_desktop.core.tools import Effect, ToolRegistry, make_tool
-from botpsy_desktop.llm.replay import ReplayBackend
+from botpsy_desktop.llm.engines.replay import ReplayBackend
 from botpsy_desktop.ui.approval import ApprovalDialog
 from botpsy_desktop.ui.main_window import MainWindow
 from botpsy_desktop.ui.quick import QuickCommandBox

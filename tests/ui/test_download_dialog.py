@@ -9,7 +9,7 @@ import pytest
 from pytestqt.qtbot import QtBot
 
 from botpsy_desktop.app import App, build_app
-from botpsy_desktop.llm.download import Progress
+from botpsy_desktop.llm.models.download import Progress
 from botpsy_desktop.ui.download import ModelDialog, progress_text
 from botpsy_desktop.ui.main_window import MainWindow
 from tests.helpers.hub import Faults, HubStandIn

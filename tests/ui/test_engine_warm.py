@@ -11,8 +11,8 @@ from pytestqt.qtbot import QtBot
 
 from botpsy_desktop.agent.tools import ToolRegistry
 from botpsy_desktop.app import build_app
-from botpsy_desktop.llm.engine import PREFIX
-from botpsy_desktop.llm.engine_process import EngineProcess
+from botpsy_desktop.llm.engines.engine import PREFIX
+from botpsy_desktop.llm.engines.engine_process import EngineProcess
 from botpsy_desktop.ui.bridge import EngineWorker
 from tests.helpers.models import tiny_qwen35_gguf
 

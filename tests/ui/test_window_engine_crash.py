@@ -10,8 +10,8 @@ from pytestqt.qtbot import QtBot
 
 from botpsy_desktop.agent.tools import ToolRegistry
 from botpsy_desktop.app import build_app
-from botpsy_desktop.llm.engine_process import EngineProcess
-from botpsy_desktop.llm.worker_protocol import CRASH_FILE_ENV
+from botpsy_desktop.llm.engines.engine_process import EngineProcess
+from botpsy_desktop.llm.engines.worker_protocol import CRASH_FILE_ENV
 from botpsy_desktop.ui.main_window import MainWindow
 from tests.helpers.models import tiny_qwen35_gguf
 

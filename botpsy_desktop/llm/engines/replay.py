@@ -13,7 +13,7 @@ from typing import Any
 
 from botpsy_desktop.core.errors import ModelError
 from botpsy_desktop.llm.backend import Message
-from botpsy_desktop.llm.prompt import PromptRenderer
+from botpsy_desktop.llm.language.prompt import PromptRenderer
 from botpsy_desktop.llm.types import Completion, GenerationStats, PromptProgress, TextPiece
 
 _PIECE = re.compile(r"<[^<>\s]{1,40}>|\s*\S+|\s+")

@@ -12,8 +12,8 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from botpsy_desktop.core.errors import ModelError
-from botpsy_desktop.llm.download import HubFile
-from botpsy_desktop.llm.gguf_info import FILE_TYPES
+from botpsy_desktop.llm.models.download import HubFile
+from botpsy_desktop.llm.models.gguf_info import FILE_TYPES
 
 
 class _Strict(BaseModel):
@@ -113,8 +113,8 @@ class Catalog(_Strict):
 
 @cache
 def load_catalog() -> Catalog:
-    """The catalog shipped with the app (botpsy_desktop/llm/catalog.json)."""
-    text = resources.files("botpsy_desktop.llm").joinpath("catalog.json").read_text("utf-8")
+    """The catalog shipped with the app (botpsy_desktop/llm/models/catalog.json)."""
+    text = resources.files("botpsy_desktop.llm.models").joinpath("catalog.json").read_text("utf-8")
     try:
         return Catalog.model_validate_json(text)
     except ValidationError as exc:  # pragma: no cover - guarded by a test of the shipped catalog

@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from botpsy_desktop.core.config import Config
 from botpsy_desktop.core.errors import ModelError
 from botpsy_desktop.core.paths import Paths
-from botpsy_desktop.llm.catalog import (
+from botpsy_desktop.llm.models.catalog import (
     CatalogEntry,
     HubSource,
     PackageSource,
@@ -31,7 +31,7 @@ from botpsy_desktop.llm.catalog import (
     pick_file,
     quantization_of,
 )
-from botpsy_desktop.llm.download import (
+from botpsy_desktop.llm.models.download import (
     DownloadError,
     HubClient,
     HubFile,
@@ -42,7 +42,7 @@ from botpsy_desktop.llm.download import (
     hash_file,
     human_bytes,
 )
-from botpsy_desktop.llm.gguf_info import GGUFInfo, read_gguf_info
+from botpsy_desktop.llm.models.gguf_info import GGUFInfo, read_gguf_info
 
 REGISTRY_FILE = "models.json"
 IMPORTED_DIR = "imported"
@@ -109,8 +109,8 @@ class ModelService:
 
     def __init__(self, paths: Paths, config: Config, *, prove_loads: bool = True) -> None:
         """``prove_loads``: import and verify load the model and decode a few tokens in an
-        engine worker (llm/engine_process.py ``prove_model``), refusing a file llama.cpp cannot
-        run; False checks headers and SHA-256 only (for files that are not real models)."""
+        engine worker (llm/engines/engine_process.py ``prove_model``), refusing a file llama.cpp
+        cannot run; False checks headers and SHA-256 only (for files that are not real models)."""
         self.paths, self.config = paths, config
         self.dir = paths.models_dir
         self.catalog = load_catalog()
@@ -121,7 +121,7 @@ class ModelService:
         a short description of the run, or ModelError saying why the model cannot be used."""
         if not self.prove_loads:
             return ""
-        from botpsy_desktop.llm.engine_process import prove_model
+        from botpsy_desktop.llm.engines.engine_process import prove_model
 
         probe = prove_model(self.config.model, path, work_dir=self.paths.cache_dir / "engine")
         return f"loads and decodes ({probe['completion_tokens']} tokens generated)"

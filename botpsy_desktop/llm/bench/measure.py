@@ -1,9 +1,9 @@
 """Speed and memory of a GGUF model: raw llama.cpp, the engine and the agent path, side by side.
 
-The app's path runs as the app runs it: the engine in its worker process (llm/engine_process.py),
-driven from here through the agent loop. Raw llama.cpp, the ceiling it is compared with, runs in
-that same worker beside the engine, on the same loaded model (llm/bench_raw.py). This module
-imports no llama.cpp, so the memory measured here is the app's own.
+The app's path runs as the app runs it: the engine in its worker process
+(llm/engines/engine_process.py), driven from here through the agent loop. Raw llama.cpp, the ceiling
+it is compared with, runs in that same worker beside the engine, on the same loaded model
+(llm/bench/raw.py). This module imports no llama.cpp, so the memory measured here is the app's own.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from typing import Any, Protocol
 from botpsy_desktop.core.config import ModelSettings
 from botpsy_desktop.core.errors import ModelError
 from botpsy_desktop.llm.backend import Backend, BackendWrapper, Message
-from botpsy_desktop.llm.engine_process import EngineProcess
+from botpsy_desktop.llm.engines.engine_process import EngineProcess
 from botpsy_desktop.llm.types import Completion, GenerationStats, PromptProgress, TextPiece
 
 MiB = 2**20
@@ -244,7 +244,7 @@ class ScriptedBackend(BackendWrapper[EngineProcess]):
 
 class RawContext:
     """A second context on the engine's loaded model, in its worker, driven only through
-    llama.cpp's C API (llm/bench_raw.py): the ceiling the app is compared with. Batches go
+    llama.cpp's C API (llm/bench/raw.py): the ceiling the app is compared with. Batches go
     straight to ``llama_decode``, tokens are sampled with the app's sampler chain, no Python per
     token beyond the call itself. Each method returns the seconds measured in the worker."""
 
@@ -491,11 +491,11 @@ def _measure(
 
 def _run_child(spec_file: Path) -> dict[str, Any]:
     # the child imports this very package, wherever it was imported from
-    root = str(Path(__file__).resolve().parents[2])
+    root = str(Path(__file__).resolve().parents[3])
     path = os.environ.get("PYTHONPATH")
     env = {**os.environ, "PYTHONPATH": root + (os.pathsep + path if path else "")}
     proc = subprocess.run(
-        [sys.executable, "-m", "botpsy_desktop.llm.bench_child", str(spec_file)],
+        [sys.executable, "-m", "botpsy_desktop.llm.bench.child", str(spec_file)],
         capture_output=True,
         text=True,
         check=False,
@@ -542,7 +542,7 @@ def _new_process(
 
     ttft_cold, ttft_disk = med(cold, "ttft_s"), med(disk, "ttft_s")
     result["new_process"] = {
-        "how": "a separate process per request (python -m botpsy_desktop.llm.bench_child) with "
+        "how": "a separate process per request (python -m botpsy_desktop.llm.bench.child) with "
         "its own engine worker, engine path, prefix store in a fresh temporary folder per pair",
         "ttft_cold_s": round(ttft_cold, 3),
         "ttft_disk_s": round(ttft_disk, 4),

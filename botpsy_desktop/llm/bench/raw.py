@@ -1,8 +1,8 @@
 """The bench's side inside the engine worker: a raw llama.cpp context beside the app's engine.
 
-``botpsy bench`` (llm/bench.py) runs the app's path through the worker as the app does; what it
-compares that with, llama.cpp driven through its C API with no Python per token, runs here in
-the same process on the same loaded model, one request of the bench at a time
+``botpsy bench`` (llm/bench/measure.py) runs the app's path through the worker as the app does;
+what it compares that with, llama.cpp driven through its C API with no Python per token, runs here
+in the same process on the same loaded model, one request of the bench at a time
 (``worker_op``, reached through the worker's ``bench`` call).
 """
 
@@ -20,10 +20,10 @@ import numpy as np
 import numpy.typing as npt
 
 from botpsy_desktop.core.errors import ModelError
-from botpsy_desktop.llm.bench import REQUESTS, RawStep, median, peak_rss_bytes, rss_bytes
-from botpsy_desktop.llm.engine import LlamaBackend, llama_cpp_version, system_info
-from botpsy_desktop.llm.grammar_check import GrammarMatcher
-from botpsy_desktop.llm.prefix_cache import PARTIAL_ONLY, SEQ
+from botpsy_desktop.llm.bench.measure import REQUESTS, RawStep, median, peak_rss_bytes, rss_bytes
+from botpsy_desktop.llm.cache.prefix_cache import PARTIAL_ONLY, SEQ
+from botpsy_desktop.llm.engines.engine import LlamaBackend, llama_cpp_version, system_info
+from botpsy_desktop.llm.language.grammar_check import GrammarMatcher
 from botpsy_desktop.llm.types import TextPiece
 
 

@@ -11,7 +11,7 @@ import os
 import re
 import threading
 import time
-from collections.abc import Callable, Collection, Generator, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -23,30 +23,26 @@ from llama_cpp._ggml import libggml
 
 from botpsy_desktop.core.config import ModelSettings
 from botpsy_desktop.core.errors import ModelError
-from botpsy_desktop.llm import cpu_layout
 from botpsy_desktop.llm.backend import Message
-from botpsy_desktop.llm.gguf_info import GGUFInfo, check_fits, read_gguf_info
-from botpsy_desktop.llm.grammar import (
-    CALL_NAME_SO_FAR,
-    build_tool_call_grammar,
-    callable_tools,
-    grammar_key,
-    tools_reached_for,
-)
-from botpsy_desktop.llm.grammar_check import GrammarMatcher
-from botpsy_desktop.llm.prefix_cache import (
+from botpsy_desktop.llm.cache.prefix_cache import (
     PARTIAL_ONLY,
     SEQ,
     Checkpoint,
     StateCache,
     common_prefix,
 )
-from botpsy_desktop.llm.prefix_store import PrefixStore, file_identity, prefix_key
-from botpsy_desktop.llm.prompt import PromptRenderer
+from botpsy_desktop.llm.cache.prefix_store import PrefixStore, file_identity, prefix_key
+from botpsy_desktop.llm.language.grammar import (
+    CALL_NAME_SO_FAR,
+    tools_reached_for,
+)
+from botpsy_desktop.llm.language.grammar_check import GrammarMatcher
+from botpsy_desktop.llm.language.prompt import TOOL_CALL_CLOSE, TOOL_CALL_OPEN, PromptRenderer
+from botpsy_desktop.llm.models import cpu_layout
+from botpsy_desktop.llm.models.gguf_info import GGUFInfo, check_fits, read_gguf_info
+from botpsy_desktop.llm.request import Request, ShapedEngine, ToolCallGrammars
 from botpsy_desktop.llm.types import Completion, GenerationStats, PromptProgress, TextPiece
 
-TOOL_CALL_OPEN = "<tool_call>"
-TOOL_CALL_CLOSE = "</tool_call>"
 _TEXT_STOPS = ("<|im_end|>", "<|endoftext|>")
 PREFIX, TURN = "prefix", "turn"  # checkpoint labels: system prompt + tools; end of a user turn
 TOOLS = "tools"  # the end of the tool list (where a set that grows adds its new tools)
@@ -75,7 +71,7 @@ def supports_gpu_offload() -> bool:
     return bool(llama_cpp.llama_supports_gpu_offload())
 
 
-class LlamaBackend:
+class LlamaBackend(ShapedEngine):
     """Owns one llama.cpp model and context. Not thread-safe: one worker thread drives it.
 
     Generation is our own loop over llama.cpp's sampler: free sampling for thinking and prose;
@@ -169,7 +165,9 @@ class LlamaBackend:
         self._top = _TokenDataArray(min(128, self._n_vocab))
         self._full_passes: dict[str, int] = {}  # per grammar: rejected choices filtered in full
         self._literal_sets: dict[str, tuple[npt.NDArray[np.intc], _TokenDataArray]] = {}
-        self._grammars: dict[str, str] = {}
+        self._grammars = ToolCallGrammars(
+            settings, lambda: len(self.tokenize(TOOL_CALL_CLOSE)) == 1
+        )
         self._free_choice: int | None = None  # the model's own choice at the last constrained step
         self._evaluated_text = ""  # the text whose tokens the context holds (for continuation)
         self.last_prompt_tokens: list[int] = []
@@ -424,23 +422,6 @@ class LlamaBackend:
         sampler.add_dist(seed)
         return sampler
 
-    def _grammar_for(self, tools: Sequence[Mapping[str, Any]]) -> str | None:
-        if not tools or not self.settings.constrain_tool_calls:
-            return None
-        if self.renderer.call_format != "xml":
-            return None  # the grammar describes Qwen3-Coder XML calls only
-        close_token = len(self.tokenize(TOOL_CALL_CLOSE)) == 1
-        key = grammar_key(tools, close_token=close_token, param_order="any")
-        if key not in self._grammars:
-            if len(self._grammars) >= 32:  # one per set a request may call: keep it bounded
-                self._grammars.clear()
-                self._literal_sets.clear()
-                self._full_passes.clear()
-            self._grammars[key] = build_tool_call_grammar(
-                tools, close_token=close_token, param_order="any"
-            )
-        return self._grammars[key]
-
     # -- prompt structure ----------------------------------------------------------------
     def _is_control(self, token: int) -> bool:
         return bool(llama_cpp.llama_vocab_is_control(self._vocab, token))
@@ -482,21 +463,9 @@ class LlamaBackend:
         followed by a user message. Two different placeholder messages show where the user turn
         begins; the head ends just before that turn's first control token.
         """
-        renders = [
-            self.renderer.render(
-                [*messages, {"role": "user", "content": placeholder}],
-                tools,
-                enable_thinking=enable_thinking,
-                add_generation_prompt=False,
-            ).text
-            for placeholder in ("a", "b")
-        ]
-        first, second = renders
-        shared = next(
-            (i for i, (x, y) in enumerate(zip(first, second, strict=False)) if x != y),
-            min(len(first), len(second)),
+        return self._before_last_control(
+            self._before_user_turn(messages, tools, enable_thinking=enable_thinking)
         )
-        return self._before_last_control(first[:shared])
 
     def prefix_text(
         self,
@@ -788,34 +757,27 @@ class LlamaBackend:
             self.states.clear()
 
     # -- the Backend interface ----------------------------------------------------------
-    def complete(
-        self,
-        messages: Sequence[Message],
-        tools: Sequence[Mapping[str, Any]],
-        *,
-        enable_thinking: bool,
-        cancel: threading.Event | None = None,
-        max_tokens: int | None = None,
-        force_tool_call: bool = False,
-        may_call: Collection[str] | None = None,
+    def carry(
+        self, request: Request, cancel: threading.Event | None
     ) -> Iterator[TextPiece | PromptProgress | Completion]:
-        """One assistant turn (the Backend interface). ``may_call``: the tools of ``tools`` the
-        turn may call (None: all); the others stay in the prompt, and a call the model begins
-        to one of them is reported in the Completion's ``stats.wanted_tools``."""
-        rendered = self.renderer.render(messages, tools, enable_thinking=enable_thinking)
+        """Generate one shaped request (``complete``): a call the model begins to a tool of
+        the prompt outside ``may_call`` is reported in the Completion's ``stats.wanted_tools``."""
         refused: list[str] = []
         for item in self.generate(
-            rendered.text,
-            started_in_thinking=rendered.started_in_thinking,
-            grammar=self._grammar_for(callable_tools(tools, may_call)),
+            request.prompt,
             cancel=cancel,
-            max_tokens=max_tokens,
-            force_tool_call=force_tool_call,
-            cuts=self._cuts(messages, tools, enable_thinking, rendered.text),
-            refused=refused.append if may_call is not None else None,
+            cuts=self._cuts(
+                request.messages, request.tools, request.enable_thinking, request.prompt
+            ),
+            refused=refused.append if request.may_call is not None else None,
+            **request.options(),
         ):
             if isinstance(item, Completion) and refused:
-                wanted = (n for p in refused for n in tools_reached_for(p, tools, may_call))
+                wanted = (
+                    name
+                    for piece in refused
+                    for name in tools_reached_for(piece, request.tools, request.may_call)
+                )
                 item.stats.wanted_tools = tuple(dict.fromkeys(wanted))
             yield item
 
@@ -941,24 +903,16 @@ class LlamaBackend:
         cancel = cancel or threading.Event()
         stats = GenerationStats()
         t_start = time.perf_counter()
-        if force_tool_call:
-            if grammar is None or started_in_thinking:
-                raise ModelError(
-                    "A forced tool call needs the tool-call grammar and no open thinking block."
-                )
-            prompt += TOOL_CALL_OPEN
+        prompt = self._prompt_to_generate(prompt, grammar, started_in_thinking, force_tool_call)
         tokens, marks = self._tokenize_continuing(prompt, cuts)
         self.last_prompt_tokens = list(tokens)
-        if not tokens:
-            raise ModelError("The prompt is empty.")
         stats.prompt_tokens = len(tokens)
-        room = self.n_ctx - len(tokens)
-        if room < 1:
-            raise ModelError(
-                f"The conversation ({len(tokens)} tokens) does not fit the model's context "
-                f"of {self.n_ctx} tokens.",
-                "Start a new conversation or raise model.n_ctx in the settings.",
-            )
+        room = self._room_after(
+            len(tokens),
+            self.n_ctx,
+            f"the model's context of {self.n_ctx} tokens",
+            "Start a new conversation or raise model.n_ctx in the settings.",
+        )
         limit = min(max_tokens or self.settings.max_tokens, room)
         start = self._prepare(tokens, marks=marks)
         stats.reused_tokens = start
@@ -1173,6 +1127,9 @@ class LlamaBackend:
         if len(self._literal_sets) >= 4:
             self._literal_sets.clear()
         found = (ids, _TokenDataArray(len(ids)))
+        if len(self._literal_sets) >= 16:  # one per grammar (per set a request may call)
+            self._literal_sets.clear()
+            self._full_passes.clear()
         self._literal_sets[grammar] = found
         return found
 

@@ -1,10 +1,10 @@
 """The engine in its own process: a Backend whose model runs in a worker the app owns.
 
-``EngineProcess`` starts ``llm/worker.py`` (one per loaded model) and offers the same interface
-as the in-process ``LlamaBackend``: streamed items, cancel within a token, warm-up, token counts,
-the model's facts, and the bench's and the fidelity check's hooks. Checkpoints and prefix states
-stay inside the worker. Messages are small pickled dataclasses over ``multiprocessing.connection``
-(llm/worker_protocol.py says why).
+``EngineProcess`` starts ``llm/engines/worker.py`` (one per loaded model) and offers the same
+interface as the in-process ``LlamaBackend``: streamed items, cancel within a token, warm-up, token
+counts, the model's facts, and the bench's and the fidelity check's hooks. Checkpoints and prefix
+states stay inside the worker. Messages are small pickled dataclasses over
+``multiprocessing.connection`` (llm/engines/worker_protocol.py says why).
 
 A crash of the worker (a signal, an exit, the out-of-memory killer) costs the call it was
 serving: that call raises ``EngineCrashed`` with a plain sentence (the agent loop keeps the reply
@@ -37,8 +37,7 @@ from typing import Any
 from botpsy_desktop.core.config import ModelSettings
 from botpsy_desktop.core.errors import BotpsyError, ModelError
 from botpsy_desktop.llm.backend import Message
-from botpsy_desktop.llm.types import Completion, GenerationStats, PromptProgress, TextPiece
-from botpsy_desktop.llm.worker_protocol import (
+from botpsy_desktop.llm.engines.worker_protocol import (
     Call,
     Cancel,
     Done,
@@ -49,6 +48,7 @@ from botpsy_desktop.llm.worker_protocol import (
     Shutdown,
     WorkerSpec,
 )
+from botpsy_desktop.llm.types import Completion, GenerationStats, PromptProgress, TextPiece
 
 log = logging.getLogger(__name__)
 
@@ -123,7 +123,7 @@ def worker_command(address: str) -> list[str]:
     """How to start a worker with this interpreter (or this bundled program)."""
     if getattr(sys, "frozen", False):  # the installers' program (packaging/entry_*.py)
         return [sys.executable, "--engine-worker", address]
-    return [sys.executable, "-m", "botpsy_desktop.llm.worker", address]
+    return [sys.executable, "-m", "botpsy_desktop.llm.engines.worker", address]
 
 
 LAYOUT_FILE = "layouts.json"
@@ -145,7 +145,7 @@ def llama_build() -> str:
 
 
 class LayoutMemory:
-    """Which weight layouts (llm/cpu_layout.py) each model has decoded with on this llama.cpp
+    """Which weight layouts (llm/models/cpu_layout.py) each model has decoded with on this llama.cpp
     build, and the models that fell back to the plain layout after a crash in their first decode
     (the profile's ``cache/engine/layouts.json``; `botpsy doctor` shows it)."""
 
@@ -310,7 +310,7 @@ class EngineProcess:
         layout: str | None = None,
         work_dir: Path | None = None,
     ) -> None:
-        """``prefix_cache_dir`` keeps prefix states on disk (llm/prefix_store.py);
+        """``prefix_cache_dir`` keeps prefix states on disk (llm/cache/prefix_store.py);
         ``work_dir`` holds the workers' stderr files (the system's temporary folder if None)."""
         self.settings = settings
         self.path = Path(path)
@@ -745,7 +745,7 @@ class EngineProcess:
     def renderer(self) -> Any:
         """The model's chat template (the same renderer the worker uses)."""
         if self._renderer is None:
-            from botpsy_desktop.llm.prompt import PromptRenderer
+            from botpsy_desktop.llm.language.prompt import PromptRenderer
 
             r = self.ready
             self._renderer = PromptRenderer(

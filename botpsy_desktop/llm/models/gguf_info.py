@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from botpsy_desktop.core.errors import ModelError
-from botpsy_desktop.llm.cpu_layout import TensorSpec
+from botpsy_desktop.llm.models.cpu_layout import TensorSpec
 
 GGUF_MAGIC = b"GGUF"
 

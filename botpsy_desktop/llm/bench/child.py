@@ -1,6 +1,6 @@
 """One request in a fresh process, for the bench's "new process, prefix on disk" rows.
 
-    python -m botpsy_desktop.llm.bench_child SPEC.json
+    python -m botpsy_desktop.llm.bench.child SPEC.json
 
 SPEC: {"model", "settings" (ModelSettings fields), "store", "bound_mb", "system", "tools",
 "request"}. Loads the model in an engine worker (as the app does) with a prefix store in
@@ -33,7 +33,7 @@ def _peak_rss_kib() -> int | None:
 
 
 def run(spec: dict[str, Any]) -> dict[str, Any]:
-    from botpsy_desktop.llm.engine_process import EngineProcess
+    from botpsy_desktop.llm.engines.engine_process import EngineProcess
 
     settings = ModelSettings.model_validate(spec["settings"])
     store = Path(spec["store"])

@@ -15,6 +15,9 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from botpsy_desktop.core.errors import ModelError
 
+TOOL_CALL_OPEN = "<tool_call>"
+TOOL_CALL_CLOSE = "</tool_call>"
+
 CallFormat = Literal["xml", "json"]
 
 
@@ -37,9 +40,9 @@ def _raise(message: str) -> NoReturn:
 
 def fallback_template() -> str:
     """botpsy-desktop's ChatML tool prompt, used when a model's template has no tool support."""
-    return (resources.files("botpsy_desktop.llm") / "templates" / "chatml_tools.jinja").read_text(
-        encoding="utf-8"
-    )
+    return (
+        resources.files("botpsy_desktop.llm.language") / "templates" / "chatml_tools.jinja"
+    ).read_text(encoding="utf-8")
 
 
 def supports_tools(template: str) -> bool:

@@ -1,4 +1,4 @@
-"""The messages between the app and its engine worker (llm/worker.py, llm/engine_process.py).
+"""The messages between the app and its engine worker (worker.py, engine_process.py).
 
 The transport is ``multiprocessing.connection`` over a local socket (a Unix socket, a named pipe
 on Windows), authenticated with a random key: each message is one pickled small dataclass. It was
@@ -59,7 +59,9 @@ class WorkerSpec:
     model_sha256: str | None = None
     prefix_cache_dir: str | None = None
     prefix_cache_mb: int = 0
-    layout: str | None = None  # the weight layout (llm/cpu_layout.py); None: the engine's choice
+    layout: str | None = (
+        None  # the weight layout (llm/models/cpu_layout.py); None: the engine's choice
+    )
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ import re
 import statistics
 import threading
 import time
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,11 +34,10 @@ from botpsy_desktop.core.config import (
 )
 from botpsy_desktop.core.errors import ModelError
 from botpsy_desktop.llm.backend import Message
-from botpsy_desktop.llm.prompt import PromptRenderer
+from botpsy_desktop.llm.language.prompt import TOOL_CALL_CLOSE, TOOL_CALL_OPEN, PromptRenderer
+from botpsy_desktop.llm.request import Request, ShapedEngine, ToolCallGrammars
 from botpsy_desktop.llm.types import Completion, GenerationStats, PromptProgress, TextPiece
 
-TOOL_CALL_OPEN = "<tool_call>"
-TOOL_CALL_CLOSE = "</tool_call>"
 CHATML_TOKENS = ("<|im_start|>", "<|im_end|>")
 _TEXT_STOPS = ("<|im_end|>", "<|endoftext|>")
 _BETWEEN_CALLS = r"[ \t\n]{0,4}"  # what the model writes between two calls (a newline)
@@ -55,16 +54,6 @@ log = logging.getLogger(__name__)
 def origin_of(url: str) -> str:
     """scheme://host:port of an engine address (the keyring entry of its API key)."""
     return engine_origin(url)
-
-
-def _callable(
-    tools: Sequence[Mapping[str, Any]], may_call: Collection[str] | None
-) -> Sequence[Mapping[str, Any]]:
-    if may_call is None:
-        return tools
-    from botpsy_desktop.llm.grammar import callable_tools
-
-    return callable_tools(tools, may_call)
 
 
 def remote_tool_call_grammar(call_grammar: str) -> str:
@@ -106,7 +95,7 @@ class ServerInfo:
     rtt_s: float
 
 
-class RemoteBackend:
+class RemoteBackend(ShapedEngine):
     """The Backend interface over a llama-server (see the module's opening comment).
 
     Connecting reads ``/props`` and ``/v1/models`` and checks that the model fits BotPsy's
@@ -165,7 +154,7 @@ class RemoteBackend:
         )
         self._lock = threading.Lock()
         self._tokenized: dict[str, list[int]] = {}
-        self._grammars: dict[str, str] = {}
+        self._grammars = ToolCallGrammars(settings, lambda: self._close_token)
         try:
             self.info = self._connect()
         except BaseException:
@@ -415,22 +404,6 @@ class RemoteBackend:
         rendered = self.renderer.render(messages, tools, enable_thinking=enable_thinking)
         return len(self._prompt_tokens(rendered.text))
 
-    def _grammar_for(self, tools: Sequence[Mapping[str, Any]]) -> str | None:
-        if not tools or not self.settings.constrain_tool_calls:
-            return None
-        if self.renderer.call_format != "xml":
-            return None  # the grammar describes Qwen3-Coder XML calls only
-        from botpsy_desktop.llm.grammar import build_tool_call_grammar, grammar_key
-
-        key = grammar_key(tools, close_token=self._close_token, param_order="any")
-        if key not in self._grammars:
-            if len(self._grammars) >= 8:
-                self._grammars.clear()
-            self._grammars[key] = build_tool_call_grammar(
-                tools, close_token=self._close_token, param_order="any"
-            )
-        return self._grammars[key]
-
     def _choose_slot(self, tokens: Sequence[int], continuing: bool) -> _Slot | None:
         """The slot for a request: a conversation's own slot (the longest shared start), a new
         conversation the least recently used one; None lets the server choose by similarity
@@ -445,21 +418,12 @@ class RemoteBackend:
                 return None
         return min(self._slots, key=lambda s: s.used)
 
-    def complete(
-        self,
-        messages: Sequence[Message],
-        tools: Sequence[Mapping[str, Any]],
-        *,
-        enable_thinking: bool,
-        cancel: threading.Event | None = None,
-        max_tokens: int | None = None,
-        force_tool_call: bool = False,
-        may_call: Collection[str] | None = None,
+    def carry(
+        self, request: Request, cancel: threading.Event | None
     ) -> Iterator[TextPiece | PromptProgress | Completion]:
-        """One assistant turn (the Backend interface); ``may_call`` narrows the server's
-        grammar to those tools (the prompt keeps them all). The server does not say which name
-        its grammar refused: ``stats.wanted_tools`` stays empty here."""
-        rendered = self.renderer.render(messages, tools, enable_thinking=enable_thinking)
+        """Generate one shaped request (``complete``) on the server. The server does not say
+        which name its grammar refused: ``stats.wanted_tools`` stays empty here."""
+        messages, tools, enable_thinking = request.messages, request.tools, request.enable_thinking
         continuing = sum(1 for m in messages if m.get("role") != "system") > 1
         started = time.perf_counter()
         prefix: GenerationStats | None = None
@@ -477,13 +441,7 @@ class RemoteBackend:
             prefix_s = time.perf_counter() - started
             continuing = True
         for item in self.generate(
-            rendered.text,
-            started_in_thinking=rendered.started_in_thinking,
-            grammar=self._grammar_for(_callable(tools, may_call)),
-            cancel=cancel,
-            max_tokens=max_tokens,
-            force_tool_call=force_tool_call,
-            continuing=continuing,
+            request.prompt, cancel=cancel, continuing=continuing, **request.options()
         ):
             if isinstance(item, Completion) and prefix is not None:
                 # one request to the user: the prefix's evaluation and time count in its stats
@@ -540,21 +498,9 @@ class RemoteBackend:
     ) -> str:
         """The text the next request on ``messages`` starts with, up to its user turn's
         ``<|im_start|>`` (rendered twice with different placeholder user messages)."""
-        first, second = (
-            self.renderer.render(
-                [*messages, {"role": "user", "content": placeholder}],
-                tools,
-                enable_thinking=enable_thinking,
-                add_generation_prompt=False,
-            ).text
-            for placeholder in ("a", "b")
-        )
-        shared = next(
-            (i for i, (x, y) in enumerate(zip(first, second, strict=False)) if x != y),
-            min(len(first), len(second)),
-        )
-        at = first.rfind(CHATML_TOKENS[0], 0, shared)
-        return first[:at] if at > 0 else ""
+        head = self._before_user_turn(messages, tools, enable_thinking=enable_thinking)
+        at = head.rfind(CHATML_TOKENS[0])
+        return head[:at] if at > 0 else ""
 
     def generate(
         self,
@@ -572,24 +518,16 @@ class RemoteBackend:
         cancel = cancel or threading.Event()
         stats = GenerationStats()
         t_start = time.perf_counter()
-        if force_tool_call:
-            if grammar is None or started_in_thinking:
-                raise ModelError(
-                    "A forced tool call needs the tool-call grammar and no open thinking block."
-                )
-            prompt += TOOL_CALL_OPEN
+        prompt = self._prompt_to_generate(prompt, grammar, started_in_thinking, force_tool_call)
         with self._lock:  # one request at a time from this process, as with the local engine
             tokens = self._prompt_tokens(prompt)
-            if not tokens:
-                raise ModelError("The prompt is empty.")
             stats.prompt_tokens = len(tokens)
-            room = self.n_ctx - len(tokens)
-            if room < 1:
-                raise ModelError(
-                    f"The conversation ({len(tokens)} tokens) does not fit the engine's "
-                    f"context of {self.n_ctx} tokens per slot.",
-                    "Start a new conversation, or start llama-server with a larger context.",
-                )
+            room = self._room_after(
+                len(tokens),
+                self.n_ctx,
+                f"the engine's context of {self.n_ctx} tokens per slot",
+                "Start a new conversation, or start llama-server with a larger context.",
+            )
             limit = max_tokens if max_tokens is not None else self.settings.max_tokens
             limit = min(limit, room)
             slot = self._choose_slot(tokens, continuing)

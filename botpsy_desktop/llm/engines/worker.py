@@ -1,8 +1,8 @@
 """The engine worker process: loads one model and serves the engine to the app over a connection.
 
-Started by llm/engine_process.py as ``python -m botpsy_desktop.llm.worker ADDRESS`` with the
-connection's key on stdin. A crash in here (llama.cpp, a damaged model, the out-of-memory killer)
-ends this process only: the app reports it and starts another. ``faulthandler`` writes the
+Started by llm/engines/engine_process.py as ``python -m botpsy_desktop.llm.engines.worker ADDRESS``
+with the connection's key on stdin. A crash in here (llama.cpp, a damaged model, the out-of-memory
+killer) ends this process only: the app reports it and starts another. ``faulthandler`` writes the
 stack of every thread to stderr on a fatal signal, and stderr goes to a file the app reads into
 its log when the worker dies. The worker imports no Qt and nothing of the agent.
 """
@@ -25,8 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from botpsy_desktop.core.errors import BotpsyError
-from botpsy_desktop.llm.types import TextPiece
-from botpsy_desktop.llm.worker_protocol import (
+from botpsy_desktop.llm.engines.worker_protocol import (
     CRASH_FILE_ENV,
     METHODS,
     STREAMING,
@@ -40,6 +39,7 @@ from botpsy_desktop.llm.worker_protocol import (
     Shutdown,
     WorkerSpec,
 )
+from botpsy_desktop.llm.types import TextPiece
 
 PROBE_MESSAGES = [
     {"role": "system", "content": "You are a helpful assistant."},
@@ -161,8 +161,8 @@ class Worker:
         if call.method == "state":
             self.sender.send(Done(call.id, engine_state(self.engine)))
             return
-        if call.method.startswith("bench"):  # the bench's raw llama.cpp side (llm/bench_raw.py)
-            from botpsy_desktop.llm import bench_raw
+        if call.method.startswith("bench"):  # the bench's raw llama.cpp side (llm/bench/raw.py)
+            from botpsy_desktop.llm.bench import raw as bench_raw
 
             if call.method == "bench":
                 self.sender.send(Done(call.id, bench_raw.worker_op(self.engine, *call.args)))
@@ -227,8 +227,8 @@ def engine_state(engine: Any) -> dict[str, Any]:
 
 def load(spec: WorkerSpec) -> Any:
     from botpsy_desktop.core.config import ModelSettings
-    from botpsy_desktop.llm.engine import LlamaBackend
-    from botpsy_desktop.llm.prefix_store import PrefixStore
+    from botpsy_desktop.llm.cache.prefix_store import PrefixStore
+    from botpsy_desktop.llm.engines.engine import LlamaBackend
 
     settings = ModelSettings.model_validate(spec.settings)
     store = None
@@ -252,14 +252,16 @@ def ready(engine: Any, spec: WorkerSpec) -> Ready:
         template=renderer.source if not renderer.uses_fallback else None,
         bos_token=renderer.bos_token,
         eos_token=renderer.eos_token,
-        layout=engine.layout.layout,  # the layout llm/cpu_layout.py chose
+        layout=engine.layout.layout,  # the layout llm/models/cpu_layout.py chose
     )
 
 
 def main(argv: list[str]) -> int:
     faulthandler.enable(sys.stderr, all_threads=True)
     if len(argv) != 2:
-        sys.stderr.write("usage: python -m botpsy_desktop.llm.worker ADDRESS (key on stdin)\n")
+        sys.stderr.write(
+            "usage: python -m botpsy_desktop.llm.engines.worker ADDRESS (key on stdin)\n"
+        )
         return 2
     authkey = bytes.fromhex(sys.stdin.readline().strip())
     conn = Client(argv[1], authkey=authkey)

@@ -44,7 +44,7 @@ from typing import Any, BinaryIO
 import numpy as np
 import numpy.typing as npt
 
-from botpsy_desktop.llm.download import exclusive_lock
+from botpsy_desktop.llm.models.download import exclusive_lock
 
 log = logging.getLogger(__name__)
 

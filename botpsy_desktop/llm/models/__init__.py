@@ -1,0 +1,1 @@
+"""Models on disk: the catalog, downloads, GGUF header checks, CPU weight layouts, the installed."""
