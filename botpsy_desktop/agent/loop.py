@@ -486,13 +486,13 @@ class AgentSession:
             parsed = parse_turn(
                 completion.text, tools, started_in_thinking=completion.started_in_thinking
             )
-            # the model reached for a tool the prompt lists but the choice left out (the
-            # grammar made it write another name, or a backend without one let it): its domain
-            # is offered and the step asked again, once per request; the prompt is the same,
-            # so asking again evaluates nothing new
+            # the model reached for a tool the prompt lists but the choice left out, and the
+            # grammar made it write another name (the engine says which): the call written is
+            # not the one it meant, so its domain is offered and the step asked again, once per
+            # request; the prompt is the same, so asking again evaluates nothing new. (A call
+            # outside the choice that a backend without the grammar let through is the one
+            # meant: it runs, and its domain is offered from the next step on, as below.)
             reached = list(completion.stats.wanted_tools)
-            if may_call is not None:
-                reached += [c.name for c in parsed.calls if c.name and c.name not in may_call]
             halted = completion.finish_reason == "cancelled" or cancel.is_set()
             if reached and not halted and offer.reached_for(reached):
                 continue

@@ -387,10 +387,13 @@ def test_the_set_grows_when_the_model_calls_a_tool_outside_it() -> None:
 class ToolsSeen(ReplayBackend):
     """A replay that notes the tool names each model turn was offered."""
 
-    def __init__(self, turns: Sequence[str]) -> None:
+    def __init__(
+        self, turns: Sequence[str], wanted: Mapping[int, tuple[str, ...]] | None = None
+    ) -> None:
         super().__init__(turns)
         self.offered: list[list[str]] = []
         self.may_call: list[frozenset[str] | None] = []
+        self.wanted = dict(wanted or {})  # per model turn: the engine's stats.wanted_tools
 
     def complete(
         self,
@@ -401,9 +404,15 @@ class ToolsSeen(ReplayBackend):
         cancel: Any = None,
         may_call: Any = None,
     ) -> Iterator[TextPiece | PromptProgress | Completion]:
+        turn = len(self.offered)
         self.offered.append([t["function"]["name"] for t in tools])
         self.may_call.append(None if may_call is None else frozenset(may_call))
-        yield from super().complete(messages, tools, enable_thinking=enable_thinking, cancel=cancel)
+        for item in super().complete(
+            messages, tools, enable_thinking=enable_thinking, cancel=cancel
+        ):
+            if isinstance(item, Completion) and turn in self.wanted:
+                item.stats.wanted_tools = self.wanted[turn]
+            yield item
 
 
 def call(function: str) -> str:
@@ -438,20 +447,25 @@ def test_with_every_tool_listed_the_requests_choice_is_what_the_model_may_call(
     tmp_path: Path,
 ) -> None:
     """agent.prompt_tools all: every request's prompt lists the same tools (the app's own, in
-    the registry's order); the request's choice is passed as what the model may call, and a
-    call outside it is not carried out: its domain is offered and the step asked again."""
+    the registry's order); the request's choice is passed as what the model may call. When the
+    engine says the grammar made the model write another name than the one it began (a tool
+    outside the choice), that call is not carried out: its domain is offered and the step asked
+    again, on the same prompt."""
     app = build_app(tmp_path)
     try:
         app.config.agent.prompt_tools = "all"
         everything = [s["function"]["name"] for s in app.registry.schemas()]
+        # the engine's report, as llm/engines/engine.py makes it: the model began "now_pl...",
+        # the grammar (weather's tools only) made it write get_weather
         backend = ToolsSeen(
-            [call("now_playing"), call("now_playing"), "Nothing is playing.", "Done."]
+            [call("get_weather"), call("now_playing"), "Nothing is playing.", "Done."],
+            wanted={0: ("now_playing",)},
         )
         session = app.session(backend)
         events = list(session.run("What's the weather in Paris?"))
         assert isinstance(events[-1], Answer)
         results = [e for e in events if isinstance(e, ToolResult)]
-        assert [r.name for r in results] == ["now_playing"]  # the first call did not run
+        assert [r.name for r in results] == ["now_playing"]  # the forced call did not run
         assert backend.offered[0] == backend.offered[1] == backend.offered[2] == everything
         first, second = backend.may_call[0], backend.may_call[1]
         assert first is not None and second is not None
