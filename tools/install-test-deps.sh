@@ -26,13 +26,15 @@ PACKAGES=(
     gnome-keyring dbus   # a real Secret Service on a private D-Bus; D-Bus for notifications
     pulseaudio           # the device tools' sound: a real sound server with null sinks
     libglib2.0-bin dconf-service gsettings-desktop-schemas  # gio (open, launch), GNOME settings
+    espeak-ng pulseaudio-utils  # push-to-talk: spoken commands as WAVs, played into a virtual mic
 )
 
 ELSEWHERE="Without apt, install the same programs with your system's package manager: a C/C++
 compiler, cmake, PulseAudio's client library (libpulse), mpv, aplay (ALSA utilities), Xvfb with
 xauth, trayer, xdotool, the xcb libraries Qt 6 needs (xcb-cursor, icccm, keysyms, image,
 render-util, xkb, shape, xinerama, randr, xkbcommon-x11), Dovecot (IMAP), gnome-keyring,
-dbus-daemon, PulseAudio, GLib's gio and gsettings with dconf and GNOME's desktop schemas. Tests whose program is missing skip with the reason (and fail under CI=true)."
+dbus-daemon, PulseAudio with its utilities (paplay), GLib's gio and gsettings with dconf and
+GNOME's desktop schemas, espeak-ng. Tests whose program is missing skip with the reason (and fail under CI=true)."
 
 if [ "${1:-}" = --list ]; then
     sed -n '/^PACKAGES=(/,/^)/p' "$0" | sed '1d;$d'
