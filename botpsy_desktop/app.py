@@ -451,18 +451,19 @@ class App:
                 **({"keep": conversation_id} if keeps else {}),
             )
             return
-        # the tool sets requests are offered (agent/selection.py): one per domain, then all of
-        # them, the fallback, left in the context last (saved prefix states keep the others)
         system = [{"role": "system", "content": settings.system_prompt}]
-        sets = [] if selector is None else [selector.schemas(c) for c in selector.warm_sets()]
-        every = [*sets[:-1], self.registry.schemas()]
+        everything = self.registry.schemas()
         if selector is not None and stable_prompt(backend, self.registry, settings):
-            # every request lists the app's own tools (agent/loop.py stable_prompt): one
-            # prefix, then all tools with the tool servers' (a request about them)
-            # (that one last: the context holds what most requests start with)
-            every = [stable_schemas(self.registry)]
-            if len(every[0]) < len(self.registry.schemas()):
-                every.insert(0, self.registry.schemas())
+            # every request lists the app's own tools (agent/loop.py stable_prompt): one prefix,
+            # after the list with the tool servers' tools when there are some (a request about
+            # them), so that the context holds what most requests start with
+            own = stable_schemas(self.registry)
+            every = [everything, own] if len(own) < len(everything) else [own]
+        else:
+            # the tool sets requests are offered (agent/selection.py): one per domain, then all
+            # of them, the fallback, left in the context last (saved states keep the others)
+            sets = [] if selector is None else [selector.schemas(c) for c in selector.warm_sets()]
+            every = [*sets[:-1], everything]
         for i, tools in enumerate(every, 1):
             if cancel is not None and cancel.is_set():
                 return
