@@ -17,6 +17,7 @@ import contextlib
 import itertools
 import sys
 import threading
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -36,7 +37,7 @@ async def _serve(client: DesktopNotifications) -> None:
     from botpsy_desktop.core import dbus_notifications as dn
 
     try:
-        from desktop_notifier import Button, DesktopNotifier, Notification, Urgency
+        from desktop_notifier import DesktopNotifier
         from desktop_notifier.main import get_backend_class
     except ImportError:
         client._give_up()
@@ -60,6 +61,24 @@ async def _serve(client: DesktopNotifications) -> None:
     client.available = True
     client.started.set()
     dn._call(client.on.ready, True)
+    try:
+        await _notify(client, notifier)
+    finally:
+        # desktop-notifier has no close; its D-Bus backend (Linux: only the tests use it
+        # there) keeps a connection, closed here
+        bus = getattr(getattr(notifier, "_backend", None), "bus", None)
+        if bus is not None:
+            with contextlib.suppress(Exception):
+                bus.disconnect()
+                await bus.wait_for_disconnect()
+
+
+async def _notify(client: DesktopNotifications, notifier: Any) -> None:
+    """Send what the client queues, until it is told to stop (None)."""
+    from desktop_notifier import Button, Notification, Urgency
+
+    from botpsy_desktop.core import dbus_notifications as dn
+
     numbers = itertools.count(1)
     sent: dict[int, str] = {}  # the client's notification id -> desktop-notifier's identifier
     urgencies = {0: Urgency.Low, 1: Urgency.Normal, 2: Urgency.Critical}
@@ -76,11 +95,14 @@ async def _serve(client: DesktopNotifications) -> None:
             continue
         nid = next(numbers)
 
-        def action(key: str, nid: int = nid) -> Any:
+        def action(key: str, nid: int = nid) -> Callable[[], None]:
             return lambda: dn._call(client.on.action, nid, key)
 
+        def dismissed(nid: int = nid) -> None:
+            dn._call(client.on.closed, nid, 2)  # 2: dismissed by the person
+
         buttons = tuple(
-            Button(title=label, on_pressed=action(key))
+            Button(title=label, on_pressed=action(key), identifier=key)
             for key, label in item.actions
             if key != "default"  # clicking the notification itself
         )
@@ -90,7 +112,7 @@ async def _serve(client: DesktopNotifications) -> None:
             urgency=urgencies.get(item.urgency, Urgency.Normal),
             buttons=buttons,
             on_clicked=action("default"),
-            on_dismissed=lambda nid=nid: dn._call(client.on.closed, nid, 2),
+            on_dismissed=dismissed,
         )
         try:
             sent[nid] = await notifier.send_notification(note)
