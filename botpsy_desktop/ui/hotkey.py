@@ -318,9 +318,12 @@ class GlobalShortcut(QObject):
         platform = QGuiApplication.platformName()
         if display is None and sys.platform in ("win32", "darwin"):
             return self._start_native(shortcut)
+        wayland = "wayland" in platform or bool(os.environ.get("WAYLAND_DISPLAY"))
+        if display is None and sys.platform.startswith("linux") and wayland:
+            # a Wayland session (the window on Wayland, or on XWayland, where an X11 grab
+            # would see keys only while one of the app's windows has focus): the portal
+            return self._start_portal(shortcut, "SESSION")
         if display is None and platform != "xcb":
-            if sys.platform.startswith("linux") and "wayland" in platform:
-                return self._start_portal(shortcut, "SESSION")
             where = "Wayland" if "wayland" in platform else platform or "this platform"
             return (
                 f"A global shortcut is not available on {where}: bind the command "

@@ -184,3 +184,33 @@ def test_a_portal_without_global_shortcuts_says_what_to_do_instead(tmp_path: Pat
         bus.wait(5)
         assert bus.stdout is not None
         bus.stdout.close()
+
+
+@needs_portal
+def test_a_wayland_session_is_given_the_portal_way(
+    qapp: object, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Chosen by the session: on Wayland (not GNOME) the window asks the session bus's portal;
+    this one has no GlobalShortcuts backend, and the settings' sentence says what to do."""
+    from botpsy_desktop.ui.hotkey import GlobalShortcut
+
+    (tmp_path / "portals").mkdir()
+    env = {**os.environ, "XDG_DESKTOP_PORTAL_DIR": str(tmp_path / "portals")}
+    bus = subprocess.Popen(
+        ["dbus-daemon", "--session", "--nofork", "--nopidfile", "--print-address=1"],
+        stdout=subprocess.PIPE, text=True, env=env,
+    )  # fmt: skip
+    try:
+        assert bus.stdout is not None
+        monkeypatch.setenv("DBUS_SESSION_BUS_ADDRESS", bus.stdout.readline().strip())
+        monkeypatch.setenv("WAYLAND_DISPLAY", "wayland-0")
+        monkeypatch.setenv("XDG_CURRENT_DESKTOP", "Hyprland")
+        shortcut = GlobalShortcut()
+        problem = shortcut.start("Ctrl+Alt+Space")
+        assert problem is not None and "offers no global shortcuts" in problem
+        assert "botpsy-desktop --quick" in shortcut.note() and shortcut.way == ""
+    finally:
+        bus.terminate()
+        bus.wait(5)
+        assert bus.stdout is not None
+        bus.stdout.close()
