@@ -51,11 +51,20 @@ class PortalShortcut:
     desktop refused; :attr:`version` is the portal interface's version once connected.
     """
 
-    def __init__(self, shortcut: str, on_press: Callable[[], None], bus: str = "SESSION") -> None:
+    def __init__(
+        self,
+        shortcut: str,
+        on_press: Callable[[], None],
+        bus: str = "SESSION",
+        on_answer: Callable[[], None] | None = None,
+    ) -> None:
         self.shortcut = shortcut
         self.preferred = xdg_trigger(shortcut)  # raises HotkeyError for a shortcut with no key
         self.bus = bus
         self._on_press = on_press
+        self._on_answer = on_answer
+        """Called (on the client's thread) when the desktop answers after :meth:`start` gave
+        up waiting (:attr:`pending`): :attr:`trigger` or :attr:`problem` tell the answer."""
         self.version = 0
         self.trigger = ""
         """The key the desktop says it bound, in its words ('' if it gave none)."""
@@ -89,9 +98,22 @@ class PortalShortcut:
             self._thread = None
 
     # -- the D-Bus thread ---------------------------------------------------------------------
+    @property
+    def problem(self) -> str | None:
+        """Why the desktop gave no key (None: it did, or it has not answered yet)."""
+        return self._problem
+
     def _fail(self, problem: str) -> None:
         self._problem = problem
+        self._answered_now()
+
+    def _answered_now(self) -> None:
         self._answered.set()
+        if self.pending:  # start() returned before the answer: say it now
+            self.pending = False
+            if self._on_answer is not None:
+                with contextlib.suppress(Exception):
+                    self._on_answer()
 
     def _run(self) -> None:
         try:
@@ -238,8 +260,7 @@ class PortalShortcut:
                     return
                 listed = self._ours(answer[1])
             self.trigger = listed or ""
-            self.pending = False
-            self._answered.set()
+            self._answered_now()
             while (item := self._queue.get()) is not None:
                 self._signal(item)
         finally:

@@ -267,9 +267,13 @@ class GlobalShortcut(QObject):
     """
 
     activated = Signal()
+    changed = Signal()
+    """The way or the problem changed after ``start`` returned (a desktop's late answer)."""
+    _answered = Signal()  # from the portal's thread: queued to the GUI thread
 
     def __init__(self, parent: QObject | None = None) -> None:
         super().__init__(parent)
+        self._answered.connect(self._portal_answer)
         self._grab: X11Hotkey | None = None
         self._portal: PortalShortcut | None = None
         self._native: NativeHotkey | None = None
@@ -343,11 +347,25 @@ class GlobalShortcut(QObject):
         if not shortcut.strip():
             return None  # turned off (the closed session took the key away)
         try:
-            portal = PortalShortcut(shortcut, self.activated.emit, bus)
+            portal = PortalShortcut(shortcut, self.activated.emit, bus, self._answered.emit)
             portal.start()
         except HotkeyError as exc:
             return str(exc)
         self._portal, self.shortcut = portal, shortcut
+        return self._portal_state()
+
+    def _portal_answer(self) -> None:
+        """The desktop answered after start() stopped waiting (it asked the person)."""
+        if self._portal is not None:
+            self.problem = self._portal_state()
+            self.changed.emit()
+
+    def _portal_state(self) -> str | None:
+        portal = self._portal
+        assert portal is not None
+        if portal.problem is not None:
+            self.way = ""
+            return portal.problem
         name = f"the desktop's GlobalShortcuts portal (version {portal.version})"
         if portal.pending:
             self.way = f"asked of {name}: allow it in the desktop's window that asks"

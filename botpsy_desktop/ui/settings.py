@@ -359,6 +359,8 @@ class SettingsDialog(QDialog):
             "settings."
         )
         self.shortcut_note.setWordWrap(True)
+        if shortcut is not None:  # the desktop may answer later (it asked the person)
+            shortcut.changed.connect(self._shortcut_changed)
         lf.addRow("Appearance:", self.theme)
         lf.addRow("", self.close_to_tray)
         lf.addRow("", self.autostart)
@@ -382,6 +384,11 @@ class SettingsDialog(QDialog):
         layout.addWidget(self.error)
         layout.addWidget(self.note)
         layout.addWidget(buttons)
+
+    def _shortcut_changed(self) -> None:
+        shortcut = getattr(self.parent(), "global_shortcut", None)
+        if shortcut is not None:
+            self.shortcut_note.setText(shortcut.note())
 
     def _engine_kind_changed(self) -> None:
         remote = self.engine_kind.currentIndex() == 1
