@@ -172,6 +172,8 @@ class PortalShortcut:
 
     def _answer(self, token: str, unique: str) -> tuple[int, dict[str, Any]] | None:
         """Wait for the Response of the request with ``token``; None when told to stop."""
+        from jeepney import HeaderFields
+
         path = request_path(unique, token)
         while True:
             item = self._queue.get()
@@ -179,8 +181,6 @@ class PortalShortcut:
                 self._queue.put(None)  # seen again by the caller, which ends
                 return None
             fields = item.header.fields
-            from jeepney import HeaderFields
-
             if (
                 fields.get(HeaderFields.path) == path
                 and fields.get(HeaderFields.member) == "Response"

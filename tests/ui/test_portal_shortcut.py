@@ -214,3 +214,34 @@ def test_a_wayland_session_is_given_the_portal_way(
         bus.wait(5)
         assert bus.stdout is not None
         bus.stdout.close()
+
+
+BARE_BUS = """<busconfig>
+ <type>session</type>
+ <listen>unix:tmpdir=/tmp</listen>
+ <auth>EXTERNAL</auth>
+ <policy context="default">
+  <allow send_destination="*" eavesdrop="true"/><allow eavesdrop="true"/><allow own="*"/>
+ </policy>
+</busconfig>"""
+
+
+@needs(programs("dbus-daemon"), "dbus-daemon (a private D-Bus)", "apt install dbus")
+def test_a_session_without_a_desktop_portal_says_what_to_do_instead(tmp_path: Path) -> None:
+    """A session bus that can start no service at all (a bare window manager's session)."""
+    config = tmp_path / "bus.conf"
+    config.write_text(BARE_BUS, encoding="utf-8")
+    bus = subprocess.Popen(
+        ["dbus-daemon", f"--config-file={config}", "--nofork", "--nopidfile", "--print-address=1"],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert bus.stdout is not None
+        portal = PortalShortcut("Ctrl+Alt+Space", lambda: None, bus.stdout.readline().strip())
+        with pytest.raises(HotkeyError, match=r"no desktop portal .*botpsy-desktop --quick"):
+            portal.start(wait=30)
+    finally:
+        bus.terminate()
+        bus.wait(5)
+        assert bus.stdout is not None
+        bus.stdout.close()
