@@ -23,7 +23,6 @@ from botpsy_desktop.agent.events import (
     ContextTrimmed,
     Error,
     Event,
-    GateDecision,
     Thinking,
     Token,
     ToolResult,
@@ -36,6 +35,11 @@ from botpsy_desktop.agent.logs import logged_events
 from botpsy_desktop.agent.provenance import TAINT, Provenance, untrusted_sources
 from botpsy_desktop.agent.reply import PendingReply
 from botpsy_desktop.agent.selection import RequestTools, ToolSelector, stable_schemas
+from botpsy_desktop.agent.steps.carry_out import (
+    Outcome,
+    run_with_timeout,
+    tool_timeout,
+)
 from botpsy_desktop.agent.store import ConversationStore, prompt_history
 from botpsy_desktop.agent.tools import (
     CallContext,
@@ -49,7 +53,6 @@ from botpsy_desktop.agent.tools import (
 from botpsy_desktop.core.busy import ANSWERING, Busy
 from botpsy_desktop.core.errors import BotpsyError, StoreError
 from botpsy_desktop.core.outside import carries_outside
-from botpsy_desktop.core.text import readable
 from botpsy_desktop.llm.backend import Backend
 from botpsy_desktop.llm.language.parser import StreamSplitter, parse_turn
 from botpsy_desktop.llm.types import Completion, PromptProgress, ToolCall, ToolCallError
@@ -86,24 +89,6 @@ class LoopSettings:
     (the request's choice alone), "auto" (all when they take at most half the context)."""
     max_calls_per_turn: int = 16
     """Tool calls run from one model turn, at most; the model is told the rest did not run."""
-
-
-class _Outcome:
-    """What one tool call produced: the observation text for the model and how it ended."""
-
-    def __init__(self, ok: bool, output: str, decision: GateDecision, duration: float = 0.0):
-        self.ok = ok
-        self.output = output
-        self.decision = decision
-        self.duration = duration
-        self.arguments: dict[str, Any] | None = None  # set when the user edited them
-        self.value: Any = None  # what the tool returned, when it ran
-        self.ran = False  # the tool was called (its output is untrusted data)
-        self.decided_by = ""
-        self.summary = ""  # a change that ran, in plain words
-        self.action_id: int | None = None  # its audit entry
-        self.undo = ""  # what undoing it would do
-        self.untrusted = True  # its output may hold content from outside (Tool.untrusted_output)
 
 
 class AgentSession:
@@ -580,11 +565,9 @@ class AgentSession:
         for call_id, call in calls:
             name, args = (call.name, dict(call.arguments) if isinstance(call, ToolCall) else {})
             if gave_up:
-                outcome = _Outcome(False, NOT_RUN_AFTER_GIVING_UP, "not-run")
+                outcome = Outcome(False, NOT_RUN_AFTER_GIVING_UP, "not-run")
             elif cancel.is_set():
-                outcome = _Outcome(
-                    False, "The user stopped the request before this ran.", "not-run"
-                )
+                outcome = Outcome(False, "The user stopped the request before this ran.", "not-run")
             else:
                 if isinstance(call, ToolCall):
                     yield ToolStarted(call_id, call.name, dict(call.arguments))
@@ -663,21 +646,21 @@ class AgentSession:
 
     def _execute(
         self, call_id: str, call: ToolCall | ToolCallError, cancel: threading.Event
-    ) -> Generator[Event, None, _Outcome]:
+    ) -> Generator[Event, None, Outcome]:
         if isinstance(call, ToolCallError):
-            return _Outcome(False, call.message, "not-run")
+            return Outcome(False, call.message, "not-run")
         tool, why = self.gate.resolve(self.registry, call.name, call.raw, call.format)
         if tool is None:
-            return _Outcome(False, why, "denied")
+            return Outcome(False, why, "denied")
         try:
             args_model = tool.validate(call.arguments)
         except ToolArgumentsError as exc:
-            return _Outcome(False, str(exc), "not-run")
+            return Outcome(False, str(exc), "not-run")
         arguments = dict(call.arguments)
         preset = self._decided.get(call_id)
         if preset is not None and not preset.approved:  # denied while parked: never runs
             del self._decided[call_id]
-            declined = _Outcome(False, self._declined(tool.name, preset.by), "denied")
+            declined = Outcome(False, self._declined(tool.name, preset.by), "denied")
             declined.decided_by = preset.by
             return declined
         provenance = Provenance.from_messages(self.store.messages(self.conversation_id))
@@ -691,7 +674,7 @@ class AgentSession:
         verdict = self.gate.check(tool, arguments, provenance, context=context)
         call_context = CallContext(verdict.sources, call_id=call_id)
         if verdict.decision is Decision.DENY:
-            return _Outcome(False, verdict.message or f"{tool.name} is not allowed.", "denied")
+            return Outcome(False, verdict.message or f"{tool.name} is not allowed.", "denied")
         outcome = yield from self._carry_out(
             call_id, tool, args_model, arguments, verdict, context, call_context, cancel
         )
@@ -713,7 +696,7 @@ class AgentSession:
         context: Context,
         call_context: CallContext,
         cancel: threading.Event,
-    ) -> Generator[Event, None, _Outcome]:
+    ) -> Generator[Event, None, Outcome]:
         """Run an allowed call, or ask (or use an allowance) and run it once approved.
 
         An approval binds to the effect its receipt showed (agent/gate.py ``Resolution``): just
@@ -724,7 +707,7 @@ class AgentSession:
         if verdict.decision is Decision.ALLOW:
             preset = self._decided.pop(call_id, None)
         if verdict.decision is Decision.ALLOW:
-            entry: int | _Outcome | None = None
+            entry: int | Outcome | None = None
             at_once = "ran at once (a reversible change you asked for)"
             if verdict.grounded:
                 at_once = "ran at once (a reversible change you typed in this request)"
@@ -732,9 +715,9 @@ class AgentSession:
                 at_once = preset.by or "user"
             if verdict.tier is not Tier.READ:  # a reversible change runs at once: log it
                 entry = self._begin(call_id, tool, arguments, verdict, at_once)
-                if isinstance(entry, _Outcome):  # the log could not record it: not run
+                if isinstance(entry, Outcome):  # the log could not record it: not run
                     return entry
-            outcome = _run_with_timeout(
+            outcome = run_with_timeout(
                 lambda: run_in_context(call_context, lambda: tool.call(args_model)),
                 *self._timeout(tool),
                 tool.name,
@@ -764,7 +747,7 @@ class AgentSession:
                 elif same_call:  # approved on a receipt that no longer holds: asked again
                     verdict = self._ask_again(tool, arguments, context)
                     if verdict.decision is Decision.DENY:
-                        return _Outcome(False, verdict.message, "denied")
+                        return Outcome(False, verdict.message, "denied")
                     request = self._request(call_id, tool, arguments, verdict)
                     yield from self._ask(request, cancel)
                 else:
@@ -774,7 +757,7 @@ class AgentSession:
             asked_again = 0
             while True:
                 if not request.approved:
-                    declined = _Outcome(
+                    declined = Outcome(
                         False, self._declined(tool.name, request.decided_by), "denied"
                     )
                     declined.decided_by = request.decided_by
@@ -784,14 +767,14 @@ class AgentSession:
                     try:
                         args_model = tool.validate(edited)
                     except ToolArgumentsError as exc:
-                        return _Outcome(
+                        return Outcome(
                             False, f"The user's edited arguments were invalid: {exc}", "denied"
                         )
                     verdict = self.gate.check(tool, edited, context=context)
                     if verdict.decision is Decision.DENY:
-                        return _Outcome(False, verdict.message, "denied")
+                        return Outcome(False, verdict.message, "denied")
                 if not request.consume(tool.name, arguments if edited is None else edited):
-                    return _Outcome(
+                    return Outcome(
                         False,
                         f"{tool.name} was not run: the approval does not match this exact call "
                         "(or was used already).",
@@ -806,7 +789,7 @@ class AgentSession:
                     break
                 asked_again += 1
                 if asked_again > MAX_ASKED_AGAIN:
-                    return _Outcome(
+                    return Outcome(
                         False,
                         f"{tool.name} was not run: what it would act on kept changing while "
                         "it waited for approval. Tell the user; do not try it again now.",
@@ -814,15 +797,15 @@ class AgentSession:
                     )
                 verdict = self._ask_again(tool, arguments, context)
                 if verdict.decision is Decision.DENY:
-                    return _Outcome(False, verdict.message, "denied")
+                    return Outcome(False, verdict.message, "denied")
                 request = self._request(call_id, tool, arguments, verdict)
                 yield from self._ask(request, cancel)
             decided_by = request.decided_by or "user"
         ran_with = arguments if edited is None else edited
         entry = self._begin(call_id, tool, ran_with, verdict, decided_by)
-        if isinstance(entry, _Outcome):  # the log could not record it: not run
+        if isinstance(entry, Outcome):  # the log could not record it: not run
             return entry
-        outcome = _run_with_timeout(
+        outcome = run_with_timeout(
             lambda: run_in_context(call_context, lambda: tool.call(args_model)),
             *self._timeout(tool),
             tool.name,
@@ -886,11 +869,7 @@ class AgentSession:
     def _timeout(self, tool: Tool) -> tuple[float, str]:
         """Seconds ``tool`` may run and the setting that says so: the tool's own entry in
         agent.tool_timeouts, else its adapter's, else agent.tool_timeout_s."""
-        overrides = self.settings.tool_timeouts
-        for key in (tool.name, tool_family(tool)):
-            if key and key in overrides:
-                return overrides[key], f"agent.tool_timeouts.{key}"
-        return self.settings.tool_timeout_s, "agent.tool_timeout_s"
+        return tool_timeout(tool, self.settings.tool_timeout_s, self.settings.tool_timeouts)
 
     def _wait_in_inbox(self, request: ApprovalRequest, cancel: threading.Event) -> None:
         """A background run's request waits for the user: never answered automatically.
@@ -924,7 +903,7 @@ class AgentSession:
 
     def _begin(
         self, call_id: str, tool: Tool, arguments: dict[str, Any], verdict: Verdict, by: str
-    ) -> int | _Outcome:
+    ) -> int | Outcome:
         """Log a change before it runs (agent/audit.py ``begin``): its entry, or, when the log
         cannot be written, the outcome of a call that was not run."""
         effects = (
@@ -943,7 +922,7 @@ class AgentSession:
                 receipt=verdict.receipt,
             )
         except StoreError as exc:
-            return _Outcome(
+            return Outcome(
                 False,
                 f"{tool.name} was not run: the audit log could not record it first "
                 f"({exc.message}). Nothing was changed. Tell the user; do not try it again now.",
@@ -957,7 +936,7 @@ class AgentSession:
         tool: Tool,
         arguments: dict[str, Any],
         verdict: Verdict,
-        outcome: _Outcome,
+        outcome: Outcome,
     ) -> None:
         """Record how a logged change ended; the outcome learns its entry, summary and undo.
 
@@ -1153,96 +1132,6 @@ def waited(seconds: float | None) -> str:
 def _call_label(name: str | None, arguments: Mapping[str, Any]) -> str:
     shown = ", ".join(f"{k}={v!s:.60}" for k, v in arguments.items())
     return f"{name or '?'}({shown})"
-
-
-def tool_family(tool: Tool) -> str:
-    """The adapter a tool comes from (``botpsy_desktop.adapters.weather...`` -> ``weather``)."""
-    parts = str(getattr(tool.handler, "__module__", "") or "").split(".")
-    if len(parts) > 2 and parts[:2] == ["botpsy_desktop", "adapters"]:
-        return parts[2]
-    return ""
-
-
-def _run_with_timeout(
-    fn: Any,
-    timeout: float,
-    setting: str,
-    name: str,
-    verdict: GateDecision,
-    cancel: threading.Event | None = None,
-    stop: threading.Event | None = None,
-) -> _Outcome:
-    """Run a tool on its own thread; give up after ``timeout`` s or as soon as ``cancel`` is set.
-
-    Giving up sets ``stop`` (the call's CallContext.stop): a tool doing long work checks it and
-    ends there. A thread cannot be killed, so one that does not check it finishes in the
-    background; whatever it returns or raises then is dropped, never reported or applied a
-    second time.
-    """
-    result: dict[str, Any] = {}
-    lock = threading.Lock()
-    done = threading.Event()
-    abandoned = False
-
-    def target() -> None:
-        try:
-            value: dict[str, Any] = {"value": fn()}
-        except BotpsyError as exc:
-            value = {"error": str(exc)}
-        except Exception as exc:  # an adapter bug must not take the session down
-            value = {"error": f"{name} failed: {type(exc).__name__}: {exc}"}
-        with lock:
-            if not abandoned:
-                result.update(value)
-            done.set()
-
-    cancel = cancel or threading.Event()
-    started = time.perf_counter()
-    deadline = time.monotonic() + timeout
-    worker = threading.Thread(target=target, name=f"tool-{name}", daemon=True)
-    worker.start()
-    while not done.is_set() and not cancel.is_set():
-        left = deadline - time.monotonic()
-        if left <= 0:
-            break
-        done.wait(min(left, 0.02))  # Stop is noticed within 20 ms
-    with lock:
-        finished = done.is_set()
-        abandoned = not finished
-    if abandoned and stop is not None:
-        stop.set()
-    duration = time.perf_counter() - started
-    if abandoned:
-        if cancel.is_set():
-            message = (
-                f"The user stopped the request while {name} was running ({duration:.1f} s); "
-                "its result, if it still comes, is ignored. It may still complete in the "
-                "background: check before trying it again."
-            )
-        else:
-            message = (
-                f"{name} did not finish within {timeout:g} s ({setting}) and was abandoned; "
-                "its result, if it still comes, is ignored. It may still complete in the "
-                "background: tell the user it did not answer in time, and check before "
-                "trying it again."
-            )
-        outcome = _Outcome(False, message, verdict, duration)
-        outcome.ran = True
-        return outcome
-    # a file name that is not UTF-8 reaches the model, the store and the screen as "caf\xe9"
-    if "error" in result:
-        outcome = _Outcome(False, readable(str(result["error"])), verdict, duration)
-    else:
-        outcome = _Outcome(True, readable(_render(result.get("value"))), verdict, duration)
-        outcome.value = result.get("value")
-    outcome.ran = True
-    return outcome
-
-
-def _render(value: Any) -> str:
-    if isinstance(value, str):
-        return value
-    return json.dumps(value, ensure_ascii=False, default=str, separators=(",", ":"))
 
 
 def _clip(text: str, limit: int) -> str:

@@ -16,7 +16,8 @@ from pydantic import BaseModel, Field
 from botpsy_desktop.adapters.email import email_tools, mail_service
 from botpsy_desktop.agent.events import Answer, ApprovalNeeded, Error, Event, ToolResult
 from botpsy_desktop.agent.gate import Gate
-from botpsy_desktop.agent.loop import AgentSession, LoopSettings, tool_family
+from botpsy_desktop.agent.loop import AgentSession, LoopSettings
+from botpsy_desktop.agent.steps.carry_out import tool_family
 from botpsy_desktop.agent.store import ConversationStore
 from botpsy_desktop.app import App, build_app
 from botpsy_desktop.core.accounts import MailAccount
