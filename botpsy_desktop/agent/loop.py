@@ -30,7 +30,7 @@ from botpsy_desktop.agent.events import (
     TurnFinished,
 )
 from botpsy_desktop.agent.gate import Context, Decision, Gate, Verdict, described_by
-from botpsy_desktop.agent.hardening import clean_output, defuse, frame, known_secrets
+from botpsy_desktop.agent.hardening import defuse, frame, known_secrets
 from botpsy_desktop.agent.logs import logged_events
 from botpsy_desktop.agent.provenance import TAINT, Provenance, untrusted_sources
 from botpsy_desktop.agent.reply import PendingReply
@@ -40,10 +40,16 @@ from botpsy_desktop.agent.steps.carry_out import (
     run_with_timeout,
     tool_timeout,
 )
+from botpsy_desktop.agent.steps.record import (
+    begin_change,
+    finish_change,
+    observation,
+    skipped_note,
+    tool_row,
+)
 from botpsy_desktop.agent.store import ConversationStore, prompt_history
 from botpsy_desktop.agent.tools import (
     CallContext,
-    Inverse,
     Tier,
     Tool,
     ToolArgumentsError,
@@ -574,33 +580,15 @@ class AgentSession:
                 outcome = yield from self._execute(call_id, call, cancel)
                 if outcome.decided_by == NOBODY_IN_TIME and self.background:
                     gave_up.append(name or "a tool call")
-            output = (
-                clean_output(outcome.output, self.settings.max_observation_chars, self._secrets)
-                if outcome.ran
-                else _clip(outcome.output, self.settings.max_observation_chars)
-            )
+            output = observation(outcome, self.settings.max_observation_chars, self._secrets)
             if skipped > 0 and call_id == calls[-1][0]:
-                output += (
-                    f"\n[Only the first {len(calls)} tool calls of this turn were run "
-                    f"(at most {len(calls)} per turn); the other {skipped} were not run. "
-                    "Make fewer calls at a time.]"
-                )
+                output += skipped_note(len(calls), skipped)
             if outcome.arguments is not None:
                 args = outcome.arguments
-            message: dict[str, Any] = {
-                "role": "tool",
-                "tool_call_id": call_id,
-                "name": name or "",
-                "content": output,
-            }
-            if outcome.ran:
-                message["data"] = True
-                label = f"what {_call_label(name, args)} returned"
-                # a confirmation of the app's own is not content from outside
-                message[TAINT] = [label] if outcome.untrusted or not outcome.ok else []
-                if message[TAINT]:
-                    self._sources.append(label)
-                    self._reply.taint = tuple(dict.fromkeys(self._sources))
+            message, untrusted = tool_row(call_id, name, args, output, outcome)
+            if untrusted is not None:
+                self._sources.append(untrusted)
+                self._reply.taint = tuple(dict.fromkeys(self._sources))
             if outcome.ok and outcome.action_id is not None:
                 self._changes += 1
             then = self._next_row(stubs, step, cancel)
@@ -904,79 +892,18 @@ class AgentSession:
     def _begin(
         self, call_id: str, tool: Tool, arguments: dict[str, Any], verdict: Verdict, by: str
     ) -> int | Outcome:
-        """Log a change before it runs (agent/audit.py ``begin``): its entry, or, when the log
-        cannot be written, the outcome of a call that was not run."""
-        effects = (
-            sorted(e.value for e in verdict.assessment.effects)
-            if verdict.assessment is not None
-            else []
-        )
-        try:
-            entry = self.audit.begin(
-                conversation_id=self.conversation_id,
-                call_id=call_id,
-                tool=tool.name,
-                arguments=arguments,
-                effects=effects,
-                approved_by=by,
-                receipt=verdict.receipt,
-            )
-        except StoreError as exc:
-            return Outcome(
-                False,
-                f"{tool.name} was not run: the audit log could not record it first "
-                f"({exc.message}). Nothing was changed. Tell the user; do not try it again now.",
-                "not-run",
-            )
-        return entry
+        """Log a change before it runs (steps/record.py ``begin_change``)."""
+        return begin_change(self.audit, self.conversation_id, call_id, tool, arguments, verdict, by)
 
     def _audit(
-        self,
-        entry: int,
-        tool: Tool,
-        arguments: dict[str, Any],
-        verdict: Verdict,
-        outcome: Outcome,
+        self, entry: int, tool: Tool, arguments: dict[str, Any], verdict: Verdict, outcome: Outcome
     ) -> None:
-        """Record how a logged change ended; the outcome learns its entry, summary and undo.
-
-        If that cannot be written, the entry stays in the log as not confirmed and the
-        outcome says so (what the model reads, and the person in the request's error)."""
-        inverse: Inverse | str = (
-            tool.inverse_of(arguments, outcome.value)
-            if outcome.ok
-            else "it failed, so there is nothing to undo"
+        """Record how a logged change ended (steps/record.py ``finish_change``)."""
+        done = finish_change(
+            self.audit, self.registry, self._secrets, entry, tool, arguments, verdict, outcome
         )
-        if outcome.ok:
-            outcome.summary = (
-                tool.describe_done(arguments, outcome.value)
-                or verdict.summary
-                or tool.summarize(arguments)
-            )
-        if outcome.ok and isinstance(inverse, Inverse):
-            target = self.registry.get(inverse.tool)
-            outcome.undo = (
-                target.summarize(inverse.arguments) if target is not None else inverse.tool
-            )
-        outcome.action_id = entry
-        if outcome.ok:
-            first = (outcome.summary.splitlines() or [tool.name])[0]
-            self._done.append(f"{first} (#{entry} in `botpsy log`)")
-        try:
-            self.audit.complete(
-                entry,
-                tool=tool.name,
-                inverse=inverse,
-                ok=outcome.ok,
-                output=clean_output(outcome.output, 2000, self._secrets),
-                value=outcome.value,
-            )
-        except StoreError as exc:
-            outcome.undo = ""
-            outcome.output = (
-                f"{outcome.output}\n(The app could not record how this ended: {exc.message} "
-                f"It is in the audit log as #{entry}, not confirmed.)"
-            )
+        if done is not None:
+            self._done.append(done)
 
 
 MAX_ASKED_AGAIN = 3
@@ -1127,17 +1054,6 @@ def waited(seconds: float | None) -> str:
     if seconds >= 60:
         return f"{seconds / 60:.0f} min"
     return f"{seconds:g} s"
-
-
-def _call_label(name: str | None, arguments: Mapping[str, Any]) -> str:
-    shown = ", ".join(f"{k}={v!s:.60}" for k, v in arguments.items())
-    return f"{name or '?'}({shown})"
-
-
-def _clip(text: str, limit: int) -> str:
-    if len(text) <= limit:
-        return text
-    return f"{text[:limit]}\n[clipped: {len(text) - limit} more characters not shown]"
 
 
 def _trim_key(fitted: Fitted) -> tuple[int, tuple[str, ...]]:
