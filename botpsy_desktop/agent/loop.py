@@ -14,13 +14,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from botpsy_desktop.agent.audit import AuditLog
-from botpsy_desktop.agent.budget import ContextBudget, ContextFull, Fitted
+from botpsy_desktop.agent.budget import ContextFull, Fitted
 from botpsy_desktop.agent.claims import as_ran, note_for
 from botpsy_desktop.agent.events import (
     Answer,
     ApprovalNeeded,
     ApprovalRequest,
-    ContextTrimmed,
     Error,
     Event,
     Thinking,
@@ -29,16 +28,23 @@ from botpsy_desktop.agent.events import (
     ToolStarted,
     TurnFinished,
 )
-from botpsy_desktop.agent.gate import Context, Decision, Gate, Verdict, described_by
-from botpsy_desktop.agent.hardening import defuse, frame, known_secrets
+from botpsy_desktop.agent.gate import Context, Decision, Gate, Verdict
+from botpsy_desktop.agent.hardening import defuse, known_secrets
 from botpsy_desktop.agent.logs import logged_events
-from botpsy_desktop.agent.provenance import TAINT, Provenance, untrusted_sources
+from botpsy_desktop.agent.provenance import Provenance
 from botpsy_desktop.agent.reply import PendingReply
 from botpsy_desktop.agent.selection import RequestTools, ToolSelector, stable_schemas
 from botpsy_desktop.agent.steps.carry_out import (
     Outcome,
     run_with_timeout,
     tool_timeout,
+)
+from botpsy_desktop.agent.steps.prompt import (
+    TrimNotices,
+    context_full_message,
+    context_sources,
+    fit_prompt,
+    prompt_messages,
 )
 from botpsy_desktop.agent.steps.record import (
     begin_change,
@@ -47,7 +53,7 @@ from botpsy_desktop.agent.steps.record import (
     skipped_note,
     tool_row,
 )
-from botpsy_desktop.agent.store import ConversationStore, prompt_history
+from botpsy_desktop.agent.store import ConversationStore
 from botpsy_desktop.agent.tools import (
     CallContext,
     Tier,
@@ -162,38 +168,22 @@ class AgentSession:
         self.conversation_id = conversation_id
 
     def _messages(self) -> list[dict[str, Any]]:
-        """The prompt: tool output is framed as data from that tool, not instructions."""
-        system = {"role": "system", "content": self.settings.system_prompt}
-        out: list[dict[str, Any]] = [system]
-        # an interrupted reply is marked as cut off or left out: agent/store.py prompt_view
-        for m in prompt_history(self.store.messages(self.conversation_id)):
-            m = {k: v for k, v in m.items() if k != TAINT}  # the gate's, not the model's
-            if m.get("role") == "tool" and m.get("data"):
-                m = {k: v for k, v in m.items() if k != "data"}
-                m["content"] = frame(str(m.get("name") or "the tool"), str(m.get("content", "")))
-            elif m.get("role") == "user" and m.get("origin"):
-                m = {k: v for k, v in m.items() if k != "origin"}
-            elif m.get("role") == "assistant" and "note" in m:  # for people, not the model
-                m = {k: v for k, v in m.items() if k != "note"}
-            out.append(m)
-        return out
+        """The prompt as stored (steps/prompt.py ``prompt_messages``)."""
+        stored = self.store.messages(self.conversation_id)
+        return prompt_messages(self.settings.system_prompt, stored)
 
     def _fit(
         self, tools: list[dict[str, Any]], think: bool, extra: list[dict[str, Any]] | None = None
     ) -> tuple[list[dict[str, Any]], Fitted]:
-        """``_messages()`` (+ ``extra``) fitted into the backend's context (agent/budget.py)."""
-        messages = self._messages() + (extra or [])
-        n_ctx = self.backend.n_ctx
-        if n_ctx is None:  # a backend with no context limit (a replay without one)
-            return messages, Fitted(messages, 0)
-        budget = ContextBudget(
-            lambda m, t: self.backend.count_tokens(m, t, enable_thinking=think),
-            n_ctx=n_ctx,
-            reply_tokens=min(self.settings.reply_tokens, n_ctx // 2),
+        """``_messages()`` (+ ``extra``) fitted into the backend's context (steps/prompt.py)."""
+        return fit_prompt(
+            self.backend,
+            self._messages() + (extra or []),
+            tools,
+            think=think,
+            reply_tokens=self.settings.reply_tokens,
             chunk_turns=self.settings.trim_chunk_turns,
         )
-        fitted = budget.fit(messages, tools)
-        return fitted.messages, fitted
 
     def warm_messages(self, tools: list[dict[str, Any]], think: bool) -> list[dict[str, Any]]:
         """The history as the next (short) request will send it, after the context budget: what
@@ -421,7 +411,7 @@ class AgentSession:
         self, offer: RequestTools, first: int, cancel: threading.Event, think: bool
     ) -> Iterator[Event]:
         """Model turns from step ``first`` on, each followed by its tool calls, to an answer."""
-        trimmed: Fitted | None = None  # what was last reported as left out of the prompt
+        trims = TrimNotices(self.backend.n_ctx or 0)  # what the prompt leaves out, said once
         if first == 1:
             self._ran = []  # the changes carried out in this request (claims are checked)
         for step in range(first, self.settings.max_steps + 1):
@@ -437,9 +427,9 @@ class AgentSession:
                 prompt, fitted = self._fit(tools, think)
                 self._sources = list(self._context_sources(tools))
                 self._reply.taint = tuple(self._sources)  # what the model writes from it
-                if fitted.trimmed and (trimmed is None or _trim_key(trimmed) != _trim_key(fitted)):
-                    trimmed = fitted
-                    yield _trimmed_event(fitted, self.backend.n_ctx or 0)
+                notice = trims.notice(fitted)
+                if notice is not None:
+                    yield notice
                 with self._answering():
                     for item in self.backend.complete(
                         prompt, tools, enable_thinking=think, cancel=cancel, may_call=may_call
@@ -455,7 +445,7 @@ class AgentSession:
                         events = _stream_events(splitter.feed(item.text))
                         yield from self._reply.stream(held.feed(events) if held else events)
             except ContextFull as exc:
-                yield Error("context", _context_full_message(exc, after_tools=step > 1))
+                yield Error("context", context_full_message(exc, after_tools=step > 1))
                 return
             except BotpsyError as exc:
                 # the reply was cut short (a crash, a server gone, a stop the engine did not
@@ -841,18 +831,9 @@ class AgentSession:
         return self.gate.ask_again(tool, arguments, provenance, context=context)
 
     def _context_sources(self, tools: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
-        """The untrusted content of this request's context: what the conversation's messages
-        carry (agent/provenance.py TAINT: tool output from outside, replies written while
-        reading it, stored requests of untrusted origin; turns the context budget leaves out of
-        the prompt still count), and the descriptions of tool servers' tools offered in the
-        prompt (their authors' words)."""
-        sources = list(untrusted_sources(self.store.messages(self.conversation_id)))
-        for schema in tools:
-            name = str((schema.get("function") or {}).get("name") or "")
-            tool = self.registry.get(name)
-            if tool is not None and tool.author:
-                sources.append(described_by(tool.author))
-        return tuple(dict.fromkeys(sources))
+        """The untrusted content of this request's context (steps/prompt.py)."""
+        stored = self.store.messages(self.conversation_id)
+        return context_sources(stored, self.registry, tools)
 
     def _timeout(self, tool: Tool) -> tuple[float, str]:
         """Seconds ``tool`` may run and the setting that says so: the tool's own entry in
@@ -1054,48 +1035,6 @@ def waited(seconds: float | None) -> str:
     if seconds >= 60:
         return f"{seconds / 60:.0f} min"
     return f"{seconds:g} s"
-
-
-def _trim_key(fitted: Fitted) -> tuple[int, tuple[str, ...]]:
-    return fitted.dropped_turns, tuple(fitted.clipped)
-
-
-def _trimmed_event(fitted: Fitted, n_ctx: int) -> ContextTrimmed:
-    parts = []
-    if fitted.dropped_turns:
-        turns = "turn" if fitted.dropped_turns == 1 else f"{fitted.dropped_turns} turns"
-        parts.append(
-            f"Left out the oldest {turns} ({fitted.dropped_messages} messages) of this "
-            f"conversation to fit the model's context of {n_ctx} tokens; they are still saved."
-        )
-    if fitted.clipped:
-        names = ", ".join(dict.fromkeys(fitted.clipped))
-        parts.append(f"Clipped long results of {names} to fit the context.")
-    return ContextTrimmed(
-        fitted.dropped_turns,
-        fitted.dropped_messages,
-        tuple(fitted.clipped),
-        fitted.prompt_tokens,
-        n_ctx,
-        " ".join(parts),
-    )
-
-
-def _context_full_message(exc: ContextFull, *, after_tools: bool = False) -> str:
-    if after_tools:  # the request was short enough: what its tools returned filled the context
-        return (
-            f"The request stopped before an answer: with what its tool calls returned it needs "
-            f"{exc.needed} tokens, more than the {max(exc.limit, 0)} of the model's "
-            f"{exc.n_ctx} left after keeping {exc.reply_tokens} for the reply. The tool calls "
-            "that ran are done (see them above and in `botpsy log`); do not simply repeat the "
-            "request. Ask for a smaller part at a time, or raise model.n_ctx in the settings."
-        )
-    return (
-        f"This request does not fit the model's context: the system prompt, the tools and the "
-        f"request need {exc.needed} tokens, but only {max(exc.limit, 0)} of the {exc.n_ctx} are "
-        f"left after keeping {exc.reply_tokens} for the reply. Write a shorter request, or "
-        "raise model.n_ctx in the settings."
-    )
 
 
 class _HeldStart:
