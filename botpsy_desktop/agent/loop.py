@@ -5,11 +5,10 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
-import re
 import threading
 import time
 import uuid
-from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,8 +21,6 @@ from botpsy_desktop.agent.events import (
     ApprovalRequest,
     Error,
     Event,
-    Thinking,
-    Token,
     ToolResult,
     ToolStarted,
     TurnFinished,
@@ -53,6 +50,7 @@ from botpsy_desktop.agent.steps.record import (
     skipped_note,
     tool_row,
 )
+from botpsy_desktop.agent.steps.stream import HeldStart, Streamed, stream_turn
 from botpsy_desktop.agent.store import ConversationStore
 from botpsy_desktop.agent.tools import (
     CallContext,
@@ -62,12 +60,12 @@ from botpsy_desktop.agent.tools import (
     ToolRegistry,
     run_in_context,
 )
-from botpsy_desktop.core.busy import ANSWERING, Busy
+from botpsy_desktop.core.busy import Busy
 from botpsy_desktop.core.errors import BotpsyError, StoreError
 from botpsy_desktop.core.outside import carries_outside
 from botpsy_desktop.llm.backend import Backend
-from botpsy_desktop.llm.language.parser import StreamSplitter, parse_turn
-from botpsy_desktop.llm.types import Completion, PromptProgress, ToolCall, ToolCallError
+from botpsy_desktop.llm.language.parser import parse_turn
+from botpsy_desktop.llm.types import ToolCall, ToolCallError
 
 TOOL_SET_KEY = "tool_domains"
 """The per-conversation setting that keeps the conversation's tool set (domains in prompt
@@ -401,12 +399,6 @@ class AgentSession:
         history = self.store.messages(self.conversation_id)
         return self._offer(None, history).schemas()
 
-    def _answering(self) -> contextlib.AbstractContextManager[None]:
-        """The model's turn: the app is busy (core/busy.py) while it writes."""
-        if self.busy is None:
-            return contextlib.nullcontext()
-        return self.busy.hold(ANSWERING)
-
     def _steps(
         self, offer: RequestTools, first: int, cancel: threading.Event, think: bool
     ) -> Iterator[Event]:
@@ -417,12 +409,10 @@ class AgentSession:
         for step in range(first, self.settings.max_steps + 1):
             tools = offer.schemas()
             may_call = offer.may_call()
-            splitter: StreamSplitter | None = None
-            completion: Completion | None = None
             # before any call, the answer's first sentence is held back until it is clear that
             # it does not say a tool is missing ("I can't read your email"): then the domain it
             # names is offered and the step asked again, nothing of it shown
-            held = _HeldStart(offer.lacking) if offer.may_lack() else None
+            held = HeldStart(offer.lacking) if offer.may_lack() else None
             try:
                 prompt, fitted = self._fit(tools, think)
                 self._sources = list(self._context_sources(tools))
@@ -430,36 +420,26 @@ class AgentSession:
                 notice = trims.notice(fitted)
                 if notice is not None:
                     yield notice
-                with self._answering():
-                    for item in self.backend.complete(
-                        prompt, tools, enable_thinking=think, cancel=cancel, may_call=may_call
-                    ):
-                        if isinstance(item, Completion):
-                            completion = item
-                            break
-                        if isinstance(item, PromptProgress):
-                            yield item
-                            continue
-                        if splitter is None:
-                            splitter = StreamSplitter(started_in_thinking=item.started_in_thinking)
-                        events = _stream_events(splitter.feed(item.text))
-                        yield from self._reply.stream(held.feed(events) if held else events)
+                streamed = yield from stream_turn(
+                    self.backend,
+                    prompt,
+                    tools,
+                    think=think,
+                    cancel=cancel,
+                    may_call=may_call,
+                    reply=self._reply,
+                    held=held,
+                    busy=self.busy,
+                )
             except ContextFull as exc:
                 yield Error("context", context_full_message(exc, after_tools=step > 1))
                 return
-            except BotpsyError as exc:
-                # the reply was cut short (a crash, a server gone, a stop the engine did not
-                # honour): what was held back is shown and kept with what streamed before it
-                rest = list(_stream_events(splitter.finish())) if splitter is not None else []
-                yield from self._reply.stream(held.release(rest) if held else rest)
-                if cancel.is_set():
-                    yield self._stopped()
-                else:
-                    yield Error("model", str(exc))
+            except BotpsyError as exc:  # the prompt could not be measured
+                streamed = Streamed(None, exc)
+            if streamed.failure is not None:  # the reply was cut short
+                yield self._stopped() if cancel.is_set() else Error("model", str(streamed.failure))
                 return
-            if splitter is not None:
-                events = _stream_events(splitter.finish())
-                yield from self._reply.stream(held.feed(events, final=True) if held else events)
+            completion = streamed.completion
             if completion is None:
                 yield Error("internal", "The model backend ended without a completion.")
                 return
@@ -1035,56 +1015,3 @@ def waited(seconds: float | None) -> str:
     if seconds >= 60:
         return f"{seconds / 60:.0f} min"
     return f"{seconds:g} s"
-
-
-class _HeldStart:
-    """Streamed events held back until the visible text's first sentence is complete, then
-    judged by ``lacking`` (agent/selection.py RequestTools.lacking): passed on when it does not
-    say a tool is missing, dropped (with all that follows) when it does."""
-
-    LIMIT = 160
-
-    def __init__(self, lacking: Callable[[str], list[str]]) -> None:
-        self._judge = lacking
-        self._held: list[Event] = []
-        self._text = ""
-        self.decided = False
-        self.lacking: list[str] = []
-
-    def release(self, events: Iterable[Event]) -> list[Event]:
-        """Everything held, then ``events``, unjudged: the reply was cut short, and what the
-        model wrote is shown and kept as it is."""
-        held, self._held = self._held, []
-        if self.decided and self.lacking:
-            return []
-        self.decided = True
-        return [*held, *events]
-
-    def feed(self, events: Iterable[Event], final: bool = False) -> list[Event]:
-        if self.decided:
-            return [] if self.lacking else list(events)
-        out: list[Event] = []
-        for event in events:
-            if not isinstance(event, Token) and not self._held:
-                out.append(event)  # thinking before the answer is not held
-                continue
-            self._held.append(event)
-            if isinstance(event, Token):
-                self._text += event.text
-        if not final and not _SENTENCE.search(self._text) and len(self._text) < self.LIMIT:
-            return out
-        self.decided = True
-        self.lacking = self._judge(self._text) if self._text.strip() else []
-        held, self._held = self._held, []
-        return out if self.lacking else out + held
-
-
-_SENTENCE = re.compile("[.!?\n\u3002\uff01\uff1f\u0964]")  # also CJK and Devanagari ends
-
-
-def _stream_events(parts: Sequence[tuple[str, str]]) -> Iterator[Event]:
-    for kind, text in parts:
-        if kind == "thinking" and text:
-            yield Thinking(text)
-        elif kind == "text" and text:
-            yield Token(text)
