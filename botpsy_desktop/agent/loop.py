@@ -3,18 +3,16 @@
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import json
 import threading
 import time
-import uuid
 from collections.abc import Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from botpsy_desktop.agent.audit import AuditLog
 from botpsy_desktop.agent.budget import ContextFull, Fitted
-from botpsy_desktop.agent.claims import as_ran, note_for
+from botpsy_desktop.agent.claims import as_ran
 from botpsy_desktop.agent.events import (
     Answer,
     ApprovalNeeded,
@@ -36,6 +34,7 @@ from botpsy_desktop.agent.steps.carry_out import (
     run_with_timeout,
     tool_timeout,
 )
+from botpsy_desktop.agent.steps.parse import answer_row, read_turn, result_row, turn_calls
 from botpsy_desktop.agent.steps.prompt import (
     TrimNotices,
     context_full_message,
@@ -64,7 +63,6 @@ from botpsy_desktop.core.busy import Busy
 from botpsy_desktop.core.errors import BotpsyError, StoreError
 from botpsy_desktop.core.outside import carries_outside
 from botpsy_desktop.llm.backend import Backend
-from botpsy_desktop.llm.language.parser import parse_turn
 from botpsy_desktop.llm.types import ToolCall, ToolCallError
 
 TOOL_SET_KEY = "tool_domains"
@@ -300,10 +298,7 @@ class AgentSession:
             self._keep_tools(offer)
             self._sources = list(self._context_sources(offer.schemas()))
             self._reply.taint = tuple(self._sources)  # what the model writes from it
-            stubs = [
-                {"role": "tool", "tool_call_id": i, "name": c.name or "", "content": ""}
-                for i, c in calls[1:]
-            ]
+            stubs = [result_row(i, c.name) for i, c in calls[1:]]
 
             def events() -> Iterator[Event]:
                 if (yield from self._calls(calls, stubs, step, cancel)):
@@ -444,9 +439,7 @@ class AgentSession:
                 yield Error("internal", "The model backend ended without a completion.")
                 return
             yield TurnFinished(step, completion.stats, completion.finish_reason)
-            parsed = parse_turn(
-                completion.text, tools, started_in_thinking=completion.started_in_thinking
-            )
+            parsed = read_turn(completion, tools)
             # the model reached for a tool the prompt lists but the choice left out, and the
             # grammar made it write another name (the engine says which): the call written is
             # not the one it meant, so its domain is offered and the step asked again, once per
@@ -470,51 +463,14 @@ class AgentSession:
                 yield stopped
                 return
             if not parsed.calls:
-                note = note_for(parsed.content, self._ran)  # each claim against what ran
-                final: dict[str, Any] = {
-                    "role": "assistant",
-                    "content": parsed.content,
-                    "reasoning_content": parsed.thinking,
-                }
-                if note:
-                    final["note"] = note
+                final, note = answer_row(parsed, self._ran)
                 self._reply.finish(final)
                 yield Answer(parsed.content, parsed.thinking, step, note)
                 return
-
-            skipped = len(parsed.calls) - self.settings.max_calls_per_turn
-            if skipped > 0:  # a runaway turn: its first calls run, the model hears the rest did not
-                parsed = dataclasses.replace(
-                    parsed, calls=parsed.calls[: self.settings.max_calls_per_turn]
-                )
-            call_ids = [f"call_{uuid.uuid4().hex[:12]}" for _ in parsed.calls]
-            content = parsed.content
-            tool_calls = []
-            for call_id, call in zip(call_ids, parsed.calls, strict=True):
-                if isinstance(call, ToolCall):
-                    tool_calls.append(
-                        {
-                            "id": call_id,
-                            "type": "function",
-                            "function": {"name": call.name, "arguments": call.arguments},
-                        }
-                    )
-                else:
-                    content = f"{content}\n\n{call.raw}".strip()
-            assistant: dict[str, Any] = {
-                "role": "assistant",
-                "content": content,
-                "reasoning_content": parsed.thinking,
-            }
-            if tool_calls:
-                assistant["tool_calls"] = tool_calls
-            stubs = [  # each call's result row, opened as the one before it is finished
-                {"role": "tool", "tool_call_id": i, "name": c.name or "", "content": ""}
-                for i, c in zip(call_ids, parsed.calls, strict=True)
-            ]
-            self._reply.finish(assistant, then=stubs.pop(0))
-            calls = list(zip(call_ids, parsed.calls, strict=True))
-            if (yield from self._calls(calls, stubs, step, cancel, skipped)):
+            turn = turn_calls(parsed, self.settings.max_calls_per_turn)
+            stubs = list(turn.result_rows)
+            self._reply.finish(turn.row, then=stubs.pop(0))
+            if (yield from self._calls(turn.calls, stubs, step, cancel, turn.skipped)):
                 return
             if cancel.is_set():
                 yield self._stopped(False)
