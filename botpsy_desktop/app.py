@@ -39,9 +39,10 @@ from botpsy_desktop.adapters.music import (
 from botpsy_desktop.adapters.weather import OpenMeteo, weather_tools
 from botpsy_desktop.agent.audit import AuditLog
 from botpsy_desktop.agent.gate import ALWAYS_ASK, Gate
-from botpsy_desktop.agent.loop import AgentSession, LoopSettings, stable_prompt
+from botpsy_desktop.agent.loop import AgentSession, LoopSettings
 from botpsy_desktop.agent.restores import Restores
 from botpsy_desktop.agent.selection import ToolSelector, stable_schemas
+from botpsy_desktop.agent.steps.tools_offered import stable_prompt
 from botpsy_desktop.agent.store import ConversationStore
 from botpsy_desktop.agent.tools import Tool, ToolRegistry
 from botpsy_desktop.core.accounts import AccountBook, MailAccount

@@ -7,7 +7,7 @@ import json
 import threading
 import time
 from collections.abc import Generator, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from botpsy_desktop.agent.audit import AuditLog
@@ -28,7 +28,7 @@ from botpsy_desktop.agent.hardening import defuse, known_secrets
 from botpsy_desktop.agent.logs import logged_events
 from botpsy_desktop.agent.provenance import Provenance
 from botpsy_desktop.agent.reply import PendingReply
-from botpsy_desktop.agent.selection import RequestTools, ToolSelector, stable_schemas
+from botpsy_desktop.agent.selection import RequestTools, ToolSelector
 from botpsy_desktop.agent.steps.carry_out import (
     Outcome,
     run_with_timeout,
@@ -49,7 +49,9 @@ from botpsy_desktop.agent.steps.record import (
     skipped_note,
     tool_row,
 )
+from botpsy_desktop.agent.steps.settings import LoopSettings
 from botpsy_desktop.agent.steps.stream import HeldStart, Streamed, stream_turn
+from botpsy_desktop.agent.steps.tools_offered import keep_tool_set, offer_tools
 from botpsy_desktop.agent.store import ConversationStore
 from botpsy_desktop.agent.tools import (
     CallContext,
@@ -65,38 +67,7 @@ from botpsy_desktop.core.outside import carries_outside
 from botpsy_desktop.llm.backend import Backend
 from botpsy_desktop.llm.types import ToolCall, ToolCallError
 
-TOOL_SET_KEY = "tool_domains"
-"""The per-conversation setting that keeps the conversation's tool set (domains in prompt
-order, agent/selection.py ``ToolSelector.for_conversation``)."""
-
-
-@dataclass(frozen=True)
-class LoopSettings:
-    system_prompt: str
-    max_steps: int = 8
-    tool_timeout_s: float = 30.0
-    tool_timeouts: Mapping[str, float] = field(default_factory=dict)
-    """Seconds per adapter (``weather``) or per tool (``send_email``), over tool_timeout_s."""
-    max_observation_chars: int = 6000
-    secrets: frozenset[str] = frozenset()
-    """Values (passwords, tokens) scrubbed from every tool output before the model sees it."""
-    background_approval_timeout_s: float | None = None
-    """How long a background run's approval request waits (None: until decided or stopped)."""
-    reply_tokens: int = 2048
-    """Context tokens kept free for the reply (the prompt is trimmed to leave them)."""
-    trim_chunk_turns: int = 4
-    """Older turns are left out of the prompt this many at a time (see agent/budget.py)."""
-    select_tools: bool = True
-    """Offer each request only the tools of its domains (agent/selection.py), else all."""
-    conversation_tools: int = 0
-    """A conversation keeps its tool set, grown by each request up to this many tools
-    (agent/selection.py ``ToolSelector.for_conversation``); 0: each request its own set."""
-    prompt_tools: str = "auto"
-    """What the prompt lists: "all" (every tool of the app's own, the same for every request;
-    the request's choice is what the model may call, see :func:`stable_prompt`), "selected"
-    (the request's choice alone), "auto" (all when they take at most half the context)."""
-    max_calls_per_turn: int = 16
-    """Tool calls run from one model turn, at most; the model is told the rest did not run."""
+__all__ = ["AgentSession", "LoopSettings"]  # LoopSettings: agent/steps/settings.py
 
 
 class AgentSession:
@@ -364,30 +335,22 @@ class AgentSession:
         yield from self._steps(offer, 1, cancel, think)
 
     def _offer(self, text: str | None, history: list[dict[str, Any]]) -> RequestTools:
-        """The tools of a request ``text`` (None: the conversation's set as it stands): its own
-        choice, grown into the conversation's set when the settings keep one."""
-        kept = None
-        if self.selector is not None and self.settings.conversation_tools > 0:
-            stored = self.store.setting(self.conversation_id, TOOL_SET_KEY)
-            kept = [str(d) for d in stored] if isinstance(stored, list) else None
-        return RequestTools(
+        """The tools of a request ``text`` (steps/tools_offered.py ``offer_tools``)."""
+        return offer_tools(
+            self.store,
+            self.conversation_id,
             self.registry,
             self.selector,
+            self.backend,
+            self.settings,
             text,
             history,
-            kept=kept,
-            cap=self.settings.conversation_tools,
-            stable=stable_prompt(self.backend, self.registry, self.settings),
         )
 
     def _keep_tools(self, offer: RequestTools) -> None:
-        """Remember the conversation's tool set (its domains in prompt order) for its next
-        request and for the warm-up that prepares it."""
-        if self.selector is None or self.settings.conversation_tools <= 0:
-            return
-        order = offer.order
-        if self.store.setting(self.conversation_id, TOOL_SET_KEY) != order:
-            self.store.set_setting(self.conversation_id, TOOL_SET_KEY, order)
+        """Remember the conversation's tool set (steps/tools_offered.py ``keep_tool_set``)."""
+        selecting = self.selector is not None
+        keep_tool_set(self.store, self.conversation_id, offer, self.settings, selecting)
 
     def warm_tools(self) -> list[dict[str, Any]]:
         """The tools the conversation's next request starts with, unless it grows the set."""
@@ -845,53 +808,6 @@ class Decided:
     edited_arguments: dict[str, Any] | None = None
     effect: str = ""
     """What the approved receipt showed the call acts on (agent/gate.py ``Resolution``)."""
-
-
-STABLE_SHARE = 0.6
-"""A stable prompt ("auto") when every tool of the app's own takes at most this share of the
-model's context (the rest for the conversation and the reply)."""
-
-_stable_fits: dict[tuple[int, int, str, tuple[str, ...]], bool] = {}
-
-
-def stable_prompt(backend: Backend, registry: ToolRegistry, settings: LoopSettings) -> bool:
-    """Whether requests list every tool of the app's own in the prompt (agent/selection.py
-    ``stable_schemas``), the choice narrowing only what the model may call.
-
-    With per-request lists a conversation's prompt changed whenever a request was about
-    another domain: the tools come before the history, so the whole history was read again.
-    A stable list keeps the prompt's start, and the model's saved state of the conversation,
-    valid from request to request: a follow-up evaluates its own message only
-    (docs/PERFORMANCE.md). "auto" uses it when the tools take at most STABLE_SHARE of the
-    context (a small context keeps per-request lists) and the backend says its context.
-    """
-    mode = settings.prompt_tools
-    if not settings.select_tools or mode == "selected":
-        return False
-    if mode == "all":
-        return True
-    n_ctx = backend.n_ctx
-    if not n_ctx:
-        return False
-    tools = stable_schemas(registry)
-    names = tuple(t["function"]["name"] for t in tools)
-    key = (id(backend), n_ctx, settings.system_prompt, names)
-    fits = _stable_fits.get(key)
-    if fits is None:
-        # the template wants a user turn: an empty one (a few tokens) stands for the request
-        messages = [
-            {"role": "system", "content": settings.system_prompt},
-            {"role": "user", "content": ""},
-        ]
-        try:
-            size = backend.count_tokens(messages, tools, enable_thinking=False)
-            fits = size <= n_ctx * STABLE_SHARE
-        except BotpsyError:
-            return False
-        if len(_stable_fits) > 64:
-            _stable_fits.clear()
-        _stable_fits[key] = fits
-    return fits
 
 
 def gave_up_sentence(tools: Sequence[str], timeout_s: float | None) -> str:
