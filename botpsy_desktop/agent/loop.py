@@ -5,9 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import threading
-import time
 from collections.abc import Generator, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from botpsy_desktop.agent.audit import AuditLog
@@ -15,8 +13,6 @@ from botpsy_desktop.agent.budget import ContextFull, Fitted
 from botpsy_desktop.agent.claims import as_ran
 from botpsy_desktop.agent.events import (
     Answer,
-    ApprovalNeeded,
-    ApprovalRequest,
     Error,
     Event,
     ToolResult,
@@ -26,13 +22,21 @@ from botpsy_desktop.agent.events import (
 from botpsy_desktop.agent.gate import Context, Decision, Gate, Verdict
 from botpsy_desktop.agent.hardening import defuse, known_secrets
 from botpsy_desktop.agent.logs import logged_events
-from botpsy_desktop.agent.provenance import Provenance
 from botpsy_desktop.agent.reply import PendingReply
 from botpsy_desktop.agent.selection import RequestTools, ToolSelector
 from botpsy_desktop.agent.steps.carry_out import (
     Outcome,
     run_with_timeout,
     tool_timeout,
+)
+from botpsy_desktop.agent.steps.decide import Approved, Decider
+from botpsy_desktop.agent.steps.parked import (
+    NOBODY_IN_TIME,
+    NOT_RUN_AFTER_GIVING_UP,
+    Decided,
+    earlier_call_ids,
+    gave_up_sentence,
+    parked_turn,
 )
 from botpsy_desktop.agent.steps.parse import answer_row, read_turn, result_row, turn_calls
 from botpsy_desktop.agent.steps.prompt import (
@@ -67,7 +71,7 @@ from botpsy_desktop.core.outside import carries_outside
 from botpsy_desktop.llm.backend import Backend
 from botpsy_desktop.llm.types import ToolCall, ToolCallError
 
-__all__ = ["AgentSession", "LoopSettings"]  # LoopSettings: agent/steps/settings.py
+__all__ = ["NOBODY_IN_TIME", "AgentSession", "Decided", "LoopSettings"]  # from agent/steps/
 
 
 class AgentSession:
@@ -112,8 +116,6 @@ class AgentSession:
         self._ran: list[str] = []
         """The changes carried out in this request, by tool: what an answer's claims are
         checked against (agent/claims.py)."""
-        self._decided: dict[str, Decided] = {}
-        """Decisions made while a stored run was parked, by call id (see :meth:`resume`)."""
         self._changes = 0
         """The changes the current request has made (agent/gate.py MAX_CHANGES_AT_ONCE)."""
         self._done: list[str] = []
@@ -133,6 +135,14 @@ class AgentSession:
                 "List conversations with `botpsy history`.",
             )
         self.conversation_id = conversation_id
+        self.decide = Decider(
+            gate,
+            store,
+            conversation_id,
+            background=background,
+            approval_timeout_s=settings.background_approval_timeout_s,
+        )
+        """The decide step (steps/decide.py), with the decisions a parked run was given."""
 
     def _messages(self) -> list[dict[str, Any]]:
         """The prompt as stored (steps/prompt.py ``prompt_messages``)."""
@@ -243,7 +253,7 @@ class AgentSession:
             yield Error("cancelled", "Stopped.")
             return
         try:
-            found = _parked_turn(self.store.messages(self.conversation_id), call_id)
+            found = parked_turn(self.store.messages(self.conversation_id), call_id)
             if found is None:
                 yield Error(
                     "internal",
@@ -256,12 +266,12 @@ class AgentSession:
                 yield Error("internal", "The waiting call was already answered; nothing ran.")
                 return
             self._reply.adopt(row, {"role": "tool", "tool_call_id": call_id, "content": ""})
-            self._decided[call_id] = decided
+            self.decide.decided[call_id] = decided
             # the request's bulk count goes on where it stopped (gate.py MAX_CHANGES_AT_ONCE):
             # the changes its earlier calls made, from the audit log, in whichever process
             self._changes = self.store.changes_of_calls(
                 self.conversation_id,
-                _earlier_call_ids(self.store.messages(self.conversation_id), call_id),
+                earlier_call_ids(self.store.messages(self.conversation_id), call_id),
             )
             history = self.store.messages(self.conversation_id)
             offer = self._offer(text, history)
@@ -283,7 +293,7 @@ class AgentSession:
         except StoreError as exc:
             yield Error("storage", self._storage_message(exc))
         finally:
-            self._decided.pop(call_id, None)
+            self.decide.decided.pop(call_id, None)
             try:
                 with contextlib.suppress(StoreError):  # the next open marks the row
                     self._reply.abandon()
@@ -524,6 +534,9 @@ class AgentSession:
     def _execute(
         self, call_id: str, call: ToolCall | ToolCallError, cancel: threading.Event
     ) -> Generator[Event, None, Outcome]:
+        """Decide on one call and carry it out: its tool and arguments checked, the gate's
+        verdict (steps/decide.py), run at once when allowed, after the approval when it asks
+        (steps/carry_out.py), a change logged before and after (steps/record.py)."""
         if isinstance(call, ToolCallError):
             return Outcome(False, call.message, "not-run")
         tool, why = self.gate.resolve(self.registry, call.name, call.raw, call.format)
@@ -534,13 +547,9 @@ class AgentSession:
         except ToolArgumentsError as exc:
             return Outcome(False, str(exc), "not-run")
         arguments = dict(call.arguments)
-        preset = self._decided.get(call_id)
-        if preset is not None and not preset.approved:  # denied while parked: never runs
-            del self._decided[call_id]
-            declined = Outcome(False, self._declined(tool.name, preset.by), "denied")
-            declined.decided_by = preset.by
-            return declined
-        provenance = Provenance.from_messages(self.store.messages(self.conversation_id))
+        parked_denial = self.decide.denied_while_parked(call_id, tool)
+        if parked_denial is not None:  # denied while parked: never runs
+            return parked_denial
         context = Context(
             tuple(dict.fromkeys(self._sources)),
             self._changes,
@@ -548,13 +557,22 @@ class AgentSession:
             domains=self._domains,
             used=tuple(self._used.items()),
         )
-        verdict = self.gate.check(tool, arguments, provenance, context=context)
+        verdict = self.decide.verdict(tool, arguments, context)
         call_context = CallContext(verdict.sources, call_id=call_id)
         if verdict.decision is Decision.DENY:
             return Outcome(False, verdict.message or f"{tool.name} is not allowed.", "denied")
-        outcome = yield from self._carry_out(
-            call_id, tool, args_model, arguments, verdict, context, call_context, cancel
-        )
+        if verdict.decision is Decision.ALLOW:
+            outcome = self._run_allowed(
+                call_id, tool, args_model, arguments, verdict, call_context, cancel
+            )
+        else:  # ASK: a conversation-wide allowance, or the user's decision on this exact call
+            approved = yield from self.decide.approve(
+                call_id, tool, arguments, args_model, verdict, context, cancel
+            )
+            if isinstance(approved, Outcome):  # not run
+                outcome = approved
+            else:
+                outcome = self._run_approved(call_id, tool, approved, call_context, cancel)
         # outside content field by field: a value a server set (core/outside.py) taints the
         # result of a tool that otherwise only confirms its own arguments
         outcome.untrusted = tool.untrusted_output or carries_outside(outcome.value)
@@ -563,171 +581,70 @@ class AgentSession:
                 self._used.setdefault(number, tool.name)
         return outcome
 
-    def _carry_out(
+    def _run_allowed(
         self,
         call_id: str,
         tool: Tool,
         args_model: Any,
         arguments: dict[str, Any],
         verdict: Verdict,
-        context: Context,
         call_context: CallContext,
         cancel: threading.Event,
-    ) -> Generator[Event, None, Outcome]:
-        """Run an allowed call, or ask (or use an allowance) and run it once approved.
+    ) -> Outcome:
+        """Run a call the gate allows at once; a change (not a read) is logged around it."""
+        preset = self.decide.decided.pop(call_id, None)
+        entry: int | Outcome | None = None
+        at_once = "ran at once (a reversible change you asked for)"
+        if verdict.grounded:
+            at_once = "ran at once (a reversible change you typed in this request)"
+        if preset is not None and preset.approved:  # approved while parked: it says so
+            at_once = preset.by or "user"
+        if verdict.tier is not Tier.READ:  # a reversible change runs at once: log it
+            entry = self._begin(call_id, tool, arguments, verdict, at_once)
+            if isinstance(entry, Outcome):  # the log could not record it: not run
+                return entry
+        outcome = run_with_timeout(
+            lambda: run_in_context(call_context, lambda: tool.call(args_model)),
+            *self._timeout(tool),
+            tool.name,
+            "allowed",
+            cancel,
+            call_context.stop,
+        )
+        if isinstance(entry, int):
+            outcome.decided_by = at_once
+            self._audit(entry, tool, arguments, verdict, outcome)
+        return outcome
 
-        An approval binds to the effect its receipt showed (agent/gate.py ``Resolution``): just
-        before the approved call runs, what it acts on is resolved again; when it differs (the
-        alarm it named is gone and another rings at that time), it does not run and the person
-        is asked again with the new receipt (a background run parks again)."""
-        preset = None
-        if verdict.decision is Decision.ALLOW:
-            preset = self._decided.pop(call_id, None)
-        if verdict.decision is Decision.ALLOW:
-            entry: int | Outcome | None = None
-            at_once = "ran at once (a reversible change you asked for)"
-            if verdict.grounded:
-                at_once = "ran at once (a reversible change you typed in this request)"
-            if preset is not None and preset.approved:  # approved while parked: it says so
-                at_once = preset.by or "user"
-            if verdict.tier is not Tier.READ:  # a reversible change runs at once: log it
-                entry = self._begin(call_id, tool, arguments, verdict, at_once)
-                if isinstance(entry, Outcome):  # the log could not record it: not run
-                    return entry
-            outcome = run_with_timeout(
-                lambda: run_in_context(call_context, lambda: tool.call(args_model)),
-                *self._timeout(tool),
-                tool.name,
-                "allowed",
-                cancel,
-                call_context.stop,
-            )
-            if isinstance(entry, int):
-                outcome.decided_by = at_once
-                self._audit(entry, tool, arguments, verdict, outcome)
-            return outcome
-
-        # ASK: a conversation-wide allowance, or the user's decision on this exact call
-        edited: dict[str, Any] | None = None
-        scope = None
-        if not self.background:
-            scope = self.gate.covering(self.conversation_id, tool, arguments, verdict)
-        if scope is not None:
-            decided_by = f"allowed for this conversation ({scope.describe()})"
-        else:
-            request = self._request(call_id, tool, arguments, verdict)
-            decided = self._decided.pop(call_id, None)
-            if decided is not None:  # a stored run resumed: decided while it was parked
-                same_call = decided.approved and decided.digest == request.digest
-                if same_call and decided.effect == request.effect:
-                    request.settle(True, decided.by, decided.edited_arguments)
-                elif same_call:  # approved on a receipt that no longer holds: asked again
-                    verdict = self._ask_again(tool, arguments, context)
-                    if verdict.decision is Decision.DENY:
-                        return Outcome(False, verdict.message, "denied")
-                    request = self._request(call_id, tool, arguments, verdict)
-                    yield from self._ask(request, cancel)
-                else:
-                    request.settle(False, decided.by if not decided.approved else "not this call")
-            else:
-                yield from self._ask(request, cancel)
-            asked_again = 0
-            while True:
-                if not request.approved:
-                    declined = Outcome(
-                        False, self._declined(tool.name, request.decided_by), "denied"
-                    )
-                    declined.decided_by = request.decided_by
-                    return declined
-                if request.edited_arguments is not None:
-                    edited = request.edited_arguments
-                    try:
-                        args_model = tool.validate(edited)
-                    except ToolArgumentsError as exc:
-                        return Outcome(
-                            False, f"The user's edited arguments were invalid: {exc}", "denied"
-                        )
-                    verdict = self.gate.check(tool, edited, context=context)
-                    if verdict.decision is Decision.DENY:
-                        return Outcome(False, verdict.message, "denied")
-                if not request.consume(tool.name, arguments if edited is None else edited):
-                    return Outcome(
-                        False,
-                        f"{tool.name} was not run: the approval does not match this exact call "
-                        "(or was used already).",
-                        "denied",
-                    )
-                if request.scoped and request.scope is not None:
-                    self.gate.grants.add(request.scope)
-                # just before it runs: is what it acts on still what the receipt showed?
-                if edited is not None or not request.effect:
-                    break
-                if self.gate.effect(tool, arguments).digest == request.effect:
-                    break
-                asked_again += 1
-                if asked_again > MAX_ASKED_AGAIN:
-                    return Outcome(
-                        False,
-                        f"{tool.name} was not run: what it would act on kept changing while "
-                        "it waited for approval. Tell the user; do not try it again now.",
-                        "denied",
-                    )
-                verdict = self._ask_again(tool, arguments, context)
-                if verdict.decision is Decision.DENY:
-                    return Outcome(False, verdict.message, "denied")
-                request = self._request(call_id, tool, arguments, verdict)
-                yield from self._ask(request, cancel)
-            decided_by = request.decided_by or "user"
-        ran_with = arguments if edited is None else edited
-        entry = self._begin(call_id, tool, ran_with, verdict, decided_by)
+    def _run_approved(
+        self,
+        call_id: str,
+        tool: Tool,
+        approved: Approved,
+        call_context: CallContext,
+        cancel: threading.Event,
+    ) -> Outcome:
+        """Run an approved call, logged around it; edited arguments are told to the model."""
+        entry = self._begin(
+            call_id, tool, approved.arguments, approved.verdict, approved.decided_by
+        )
         if isinstance(entry, Outcome):  # the log could not record it: not run
             return entry
         outcome = run_with_timeout(
-            lambda: run_in_context(call_context, lambda: tool.call(args_model)),
+            lambda: run_in_context(call_context, lambda: tool.call(approved.args_model)),
             *self._timeout(tool),
             tool.name,
             "approved",
             cancel,
             call_context.stop,
         )
-        outcome.decided_by = decided_by
-        self._audit(entry, tool, ran_with, verdict, outcome)
-        if edited is not None:
-            outcome.arguments = edited
-            shown = json.dumps(edited, ensure_ascii=False)
+        outcome.decided_by = approved.decided_by
+        self._audit(entry, tool, approved.arguments, approved.verdict, outcome)
+        if approved.edited is not None:
+            outcome.arguments = approved.edited
+            shown = json.dumps(approved.edited, ensure_ascii=False)
             outcome.output = f"(The user changed the arguments to {shown}.)\n{outcome.output}"
         return outcome
-
-    def _request(
-        self, call_id: str, tool: Tool, arguments: dict[str, Any], verdict: Verdict
-    ) -> ApprovalRequest:
-        return self.gate.request(
-            call_id,
-            tool,
-            arguments,
-            verdict,
-            conversation_id=self.conversation_id,
-            background=self.background,
-        )
-
-    def _ask(self, request: ApprovalRequest, cancel: threading.Event) -> Iterator[Event]:
-        """Show ``request`` and wait for the decision (a background run's waits in the inbox;
-        the scheduler parks the run at the ApprovalNeeded event)."""
-        if self.background:  # the pending-approvals queue shows it while the run waits
-            self.gate.inbox.post(request, origin=self.conversation_id)
-        try:
-            yield ApprovalNeeded(request)
-            if self.background and not request.decided:
-                self._wait_in_inbox(request, cancel)
-        finally:
-            if self.background:
-                self.gate.inbox.discard(request)
-
-    def _ask_again(self, tool: Tool, arguments: dict[str, Any], context: Context) -> Verdict:
-        """The verdict for an approved call whose resolved effect changed: always asks, with
-        the receipt of what it would act on now."""
-        provenance = Provenance.from_messages(self.store.messages(self.conversation_id))
-        return self.gate.ask_again(tool, arguments, provenance, context=context)
 
     def _context_sources(self, tools: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
         """The untrusted content of this request's context (steps/prompt.py)."""
@@ -738,36 +655,6 @@ class AgentSession:
         """Seconds ``tool`` may run and the setting that says so: the tool's own entry in
         agent.tool_timeouts, else its adapter's, else agent.tool_timeout_s."""
         return tool_timeout(tool, self.settings.tool_timeout_s, self.settings.tool_timeouts)
-
-    def _wait_in_inbox(self, request: ApprovalRequest, cancel: threading.Event) -> None:
-        """A background run's request waits for the user: never answered automatically.
-
-        Only for a consumer that reads on without deciding; the scheduler parks the run at
-        the ApprovalNeeded event instead, so that the engine serves others meanwhile.
-        """
-        timeout = self.settings.background_approval_timeout_s
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while not request.decided:
-            if cancel.is_set() or (deadline is not None and time.monotonic() >= deadline):
-                with contextlib.suppress(RuntimeError):  # decided meanwhile
-                    request.deny(by="stopped" if cancel.is_set() else NOBODY_IN_TIME)
-                break
-            request.wait(0.05)
-
-    def _declined(self, tool: str, by: str) -> str:
-        """What the model reads when a call was not approved (``by``: who decided)."""
-        if by == NOBODY_IN_TIME:
-            return (
-                f"{tool} was not run: it waited for the user's approval for "
-                f"{waited(self.settings.background_approval_timeout_s)} and nobody answered "
-                "(agent.background_approval_timeout_s). Say so in your answer; do not try it "
-                "again in this run."
-            )
-        if by == "stopped":
-            return f"{tool} was not run: the request was stopped while it waited for approval."
-        return (
-            f"The user declined {tool}; it was not run. Do not try it again unless the user asks."
-        )
 
     def _begin(
         self, call_id: str, tool: Tool, arguments: dict[str, Any], verdict: Verdict, by: str
@@ -784,106 +671,3 @@ class AgentSession:
         )
         if done is not None:
             self._done.append(done)
-
-
-MAX_ASKED_AGAIN = 3
-"""How often an approved call is asked again because what it acts on changed meanwhile."""
-
-NOBODY_IN_TIME = "nobody in time"
-"""Who denied a background run's approval request when its wait ran out."""
-
-NOT_RUN_AFTER_GIVING_UP = (
-    "Not run: the run ended because an earlier action waited too long for approval."
-)
-
-
-@dataclass(frozen=True)
-class Decided:
-    """A decision made while a stored background run was parked (agent/approvals.py): approved
-    or not, by whom, for which exact call (:func:`call_digest`), with edited arguments if any."""
-
-    approved: bool
-    by: str
-    digest: str
-    edited_arguments: dict[str, Any] | None = None
-    effect: str = ""
-    """What the approved receipt showed the call acts on (agent/gate.py ``Resolution``)."""
-
-
-def gave_up_sentence(tools: Sequence[str], timeout_s: float | None) -> str:
-    """The sentence that ends a background run whose approval nobody gave in time."""
-    names = ", ".join(dict.fromkeys(tools))
-    return (
-        f"I did not do it: {names} waited {waited(timeout_s)} for your approval and nobody "
-        "answered, so nothing was run. Ask again when you are back."
-    )
-
-
-def _parked_turn(
-    messages: list[dict[str, Any]], call_id: str
-) -> tuple[str, int, list[tuple[str, ToolCall | ToolCallError]], list[str]] | None:
-    """Where a stored run stopped at ``call_id``: the request's text, the step of the model turn
-    that made the call, that call and the ones after it in the turn, and the tools called in the
-    request before it. None when the call is not in the conversation."""
-    for index in range(len(messages) - 1, -1, -1):
-        message = messages[index]
-        calls = message.get("tool_calls") or []
-        ids = [str(c.get("id")) for c in calls]
-        if message.get("role") != "assistant" or call_id not in ids:
-            continue
-        start = next((i for i in range(index, -1, -1) if messages[i].get("role") == "user"), None)
-        if start is None:
-            return None
-        turns = messages[start + 1 : index + 1]
-        step = sum(1 for m in turns if m.get("role") == "assistant")
-        earlier = [
-            str(c.get("function", {}).get("name") or "")
-            for m in turns
-            for c in m.get("tool_calls") or []
-        ]
-        rest: list[tuple[str, ToolCall | ToolCallError]] = []
-        for c in calls[ids.index(call_id) :]:
-            function = c.get("function") or {}
-            arguments = function.get("arguments")
-            rest.append(
-                (
-                    str(c.get("id")),
-                    ToolCall(
-                        str(function.get("name") or ""),
-                        dict(arguments) if isinstance(arguments, dict) else {},
-                        "",
-                    ),
-                )
-            )
-        return str(messages[start].get("content") or ""), max(step, 1), rest, earlier
-    return None
-
-
-def _earlier_call_ids(messages: list[dict[str, Any]], call_id: str) -> list[str]:
-    """The ids of the calls the request that made ``call_id`` made before it (its earlier model
-    turns' calls and the ones before it in its own turn)."""
-    for index in range(len(messages) - 1, -1, -1):
-        message = messages[index]
-        ids = [str(c.get("id")) for c in message.get("tool_calls") or []]
-        if message.get("role") != "assistant" or call_id not in ids:
-            continue
-        start = next((i for i in range(index, -1, -1) if messages[i].get("role") == "user"), 0)
-        earlier = [
-            str(c.get("id"))
-            for m in messages[start + 1 : index]
-            if m.get("role") == "assistant"
-            for c in m.get("tool_calls") or []
-        ]
-        return earlier + ids[: ids.index(call_id)]
-    return []
-
-
-def waited(seconds: float | None) -> str:
-    """A wait in words: "1 h", "90 min", "45 s"."""
-    if seconds is None:
-        return "as long as it could"
-    if seconds >= 3600 and seconds % 3600 == 0:
-        return f"{seconds / 3600:g} h"
-    if seconds >= 60:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds:g} s"
