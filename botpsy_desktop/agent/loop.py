@@ -1,4 +1,20 @@
-"""The agent loop: model turn, parse, gate, run tools, feed results back; a generator of events."""
+"""The agent loop: one request, from the person's words to the answer, as a generator of events.
+
+``AgentSession.run`` takes a request and yields events (agent/events.py) until an Answer or an
+Error. Each model turn takes these steps, one module each under agent/steps/:
+
+1. select tools (steps/tools_offered.py): the tools the request is offered;
+2. render (steps/prompt.py): the stored conversation as the prompt that fits the context;
+3. stream (steps/stream.py): the model's turn shown and saved as it is written;
+4. parse (steps/parse.py): an answer (the request ends) or tool calls, each:
+5. decide (steps/decide.py): the gate's verdict, and the person's approval when it asks;
+6. carry out (steps/carry_out.py): the call run on its own thread, within its time;
+7. record (steps/record.py): a change logged before and after, the call's row for the model;
+
+then the next turn reads what the calls returned. ``resume`` goes on with a background run
+that was parked at an approval (steps/parked.py). The session keeps what one request gathers
+as it goes: the untrusted content in its context, the changes it made, what ran.
+"""
 
 from __future__ import annotations
 
@@ -69,7 +85,7 @@ from botpsy_desktop.core.busy import Busy
 from botpsy_desktop.core.errors import BotpsyError, StoreError
 from botpsy_desktop.core.outside import carries_outside
 from botpsy_desktop.llm.backend import Backend
-from botpsy_desktop.llm.types import ToolCall, ToolCallError
+from botpsy_desktop.llm.types import Completion, ToolCall, ToolCallError
 
 __all__ = ["NOBODY_IN_TIME", "AgentSession", "Decided", "LoopSettings"]  # from agent/steps/
 
@@ -282,7 +298,7 @@ class AgentSession:
             stubs = [result_row(i, c.name) for i, c in calls[1:]]
 
             def events() -> Iterator[Event]:
-                if (yield from self._calls(calls, stubs, step, cancel)):
+                if (yield from self._run_calls(calls, stubs, step, cancel)):
                     return
                 if cancel.is_set():
                     yield self._stopped(False)
@@ -375,43 +391,18 @@ class AgentSession:
         if first == 1:
             self._ran = []  # the changes carried out in this request (claims are checked)
         for step in range(first, self.settings.max_steps + 1):
+            # 1. select tools: the request's set (it grows when the model reaches for another)
             tools = offer.schemas()
-            may_call = offer.may_call()
             # before any call, the answer's first sentence is held back until it is clear that
             # it does not say a tool is missing ("I can't read your email"): then the domain it
             # names is offered and the step asked again, nothing of it shown
             held = HeldStart(offer.lacking) if offer.may_lack() else None
-            try:
-                prompt, fitted = self._fit(tools, think)
-                self._sources = list(self._context_sources(tools))
-                self._reply.taint = tuple(self._sources)  # what the model writes from it
-                notice = trims.notice(fitted)
-                if notice is not None:
-                    yield notice
-                streamed = yield from stream_turn(
-                    self.backend,
-                    prompt,
-                    tools,
-                    think=think,
-                    cancel=cancel,
-                    may_call=may_call,
-                    reply=self._reply,
-                    held=held,
-                    busy=self.busy,
-                )
-            except ContextFull as exc:
-                yield Error("context", context_full_message(exc, after_tools=step > 1))
-                return
-            except BotpsyError as exc:  # the prompt could not be measured
-                streamed = Streamed(None, exc)
-            if streamed.failure is not None:  # the reply was cut short
-                yield self._stopped() if cancel.is_set() else Error("model", str(streamed.failure))
-                return
-            completion = streamed.completion
-            if completion is None:
-                yield Error("internal", "The model backend ended without a completion.")
+            # 2. render and 3. stream: the prompt fitted, the model's turn shown as it comes
+            completion = yield from self._model_turn(offer, tools, held, trims, step, cancel, think)
+            if completion is None:  # the request ended there (its error was yielded)
                 return
             yield TurnFinished(step, completion.stats, completion.finish_reason)
+            # 4. parse: an answer, or tool calls
             parsed = read_turn(completion, tools)
             # the model reached for a tool the prompt lists but the choice left out, and the
             # grammar made it write another name (the engine says which): the call written is
@@ -440,10 +431,11 @@ class AgentSession:
                 self._reply.finish(final)
                 yield Answer(parsed.content, parsed.thinking, step, note)
                 return
+            # 5. decide, 6. carry out, 7. record: each call in turn, then the next model turn
             turn = turn_calls(parsed, self.settings.max_calls_per_turn)
             stubs = list(turn.result_rows)
             self._reply.finish(turn.row, then=stubs.pop(0))
-            if (yield from self._calls(turn.calls, stubs, step, cancel, turn.skipped)):
+            if (yield from self._run_calls(turn.calls, stubs, step, cancel, turn.skipped)):
                 return
             if cancel.is_set():
                 yield self._stopped(False)
@@ -454,7 +446,50 @@ class AgentSession:
             "Ask again more specifically, or raise agent.max_steps in the settings.",
         )
 
-    def _calls(
+    def _model_turn(
+        self,
+        offer: RequestTools,
+        tools: list[dict[str, Any]],
+        held: HeldStart | None,
+        trims: TrimNotices,
+        step: int,
+        cancel: threading.Event,
+        think: bool,
+    ) -> Generator[Event, None, Completion | None]:
+        """Render the prompt (steps/prompt.py) and stream the model's turn (steps/stream.py):
+        gives its completion, or None when the request ended here (the error is yielded: the
+        prompt does not fit, the model failed, the person stopped it)."""
+        try:
+            prompt, fitted = self._fit(tools, think)
+            self._sources = list(self._context_sources(tools))
+            self._reply.taint = tuple(self._sources)  # what the model writes from it
+            notice = trims.notice(fitted)
+            if notice is not None:
+                yield notice
+            streamed = yield from stream_turn(
+                self.backend,
+                prompt,
+                tools,
+                think=think,
+                cancel=cancel,
+                may_call=offer.may_call(),
+                reply=self._reply,
+                held=held,
+                busy=self.busy,
+            )
+        except ContextFull as exc:
+            yield Error("context", context_full_message(exc, after_tools=step > 1))
+            return None
+        except BotpsyError as exc:  # the prompt could not be measured
+            streamed = Streamed(None, exc)
+        if streamed.failure is not None:  # the reply was cut short
+            yield self._stopped() if cancel.is_set() else Error("model", str(streamed.failure))
+            return None
+        if streamed.completion is None:
+            yield Error("internal", "The model backend ended without a completion.")
+        return streamed.completion
+
+    def _run_calls(
         self,
         calls: Sequence[tuple[str, ToolCall | ToolCallError]],
         stubs: list[dict[str, Any]],
@@ -476,7 +511,7 @@ class AgentSession:
             else:
                 if isinstance(call, ToolCall):
                     yield ToolStarted(call_id, call.name, dict(call.arguments))
-                outcome = yield from self._execute(call_id, call, cancel)
+                outcome = yield from self._decide_and_run(call_id, call, cancel)
                 if outcome.decided_by == NOBODY_IN_TIME and self.background:
                     gave_up.append(name or "a tool call")
             output = observation(outcome, self.settings.max_observation_chars, self._secrets)
@@ -531,7 +566,7 @@ class AgentSession:
             return True
         return False
 
-    def _execute(
+    def _decide_and_run(
         self, call_id: str, call: ToolCall | ToolCallError, cancel: threading.Event
     ) -> Generator[Event, None, Outcome]:
         """Decide on one call and carry it out: its tool and arguments checked, the gate's
