@@ -160,33 +160,6 @@ class AgentSession:
         )
         """The decide step (steps/decide.py), with the decisions a parked run was given."""
 
-    def _messages(self) -> list[dict[str, Any]]:
-        """The prompt as stored (steps/prompt.py ``prompt_messages``)."""
-        stored = self.store.messages(self.conversation_id)
-        return prompt_messages(self.settings.system_prompt, stored)
-
-    def _fit(
-        self, tools: list[dict[str, Any]], think: bool, extra: list[dict[str, Any]] | None = None
-    ) -> tuple[list[dict[str, Any]], Fitted]:
-        """``_messages()`` (+ ``extra``) fitted into the backend's context (steps/prompt.py)."""
-        return fit_prompt(
-            self.backend,
-            self._messages() + (extra or []),
-            tools,
-            think=think,
-            reply_tokens=self.settings.reply_tokens,
-            chunk_turns=self.settings.trim_chunk_turns,
-        )
-
-    def warm_messages(self, tools: list[dict[str, Any]], think: bool) -> list[dict[str, Any]]:
-        """The history as the next (short) request will send it, after the context budget: what
-        ``App.warm`` evaluates ahead, so that the tokens match."""
-        try:
-            messages, _ = self._fit(tools, think, [{"role": "user", "content": ""}])
-        except (ContextFull, BotpsyError):
-            return self._messages()[:1]
-        return messages[:-1]
-
     def run(
         self,
         text: str,
@@ -225,108 +198,6 @@ class AgentSession:
                 writer.release()
                 self.store.back_up_changes()  # a restore then loses little
 
-    def _stopped(self, wrote: bool | None = None) -> Error:
-        """The end of a request the person stopped, saying what of it was kept."""
-        if wrote is None:
-            wrote = bool(self._reply.text.strip())
-        if wrote:
-            kept = "What the model had written is kept in the conversation, marked as cut off."
-        else:
-            kept = "Your request is kept in the conversation; the model had not written more."
-        if self._done:
-            kept += " Before the stop, this request did: " + "; ".join(self._done) + "."
-        return Error("cancelled", "Stopped.", kept)
-
-    def _storage_message(self, exc: StoreError) -> str:
-        """A failed write in words: what failed, and what this request had done before."""
-        done = (
-            " Before that, this request did: " + "; ".join(self._done) + "."
-            if self._done
-            else " Nothing was changed by this request."
-        )
-        return f"The request stopped: {exc}{done}"
-
-    def resume(
-        self,
-        call_id: str,
-        decided: Decided,
-        *,
-        cancel: threading.Event | None = None,
-        think: bool = False,
-    ) -> Iterator[Event]:
-        """Go on with a background run that was parked at ``call_id`` in an earlier process (its
-        approval stored, agent/approvals.py) and decided since: the call runs only if
-        ``decided`` approves exactly it (its digest), then the turn's other calls and the next
-        model turns follow as if the run had never stopped. Everything it needs is in the
-        stored conversation: the request, the model's turn with its calls, what ran before.
-        """
-        self._reply = PendingReply(self.store, self.conversation_id)
-        self._done = []
-        self._typed, self._domains, self._used = None, None, {}  # nobody is typing it now
-        cancel = cancel or threading.Event()
-        writer = self.store.writer(self.conversation_id)  # one writer per conversation
-        if not writer.acquire(cancel):
-            yield Error("cancelled", "Stopped.")
-            return
-        try:
-            found = parked_turn(self.store.messages(self.conversation_id), call_id)
-            if found is None:
-                yield Error(
-                    "internal",
-                    "The waiting call is no longer in its conversation (deleted?), so nothing ran.",
-                )
-                return
-            text, step, calls, earlier = found
-            row = self.store.reopen_tool_row(self.conversation_id, call_id)
-            if row is None:
-                yield Error("internal", "The waiting call was already answered; nothing ran.")
-                return
-            self._reply.adopt(row, {"role": "tool", "tool_call_id": call_id, "content": ""})
-            self.decide.decided[call_id] = decided
-            # the request's bulk count goes on where it stopped (gate.py MAX_CHANGES_AT_ONCE):
-            # the changes its earlier calls made, from the audit log, in whichever process
-            self._changes = self.store.changes_of_calls(
-                self.conversation_id,
-                earlier_call_ids(self.store.messages(self.conversation_id), call_id),
-            )
-            history = self.store.messages(self.conversation_id)
-            offer = self._offer(text, history)
-            offer.called(earlier)
-            self._keep_tools(offer)
-            self._sources = list(self._context_sources(offer.schemas()))
-            self._reply.taint = tuple(self._sources)  # what the model writes from it
-            stubs = [result_row(i, c.name) for i, c in calls[1:]]
-
-            def events() -> Iterator[Event]:
-                if (yield from self._run_calls(calls, stubs, step, cancel)):
-                    return
-                if cancel.is_set():
-                    yield self._stopped(False)
-                    return
-                yield from self._steps(offer, step + 1, cancel, think)
-
-            yield from logged_events(events(), self.conversation_id, text)
-        except StoreError as exc:
-            yield Error("storage", self._storage_message(exc))
-        finally:
-            self.decide.decided.pop(call_id, None)
-            try:
-                with contextlib.suppress(StoreError):  # the next open marks the row
-                    self._reply.abandon()
-            finally:
-                writer.release()
-                self.store.back_up_changes()  # a restore then loses little
-
-    def _next_row(
-        self, stubs: list[dict[str, Any]], step: int, cancel: threading.Event
-    ) -> dict[str, Any] | None:
-        """The row to open when a tool row is finished: the next call's, or the next turn's."""
-        if stubs:
-            return stubs.pop(0)
-        if cancel.is_set() or step >= self.settings.max_steps:
-            return None
-        return self._reply.next_turn()
-
     def _run(
         self,
         text: str,
@@ -359,29 +230,6 @@ class AgentSession:
         offer = self._offer(text, history)
         self._keep_tools(offer)
         yield from self._steps(offer, 1, cancel, think)
-
-    def _offer(self, text: str | None, history: list[dict[str, Any]]) -> RequestTools:
-        """The tools of a request ``text`` (steps/tools_offered.py ``offer_tools``)."""
-        return offer_tools(
-            self.store,
-            self.conversation_id,
-            self.registry,
-            self.selector,
-            self.backend,
-            self.settings,
-            text,
-            history,
-        )
-
-    def _keep_tools(self, offer: RequestTools) -> None:
-        """Remember the conversation's tool set (steps/tools_offered.py ``keep_tool_set``)."""
-        selecting = self.selector is not None
-        keep_tool_set(self.store, self.conversation_id, offer, self.settings, selecting)
-
-    def warm_tools(self) -> list[dict[str, Any]]:
-        """The tools the conversation's next request starts with, unless it grows the set."""
-        history = self.store.messages(self.conversation_id)
-        return self._offer(None, history).schemas()
 
     def _steps(
         self, offer: RequestTools, first: int, cancel: threading.Event, think: bool
@@ -681,6 +529,113 @@ class AgentSession:
             outcome.output = f"(The user changed the arguments to {shown}.)\n{outcome.output}"
         return outcome
 
+    def resume(
+        self,
+        call_id: str,
+        decided: Decided,
+        *,
+        cancel: threading.Event | None = None,
+        think: bool = False,
+    ) -> Iterator[Event]:
+        """Go on with a background run that was parked at ``call_id`` in an earlier process (its
+        approval stored, agent/approvals.py) and decided since: the call runs only if
+        ``decided`` approves exactly it (its digest), then the turn's other calls and the next
+        model turns follow as if the run had never stopped. Everything it needs is in the
+        stored conversation: the request, the model's turn with its calls, what ran before.
+        """
+        self._reply = PendingReply(self.store, self.conversation_id)
+        self._done = []
+        self._typed, self._domains, self._used = None, None, {}  # nobody is typing it now
+        cancel = cancel or threading.Event()
+        writer = self.store.writer(self.conversation_id)  # one writer per conversation
+        if not writer.acquire(cancel):
+            yield Error("cancelled", "Stopped.")
+            return
+        try:
+            found = parked_turn(self.store.messages(self.conversation_id), call_id)
+            if found is None:
+                yield Error(
+                    "internal",
+                    "The waiting call is no longer in its conversation (deleted?), so nothing ran.",
+                )
+                return
+            text, step, calls, earlier = found
+            row = self.store.reopen_tool_row(self.conversation_id, call_id)
+            if row is None:
+                yield Error("internal", "The waiting call was already answered; nothing ran.")
+                return
+            self._reply.adopt(row, {"role": "tool", "tool_call_id": call_id, "content": ""})
+            self.decide.decided[call_id] = decided
+            # the request's bulk count goes on where it stopped (gate.py MAX_CHANGES_AT_ONCE):
+            # the changes its earlier calls made, from the audit log, in whichever process
+            self._changes = self.store.changes_of_calls(
+                self.conversation_id,
+                earlier_call_ids(self.store.messages(self.conversation_id), call_id),
+            )
+            history = self.store.messages(self.conversation_id)
+            offer = self._offer(text, history)
+            offer.called(earlier)
+            self._keep_tools(offer)
+            self._sources = list(self._context_sources(offer.schemas()))
+            self._reply.taint = tuple(self._sources)  # what the model writes from it
+            stubs = [result_row(i, c.name) for i, c in calls[1:]]
+
+            def events() -> Iterator[Event]:
+                if (yield from self._run_calls(calls, stubs, step, cancel)):
+                    return
+                if cancel.is_set():
+                    yield self._stopped(False)
+                    return
+                yield from self._steps(offer, step + 1, cancel, think)
+
+            yield from logged_events(events(), self.conversation_id, text)
+        except StoreError as exc:
+            yield Error("storage", self._storage_message(exc))
+        finally:
+            self.decide.decided.pop(call_id, None)
+            try:
+                with contextlib.suppress(StoreError):  # the next open marks the row
+                    self._reply.abandon()
+            finally:
+                writer.release()
+                self.store.back_up_changes()  # a restore then loses little
+
+    def _offer(self, text: str | None, history: list[dict[str, Any]]) -> RequestTools:
+        """The tools of a request ``text`` (steps/tools_offered.py ``offer_tools``)."""
+        return offer_tools(
+            self.store,
+            self.conversation_id,
+            self.registry,
+            self.selector,
+            self.backend,
+            self.settings,
+            text,
+            history,
+        )
+
+    def _keep_tools(self, offer: RequestTools) -> None:
+        """Remember the conversation's tool set (steps/tools_offered.py ``keep_tool_set``)."""
+        selecting = self.selector is not None
+        keep_tool_set(self.store, self.conversation_id, offer, self.settings, selecting)
+
+    def _messages(self) -> list[dict[str, Any]]:
+        """The prompt as stored (steps/prompt.py ``prompt_messages``)."""
+        stored = self.store.messages(self.conversation_id)
+        return prompt_messages(self.settings.system_prompt, stored)
+
+    def _fit(
+        self, tools: list[dict[str, Any]], think: bool, extra: list[dict[str, Any]] | None = None
+    ) -> tuple[list[dict[str, Any]], Fitted]:
+        """``_messages()`` (+ ``extra``) fitted into the backend's context (steps/prompt.py)."""
+        return fit_prompt(
+            self.backend,
+            self._messages() + (extra or []),
+            tools,
+            think=think,
+            reply_tokens=self.settings.reply_tokens,
+            chunk_turns=self.settings.trim_chunk_turns,
+        )
+
     def _context_sources(self, tools: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
         """The untrusted content of this request's context (steps/prompt.py)."""
         stored = self.store.messages(self.conversation_id)
@@ -706,3 +661,48 @@ class AgentSession:
         )
         if done is not None:
             self._done.append(done)
+
+    def _next_row(
+        self, stubs: list[dict[str, Any]], step: int, cancel: threading.Event
+    ) -> dict[str, Any] | None:
+        """The row to open when a tool row is finished: the next call's, or the next turn's."""
+        if stubs:
+            return stubs.pop(0)
+        if cancel.is_set() or step >= self.settings.max_steps:
+            return None
+        return self._reply.next_turn()
+
+    def _stopped(self, wrote: bool | None = None) -> Error:
+        """The end of a request the person stopped, saying what of it was kept."""
+        if wrote is None:
+            wrote = bool(self._reply.text.strip())
+        if wrote:
+            kept = "What the model had written is kept in the conversation, marked as cut off."
+        else:
+            kept = "Your request is kept in the conversation; the model had not written more."
+        if self._done:
+            kept += " Before the stop, this request did: " + "; ".join(self._done) + "."
+        return Error("cancelled", "Stopped.", kept)
+
+    def _storage_message(self, exc: StoreError) -> str:
+        """A failed write in words: what failed, and what this request had done before."""
+        done = (
+            " Before that, this request did: " + "; ".join(self._done) + "."
+            if self._done
+            else " Nothing was changed by this request."
+        )
+        return f"The request stopped: {exc}{done}"
+
+    def warm_messages(self, tools: list[dict[str, Any]], think: bool) -> list[dict[str, Any]]:
+        """The history as the next (short) request will send it, after the context budget: what
+        ``App.warm`` evaluates ahead, so that the tokens match."""
+        try:
+            messages, _ = self._fit(tools, think, [{"role": "user", "content": ""}])
+        except (ContextFull, BotpsyError):
+            return self._messages()[:1]
+        return messages[:-1]
+
+    def warm_tools(self) -> list[dict[str, Any]]:
+        """The tools the conversation's next request starts with, unless it grows the set."""
+        history = self.store.messages(self.conversation_id)
+        return self._offer(None, history).schemas()
