@@ -24,7 +24,11 @@ CONVERSATION: list[dict[str, Any]] = [
     {"role": "tool", "tool_call_id": "c0", "content": "none"},
     {"role": "assistant", "content": "None."},
     {"role": "user", "content": "mail Ann the report and delete the draft"},
-    {"role": "assistant", "content": "", "tool_calls": [call("c1", "find_files", pattern="report")]},
+    {
+        "role": "assistant",
+        "content": "",
+        "tool_calls": [call("c1", "find_files", pattern="report")],
+    },
     {"role": "tool", "tool_call_id": "c1", "content": "report.pdf"},
     {
         "role": "assistant",
