@@ -455,9 +455,10 @@ class App:
         system = [{"role": "system", "content": settings.system_prompt}]
         everything = self.registry.schemas()
         if selector is not None and stable_prompt(backend, self.registry, settings):
-            # every request lists the app's own tools (agent/steps/tools_offered.py stable_prompt): one prefix,
-            # after the list with the tool servers' tools when there are some (a request about
-            # them), so that the context holds what most requests start with
+            # every request lists the app's own tools (agent/steps/tools_offered.py
+            # stable_prompt): one prefix, after the list with the tool servers' tools when there
+            # are some (a request about them), so that the context holds what most requests
+            # start with
             own = stable_schemas(self.registry)
             every = [everything, own] if len(own) < len(everything) else [own]
         else:
