@@ -31,7 +31,6 @@ from botpsy_desktop.agent.events import (
     Answer,
     Error,
     Event,
-    ToolResult,
     ToolStarted,
     TurnFinished,
 )
@@ -66,6 +65,7 @@ from botpsy_desktop.agent.steps.record import (
     begin_change,
     finish_change,
     observation,
+    result_event,
     skipped_note,
     tool_row,
 )
@@ -359,9 +359,10 @@ class AgentSession:
             else:
                 if isinstance(call, ToolCall):
                     yield ToolStarted(call_id, call.name, dict(call.arguments))
-                outcome = yield from self._decide_and_run(call_id, call, cancel)
+                outcome = yield from self._decide_and_run(call_id, call, cancel)  # 5. and 6.
                 if outcome.decided_by == NOBODY_IN_TIME and self.background:
                     gave_up.append(name or "a tool call")
+            # 7. record: the call's row for the model, the store's record, the event
             output = observation(outcome, self.settings.max_observation_chars, self._secrets)
             if skipped > 0 and call_id == calls[-1][0]:
                 output += skipped_note(len(calls), skipped)
@@ -392,19 +393,7 @@ class AgentSession:
                 unsaved = exc
             if outcome.ok and outcome.action_id is not None:
                 self._ran.append(as_ran(name or ""))
-            yield ToolResult(
-                call_id,
-                name,
-                args,
-                outcome.ok,
-                output,
-                outcome.decision,
-                outcome.duration,
-                outcome.decided_by,
-                outcome.summary,
-                outcome.action_id,
-                outcome.undo,
-            )
+            yield result_event(call_id, name, args, output, outcome)
             if unsaved is not None:
                 raise unsaved
         if gave_up:

@@ -14,6 +14,7 @@ from botpsy_desktop.agent.steps.record import (
     begin_change,
     finish_change,
     observation,
+    result_event,
     skipped_note,
     tool_row,
 )
@@ -92,3 +93,28 @@ def test_an_observation_is_scrubbed_and_clipped_and_a_runaway_turn_is_told() -> 
     refused = Outcome(False, "y" * 50, "denied")
     assert observation(refused, 10, frozenset()).startswith("y" * 10 + "\n[clipped: 40 more")
     assert "the other 3 were not run" in skipped_note(16, 3)
+
+
+def test_the_result_event_carries_how_the_call_ended() -> None:
+    outcome = Outcome(True, "Alarm set.", "allowed", 0.25)
+    outcome.decided_by, outcome.summary, outcome.action_id, outcome.undo = (
+        "ran at once",
+        "Set an alarm for 7:00.",
+        4,
+        "Delete the alarm at 7:00.",
+    )
+    event = result_event("call_1", "set_alarm", {"time": "7:00"}, "Alarm set.", outcome)
+    assert (event.call_id, event.name, event.arguments, event.ok, event.output) == (
+        "call_1",
+        "set_alarm",
+        {"time": "7:00"},
+        True,
+        "Alarm set.",
+    )
+    assert (event.decision, event.duration_s, event.decided_by, event.action_id) == (
+        "allowed",
+        0.25,
+        "ran at once",
+        4,
+    )
+    assert event.summary == "Set an alarm for 7:00." and event.undo == "Delete the alarm at 7:00."

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from botpsy_desktop.agent.audit import AuditLog
+from botpsy_desktop.agent.events import ToolResult
 from botpsy_desktop.agent.gate import Verdict
 from botpsy_desktop.agent.hardening import clean_output
 from botpsy_desktop.agent.provenance import TAINT
@@ -138,6 +139,26 @@ def tool_row(
     # a confirmation of the app's own is not content from outside
     row[TAINT] = [label] if outcome.untrusted or not outcome.ok else []
     return row, label if row[TAINT] else None
+
+
+def result_event(
+    call_id: str, name: str | None, arguments: dict[str, Any], output: str, outcome: Outcome
+) -> ToolResult:
+    """The event that shows how a call ended: what the model reads of it, who decided, the
+    change in words with its audit entry and what undoing it would do."""
+    return ToolResult(
+        call_id,
+        name,
+        arguments,
+        outcome.ok,
+        output,
+        outcome.decision,
+        outcome.duration,
+        outcome.decided_by,
+        outcome.summary,
+        outcome.action_id,
+        outcome.undo,
+    )
 
 
 def call_label(name: str | None, arguments: Mapping[str, Any]) -> str:
