@@ -206,6 +206,8 @@ class AgentSession:
         think: bool = False,
         origin: str | None = None,
     ) -> Iterator[Event]:
+        """The request's start: its message kept (defused when it has an ``origin``), what it
+        gathers reset, its tools selected (step 1); then the model turns from step 1 on."""
         cancel = cancel or threading.Event()
         history = self.store.messages(self.conversation_id)  # before this request's rows
         if not history:
