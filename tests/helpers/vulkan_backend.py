@@ -29,7 +29,7 @@ from tests.helpers.llama_server import (
 )
 from tests.helpers.models import fixture_cache_dir
 
-BUILD_FORMAT = "1"  # bump when the cmake options change
+BUILD_FORMAT = "1"  # bump when the cmake options or the source guard change
 CMAKE_OPTIONS = (
     "-G",
     "Ninja",
@@ -48,6 +48,33 @@ CMAKE_OPTIONS = (
 )
 MODULE = "libggml-vulkan.so"
 LAVAPIPE_ICD = Path("/usr/share/vulkan/icd.d/lvp_icd.x86_64.json")
+
+
+# ggml-vulkan.cpp hands the validation layer a setting through VK_EXT_layer_settings, which
+# Vulkan headers older than 1.3.272 (Debian 12 ships 1.3.239) do not declare; the setting only
+# matters with GGML_VULKAN_VALIDATE. The rest of the file already guards newer features with
+# VK_HEADER_VERSION, so the build guards this one the same way (same code with newer headers).
+_LAYER_SETTINGS = """    VkBool32 enable_best_practice = layer_settings;
+    std::vector<vk::LayerSettingEXT> settings = {"""
+_GUARDED = "#if VK_HEADER_VERSION >= 272\n" + _LAYER_SETTINGS
+_CREATE = "    vk::InstanceCreateInfo instance_create_info(vk::InstanceCreateFlags{}, &app_info, "
+_CREATE_INFO = (
+    "    vk::LayerSettingsCreateInfoEXT layer_setting_info(settings);\n"
+    + _CREATE
+    + "layers, extensions, &layer_setting_info);\n"
+)
+_CREATE_INFO_GUARDED = _CREATE_INFO + "#else\n" + _CREATE + "layers, extensions);\n#endif\n"
+
+
+def _guard_layer_settings(source: Path) -> None:
+    """Make ggml-vulkan.cpp build with Vulkan headers older than 1.3.272 (see above); a file
+    already guarded, or written otherwise (another llama.cpp), is left as it is."""
+    path = source / "ggml" / "src" / "ggml-vulkan" / "ggml-vulkan.cpp"
+    text = path.read_text(encoding="utf-8")
+    if _GUARDED in text or _LAYER_SETTINGS not in text or _CREATE_INFO not in text:
+        return
+    text = text.replace(_LAYER_SETTINGS, _GUARDED, 1).replace(_CREATE_INFO, _CREATE_INFO_GUARDED, 1)
+    path.write_text(text, encoding="utf-8")
 
 
 def backend_dir() -> Path:
@@ -103,6 +130,7 @@ def ensure_vulkan_backend(progress: bool = False) -> Path:
             shutil.rmtree(work, ignore_errors=True)
             work.mkdir()
             source = _extract_llama_cpp(_sdist(), work / "src")
+        _guard_layer_settings(source)
         build = work / "out"
         nice = ["nice", "-n", "10"] if shutil.which("nice") else []
         log = target.parent / "build.log"

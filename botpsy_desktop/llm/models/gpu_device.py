@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import struct
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -143,9 +144,16 @@ def load_vulkan(libggml: Any, module: Path) -> tuple[list[GpuDevice], str]:
     _bind(libggml)
     reg = libggml.ggml_backend_reg_by_name(b"Vulkan")  # linked in, or loaded before
     if not reg:
+        damaged = elf_damage(module)
+        if damaged:
+            return [], f"llama.cpp's Vulkan backend {module} is damaged ({damaged}); reinstall it"
+        try:  # a missing library, or a file that is no library: dlopen says which
+            ctypes.CDLL(str(module), mode=ctypes.RTLD_LOCAL)
+        except OSError as exc:
+            return [], f"llama.cpp's Vulkan backend cannot be loaded ({exc}); reinstall it"
         reg = libggml.ggml_backend_load(os.fsencode(module))
-    if not reg:
-        return [], f"llama.cpp could not load its Vulkan backend {module} (see the log)"
+    if not reg:  # its initialisation failed: no Vulkan driver, or one that refused
+        return [], f"llama.cpp's Vulkan backend {module} found no working Vulkan driver"
     devices = []
     for i in range(int(libggml.ggml_backend_reg_dev_count(reg))):
         dev = libggml.ggml_backend_reg_dev_get(reg, i)
@@ -167,6 +175,34 @@ def load_vulkan(libggml: Any, module: Path) -> tuple[list[GpuDevice], str]:
     if not devices:
         return [], "the Vulkan backend loaded but found no GPU device"
     return devices, ""
+
+
+def elf_damage(path: Path) -> str:
+    """What is wrong with an ELF library that dlopen would crash on (a file cut short: glibc
+    maps segments past its end and the first read of them is a bus error), or "" when its
+    segments and section table are all in the file, or it is no ELF file (dlopen refuses
+    those with an error). Hand-written: no library reads ELF headers without loading more."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(64)
+            size = os.fstat(f.fileno()).st_size
+            if len(head) < 64 or head[:4] != b"\x7fELF" or head[4] != 2 or head[5] != 1:
+                return ""  # not a 64-bit little-endian ELF: left to dlopen
+            phoff, shoff = struct.unpack_from("<QQ", head, 0x20)
+            phentsize, phnum, shentsize, shnum = struct.unpack_from("<HHHH", head, 0x36)
+            if phoff + phnum * phentsize > size or shoff + shnum * shentsize > size:
+                return f"{size} bytes: its headers point past its end"
+            f.seek(phoff)
+            table = f.read(phnum * phentsize)
+    except OSError as exc:
+        return str(exc)
+    for i in range(phnum):
+        kind, _flags, offset, _vaddr, _paddr, filesz = struct.unpack_from(
+            "<IIQQQQ", table, i * phentsize
+        )
+        if kind == 1 and offset + filesz > size:  # PT_LOAD
+            return f"{size} bytes, cut short: a segment ends at byte {offset + filesz}"
+    return ""
 
 
 def layers_that_fit(need: dict[str, int], n_layers: int, free: int) -> int:
