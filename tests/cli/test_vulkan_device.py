@@ -97,6 +97,9 @@ def test_the_model_runs_on_the_gpu_and_answers_as_on_the_cpu(tmp_path: Path, mod
     layers = int(tiny_qwen35_gguf_layers()) + 1  # llama.cpp counts the output layer too
     assert f"{layers} of {layers} layers offloaded" in device["detail"]
 
+    capped = checks(profile(tmp_path / "capped", module.parent, n_gpu_layers=2), env=LAVAPIPE)
+    assert f"2 of {layers} layers offloaded" in capped["device"]["detail"], capped["device"]
+
     on_gpu = ask(gpu_home, LAVAPIPE)
     on_cpu = ask(cpu_home, LAVAPIPE)
     assert on_gpu["error"] is None and on_cpu["error"] is None

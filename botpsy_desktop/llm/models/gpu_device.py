@@ -8,10 +8,11 @@ one package serves machines with and without a GPU. The module is looked for in
 installers put it in ``lib/gpu``, where their start-up hook, which loads every module in ``lib``
 for the CPU variants, does not see it: only a worker that wants a GPU loads it).
 
-``model.device`` chooses: ``cpu``; ``vulkan`` or ``auto`` (the default): the first GPU device the
-module offers, all layers on it when the weights, KV cache and recurrent state fit its free
-memory (with room for llama.cpp's scratch buffers), fewer when they do not, the CPU when no
-layer fits, the module is missing or does not load, or it offers no device. A backend that
+``model.device`` chooses: ``cpu``; ``vulkan`` or ``auto`` (the default): the first GPU device of
+a backend llama.cpp already has (linked in: a CUDA build; loaded by the installers' hook: Metal),
+else of the Vulkan module; all layers on it when the weights, KV cache and recurrent state fit
+its free memory (with room for llama.cpp's scratch buffers), fewer when they do not; the CPU
+when no layer fits, the module is missing or does not load, or it offers no device. A backend that
 crashes in the first decode is remembered by the engine (engine_process.LayoutMemory) and the
 next worker runs on the CPU. Mesa's lavapipe (Vulkan on the CPU) is a device llama.cpp hides
 unless ``GGML_VK_VISIBLE_DEVICES`` names it: it is slower than the CPU backend, so only the
@@ -124,6 +125,8 @@ def _bind(libggml: Any) -> None:
         "ggml_backend_reg_by_name": (ctypes.c_void_p, [ctypes.c_char_p]),
         "ggml_backend_reg_dev_count": (ctypes.c_size_t, [ctypes.c_void_p]),
         "ggml_backend_reg_dev_get": (ctypes.c_void_p, [ctypes.c_void_p, ctypes.c_size_t]),
+        "ggml_backend_dev_count": (ctypes.c_size_t, []),
+        "ggml_backend_dev_get": (ctypes.c_void_p, [ctypes.c_size_t]),
         "ggml_backend_dev_name": (ctypes.c_char_p, [ctypes.c_void_p]),
         "ggml_backend_dev_description": (ctypes.c_char_p, [ctypes.c_void_p]),
         "ggml_backend_dev_type": (ctypes.c_int, [ctypes.c_void_p]),
@@ -136,6 +139,36 @@ def _bind(libggml: Any) -> None:
         function = getattr(libggml, name)
         function.restype = restype
         function.argtypes = argtypes
+
+
+def _gpus(libggml: Any, handles: Sequence[int]) -> list[GpuDevice]:
+    """The GPU devices among ``handles`` (ggml_backend_dev_t), with their memory."""
+    devices = []
+    for dev in handles:
+        kind = GPU_TYPES.get(int(libggml.ggml_backend_dev_type(dev)))
+        if kind is None:
+            continue
+        free, total = ctypes.c_size_t(0), ctypes.c_size_t(0)
+        libggml.ggml_backend_dev_memory(dev, ctypes.byref(free), ctypes.byref(total))
+        devices.append(
+            GpuDevice(
+                name=(libggml.ggml_backend_dev_name(dev) or b"?").decode(),
+                description=(libggml.ggml_backend_dev_description(dev) or b"").decode(),
+                kind=kind,
+                free=int(free.value),
+                total=int(total.value),
+                handle=int(dev),
+            )
+        )
+    return devices
+
+
+def registered_gpus(libggml: Any) -> list[GpuDevice]:
+    """GPU devices of backends llama.cpp already has: linked in (a CUDA or Vulkan build of
+    llama-cpp-python) or loaded by the installers' start-up hook (Metal on macOS)."""
+    _bind(libggml)
+    count = int(libggml.ggml_backend_dev_count())
+    return _gpus(libggml, [libggml.ggml_backend_dev_get(i) for i in range(count)])
 
 
 def load_vulkan(libggml: Any, module: Path) -> tuple[list[GpuDevice], str]:
@@ -154,24 +187,8 @@ def load_vulkan(libggml: Any, module: Path) -> tuple[list[GpuDevice], str]:
         reg = libggml.ggml_backend_load(os.fsencode(module))
     if not reg:  # its initialisation failed: no Vulkan driver, or one that refused
         return [], f"llama.cpp's Vulkan backend {module} found no working Vulkan driver"
-    devices = []
-    for i in range(int(libggml.ggml_backend_reg_dev_count(reg))):
-        dev = libggml.ggml_backend_reg_dev_get(reg, i)
-        kind = GPU_TYPES.get(int(libggml.ggml_backend_dev_type(dev)))
-        if kind is None:
-            continue
-        free, total = ctypes.c_size_t(0), ctypes.c_size_t(0)
-        libggml.ggml_backend_dev_memory(dev, ctypes.byref(free), ctypes.byref(total))
-        devices.append(
-            GpuDevice(
-                name=(libggml.ggml_backend_dev_name(dev) or b"?").decode(),
-                description=(libggml.ggml_backend_dev_description(dev) or b"").decode(),
-                kind=kind,
-                free=int(free.value),
-                total=int(total.value),
-                handle=int(dev),
-            )
-        )
+    count = int(libggml.ggml_backend_reg_dev_count(reg))
+    devices = _gpus(libggml, [libggml.ggml_backend_reg_dev_get(reg, i) for i in range(count)])
     if not devices:
         return [], "the Vulkan backend loaded but found no GPU device"
     return devices, ""
@@ -240,15 +257,18 @@ def place(
     if max_layers == 0:
         placement.reason = "model.n_gpu_layers is 0"
         return placement
-    module = find_module(folders)
-    if module is None:
-        where = ", ".join(str(f) for f in folders) or "nowhere"
-        placement.reason = f"no Vulkan backend ({VULKAN_MODULE} not in {where})"
-        return placement
-    devices, why = load_vulkan(libggml, module)
+    devices = registered_gpus(libggml) if libggml is not None else []
+    module: Path | str | None = "linked in" if devices else None
     if not devices:
-        placement.reason = why
-        return placement
+        module = find_module(folders)
+        if module is None:
+            where = ", ".join(str(f) for f in folders) or "nowhere"
+            placement.reason = f"no Vulkan backend ({VULKAN_MODULE} not in {where})"
+            return placement
+        devices, why = load_vulkan(libggml, module)
+        if not devices:
+            placement.reason = why
+            return placement
     device = devices[0]
     layers = layers_that_fit(need, n_layers, device.free)
     if layers == 0:
@@ -257,17 +277,16 @@ def place(
             "not enough for one layer"
         )
         return placement
-    if max_layers > 0 and (layers < 0 or layers > max_layers):
-        layers = max_layers
+    capped = max_layers > 0 and (layers < 0 or layers > max_layers)
     placement.device = device
     placement.backend = str(module)
-    placement.n_gpu_layers = layers
-    placement.reason = (
-        "all layers fit"
-        if layers < 0
-        else f"{placement.offloaded} of {n_layers + 1} layers fit"
-        + (" (model.n_gpu_layers)" if layers == max_layers else "")
-    )
+    placement.n_gpu_layers = max_layers if capped else layers
+    if capped:
+        placement.reason = f"model.n_gpu_layers is {max_layers}"
+    elif layers < 0:
+        placement.reason = "all layers fit"
+    else:
+        placement.reason = f"{placement.offloaded} of {n_layers + 1} layers fit its free memory"
     return placement
 
 
