@@ -156,7 +156,7 @@ def _daemon_routines(
         )
 
     queue = app.approvals()
-    desktop = DesktopNotifications().start()  # the session bus's notification server, if any
+    desktop = DesktopNotifications().start()  # the desktop's notifications (any OS), if any
 
     def notify(title: str, text: str) -> None:
         desktop.notify(f"note:{title}", title, text, [("default", "Open BotPsy")])

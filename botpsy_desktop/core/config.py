@@ -455,7 +455,8 @@ class UiSettings(_Section):
     quick_shortcut: str = Field(
         "Ctrl+Alt+Space",
         max_length=64,
-        description="Global shortcut that opens the quick-command box (X11); empty: none.",
+        description="Global shortcut that opens the quick-command box (X11, GNOME, the Wayland "
+        "GlobalShortcuts portal, Windows, macOS), named by key: e.g. Ctrl+Alt+Space; empty: none.",
     )
 
 

@@ -1,4 +1,18 @@
-"""Native notifications on Linux without Qt: the freedesktop org.freedesktop.Notifications service.
+"""Native notifications without Qt, with action buttons: one client for Linux, Windows and macOS.
+
+On Linux it speaks to the freedesktop org.freedesktop.Notifications service itself; on Windows
+and macOS it hands the notification to desktop-notifier (core/native_notifications.py: WinRT
+toasts, macOS UserNotifications), behind the same calls and callbacks.
+
+desktop-notifier (6.2.0) was evaluated for Linux too and is not used there: its D-Bus backend
+passes the body to the server unescaped and never asks whether the server reads it as markup
+(``body-markup``), so a receipt's ``<b>``... could hide or restyle words the person approves;
+and it cannot say whether the server shows action buttons (``actions``), which the approval
+notifications need to offer Approve only where a button can be seen. It checks the sender of
+``ActionInvoked`` through dbus-fast's proxy (as this client does with a match rule), so that
+guarantee would have held. On Windows and macOS the OS itself delivers the clicks (no bus
+another program can write to), and the text is set as plain text (a toast's XML text node,
+an NSString), so what this client guarantees holds there.
 
 Spoken over D-Bus with jeepney (pure Python, made for the job) on a thread of its own, so that
 both the window (ui/desktop_notify.py wraps this in Qt signals) and ``botpsy daemon`` (no Qt)
@@ -82,6 +96,11 @@ class DesktopNotifications:
     def start(self) -> DesktopNotifications:
         """Connect on a thread of its own (at once off Linux: nothing to connect to)."""
         if self._thread is not None:
+            return self
+        if sys.platform in ("win32", "darwin"):
+            from botpsy_desktop.core.native_notifications import start_native
+
+            start_native(self)
             return self
         if not sys.platform.startswith("linux"):
             self._give_up()

@@ -401,10 +401,8 @@ class Tool:
         # built once per tool: pydantic's schema generation costs about 7 ms a tool, and every
         # request renders every tool's schema (0.8 s a request for 55 tools before)
         if self.input_schema is not None:
-            cleaned = _clean_schema(json.loads(json.dumps(self.input_schema)))
-        else:
-            cleaned = _clean_schema(self.args_model.model_json_schema())
-        return json.dumps(cleaned)
+            return json.dumps(_clean_schema(json.loads(json.dumps(self.input_schema))))
+        return _model_schema_json(self.args_model)
 
     def schema(self) -> dict[str, Any]:
         """The OpenAI-style function declaration placed in the prompt."""
@@ -474,6 +472,13 @@ class Tool:
         """One line naming the call and its full arguments, for receipts and logs."""
         shown = ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in arguments.items())
         return f"{self.name}({shown})"
+
+
+@functools.lru_cache(maxsize=1024)
+def _model_schema_json(model: type[BaseModel]) -> str:
+    """An arguments model's cleaned JSON schema, built once per model class for the process:
+    every app built (a window's, each test's) makes new Tool objects over the same classes."""
+    return json.dumps(_clean_schema(model.model_json_schema()))
 
 
 def make_tool(

@@ -1,8 +1,9 @@
-"""Native notifications on Linux in the window: the Qt-free client (core/dbus_notifications.py)
-with its callbacks turned into Qt signals, delivered queued on the GUI thread.
+"""Native notifications in the window: the Qt-free client (core/dbus_notifications.py: the
+freedesktop server on Linux, desktop-notifier on Windows and macOS) with its callbacks turned
+into Qt signals, delivered queued on the GUI thread.
 
-Where there is no session bus or no notification server, :attr:`available` stays False and the
-caller falls back to the tray message.
+Where there is no notification service (a bare Linux session, an unsigned macOS app, a refused
+permission), :attr:`available` stays False and the caller falls back to the tray message.
 """
 
 from __future__ import annotations

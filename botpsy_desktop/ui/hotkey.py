@@ -5,9 +5,12 @@ made on a separate connection to the X server (libxcb through ctypes: nothing to
 Qt's own connection is left alone), and a thread waits for the key. Wayland compositors do not
 let applications grab keys (an X11 app under XWayland only sees keys while one of its windows
 has focus). On GNOME (Wayland or X11) the key is registered for the person as a custom
-shortcut in GNOME's own settings (adapters/device/keybinding.py). Elsewhere on Wayland (the
-GlobalShortcuts portal), on Windows and on macOS it is not implemented yet: there the user binds
-`botpsy-desktop --quick` in the desktop's keyboard settings, and the settings say so.
+shortcut in GNOME's own settings (adapters/device/keybinding.py). Elsewhere on Wayland it is
+asked of the desktop through the XDG GlobalShortcuts portal (core/portal_shortcuts.py: KDE
+Plasma, Hyprland...), on Windows and macOS reserved with the OS (core/native_hotkeys.py).
+Where none of these is offered the settings say so: bind `botpsy-desktop --quick` to a key in
+the desktop's keyboard settings. Every way names the key, not a character (core/shortcuts.py),
+so a shortcut means the same key on every keyboard layout.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import ctypes
 import ctypes.util
 import os
 import select
+import sys
 import threading
 from collections.abc import Callable
 
@@ -25,72 +29,20 @@ from PySide6.QtGui import QGuiApplication, QKeySequence
 from botpsy_desktop.adapters.device.desktop import DesktopSettings
 from botpsy_desktop.adapters.device.keybinding import NAME, GnomeShortcut, on_gnome
 from botpsy_desktop.core.errors import BotpsyError
+from botpsy_desktop.core.native_hotkeys import NativeHotkey
+from botpsy_desktop.core.portal_shortcuts import DESCRIPTION, PortalShortcut
+from botpsy_desktop.core.shortcuts import (
+    LOCK,
+    MOD2,
+    HotkeyError,
+    parse_shortcut,
+)
 
-# X11 modifier masks
-_SHIFT, _LOCK, _CONTROL, _MOD1, _MOD2, _MOD4 = 1, 2, 4, 8, 16, 64
+_LOCK, _MOD2 = LOCK, MOD2  # NumLock and CapsLock
 _GRAB_MODE_ASYNC = 1
 _KEY_PRESS = 2
 
-# Qt key -> X keysym for the keys that are not a printable Latin-1 character
-_SPECIAL_KEYSYMS = {
-    "space": 0x0020,
-    "return": 0xFF0D,
-    "enter": 0xFF0D,
-    "tab": 0xFF09,
-    "backspace": 0xFF08,
-    "esc": 0xFF1B,
-    "escape": 0xFF1B,
-    "ins": 0xFF63,
-    "insert": 0xFF63,
-    "del": 0xFFFF,
-    "delete": 0xFFFF,
-    "home": 0xFF50,
-    "end": 0xFF57,
-    "pgup": 0xFF55,
-    "pgdown": 0xFF56,
-    "left": 0xFF51,
-    "up": 0xFF52,
-    "right": 0xFF53,
-    "down": 0xFF54,
-    "pause": 0xFF13,
-    "print": 0xFF61,
-}
-
-
-class HotkeyError(Exception):
-    """The shortcut could not be set up; the message says why and what to do instead."""
-
-
-def parse_shortcut(text: str) -> tuple[int, int]:
-    """``"Ctrl+Alt+Space"`` -> (X modifier mask, X keysym); HotkeyError if it cannot be grabbed."""
-    parts = [p.strip() for p in text.replace(" ", "").split("+")]
-    if not text.strip() or any(not p for p in parts[:-1]) or not parts[-1]:
-        raise HotkeyError(f"{text!r} is not a shortcut. Write it like Ctrl+Alt+Space.")
-    mods = 0
-    for name in parts[:-1]:
-        mask = {"ctrl": _CONTROL, "control": _CONTROL, "alt": _MOD1, "shift": _SHIFT}.get(
-            name.lower(), _MOD4 if name.lower() in ("meta", "super", "win") else None
-        )
-        if mask is None:
-            raise HotkeyError(
-                f"Unknown modifier {name!r} in {text!r}: use Ctrl, Alt, Shift or Super."
-            )
-        mods |= mask
-    key = parts[-1]
-    if key.lower() in _SPECIAL_KEYSYMS:
-        keysym = _SPECIAL_KEYSYMS[key.lower()]
-    elif key.upper().startswith("F") and key[1:].isdigit() and 1 <= int(key[1:]) <= 24:
-        keysym = 0xFFBE + int(key[1:]) - 1
-    elif len(key) == 1 and 0x20 < ord(key.lower()) <= 0xFF:
-        keysym = ord(key.lower())
-    else:
-        raise HotkeyError(f"Unknown key {key!r} in {text!r}: use a letter, digit, F1-F24 or Space.")
-    if mods == 0:
-        raise HotkeyError(
-            f"{text!r} has no modifier: a global shortcut needs Ctrl, Alt or Super, "
-            "or it would take the key from every other program."
-        )
-    return mods, keysym
+__all__ = ["GlobalShortcut", "HotkeyError", "X11Hotkey", "normalise_shortcut", "parse_shortcut"]
 
 
 def normalise_shortcut(text: str) -> str:
@@ -315,23 +267,36 @@ class GlobalShortcut(QObject):
     """
 
     activated = Signal()
+    changed = Signal()
+    """The way or the problem changed after ``start`` returned (a desktop's late answer)."""
+    _answered = Signal()  # from the portal's thread: queued to the GUI thread
 
     def __init__(self, parent: QObject | None = None) -> None:
         super().__init__(parent)
+        self._answered.connect(self._portal_answer)
         self._grab: X11Hotkey | None = None
+        self._portal: PortalShortcut | None = None
+        self._native: NativeHotkey | None = None
         self.shortcut = ""
         self.problem: str | None = None
         """Why the last ``start`` set up no shortcut (None: it works, or it is turned off)."""
         self.way = ""
         """How the shortcut works now, in words for the settings ('' when it does not)."""
 
-    def start(self, shortcut: str, *, display: str | None = None) -> str | None:
-        self.problem = self._start(shortcut, display)
+    def start(
+        self, shortcut: str, *, display: str | None = None, portal_bus: str | None = None
+    ) -> str | None:
+        """Set up ``shortcut`` the way this desktop offers ('' turns it off). ``display`` (an X
+        display) or ``portal_bus`` (a D-Bus address with the desktop portal) choose the way
+        instead of the session (the tests' private X server and bus)."""
+        self.problem = self._start(shortcut, display, portal_bus)
         return self.problem
 
-    def _start(self, shortcut: str, display: str | None) -> str | None:
+    def _start(self, shortcut: str, display: str | None, portal_bus: str | None) -> str | None:
         self.stop()
         self.way = ""
+        if portal_bus is not None:
+            return self._start_portal(shortcut, portal_bus)
         if display is None and on_gnome():
             # GNOME lets no app grab a key (Wayland or X11): the key is registered as the
             # person's custom shortcut in GNOME's settings, which runs `botpsy-desktop --quick`
@@ -355,6 +320,13 @@ class GlobalShortcut(QObject):
         if not shortcut.strip():
             return None  # turned off
         platform = QGuiApplication.platformName()
+        if display is None and sys.platform in ("win32", "darwin"):
+            return self._start_native(shortcut)
+        wayland = "wayland" in platform or bool(os.environ.get("WAYLAND_DISPLAY"))
+        if display is None and sys.platform.startswith("linux") and wayland:
+            # a Wayland session (the window on Wayland, or on XWayland, where an X11 grab
+            # would see keys only while one of the app's windows has focus): the portal
+            return self._start_portal(shortcut, "SESSION")
         if display is None and platform != "xcb":
             where = "Wayland" if "wayland" in platform else platform or "this platform"
             return (
@@ -370,11 +342,86 @@ class GlobalShortcut(QObject):
         self.way = "grabbed from the X server (X11)"
         return None
 
+    def _start_portal(self, shortcut: str, bus: str) -> str | None:
+        """Wayland (KDE Plasma, Hyprland...): the XDG desktop portal's GlobalShortcuts."""
+        if not shortcut.strip():
+            return None  # turned off (the closed session took the key away)
+        try:
+            portal = PortalShortcut(shortcut, self.activated.emit, bus, self._answered.emit)
+            portal.start()
+        except HotkeyError as exc:
+            return str(exc)
+        self._portal, self.shortcut = portal, shortcut
+        return self._portal_state()
+
+    def _portal_answer(self) -> None:
+        """The desktop answered after start() stopped waiting (it asked the person)."""
+        if self._portal is not None:
+            self.problem = self._portal_state()
+            self.changed.emit()
+
+    def _portal_state(self) -> str | None:
+        portal = self._portal
+        assert portal is not None
+        if portal.problem is not None:
+            self.way = ""
+            return portal.problem
+        name = f"the desktop's GlobalShortcuts portal (version {portal.version})"
+        if portal.pending:
+            self.way = f"asked of {name}: allow it in the desktop's window that asks"
+        elif portal.trigger:
+            self.way = f"given by {name} as {portal.trigger}"
+        else:
+            self.way = ""
+            return (
+                f"{name.capitalize()} registered “{DESCRIPTION}” without a key (the desktop "
+                "did not give the one asked for): choose its key in your desktop's keyboard "
+                "shortcut settings."
+            )
+        return None
+
+    def _start_native(self, shortcut: str) -> str | None:
+        """Windows (RegisterHotKey) and macOS (Carbon's RegisterEventHotKey)."""
+        if not shortcut.strip():
+            return None
+        try:
+            native = NativeHotkey(shortcut, self.activated.emit)
+            native.start()
+        except HotkeyError as exc:
+            return str(exc)
+        self._native, self.shortcut = native, shortcut
+        self.way = native.way
+        return None
+
+    def note(self) -> str:
+        """For the settings: which way the key works and whether it does, or why not and what
+        to do instead."""
+        if self.problem:
+            return self.problem
+        if self._portal is not None and self._portal.pending:
+            return f"Waiting for the desktop: the key is {self.way}."
+        if self.way:
+            return f"The key works: {self.way}."
+        return (
+            "Works on X11 desktops, GNOME, Wayland desktops with the GlobalShortcuts portal "
+            "(KDE Plasma, Hyprland...), Windows and macOS. Elsewhere, bind the command "
+            "`botpsy-desktop --quick` to a key in the system's keyboard settings."
+        )
+
     @property
     def presses(self) -> int:
-        return self._grab.presses if self._grab is not None else 0
+        for way in (self._grab, self._portal, self._native):
+            if way is not None:
+                return way.presses
+        return 0
 
     def stop(self) -> None:
         if self._grab is not None:
             self._grab.stop()
             self._grab = None
+        if self._portal is not None:
+            self._portal.stop()
+            self._portal = None
+        if self._native is not None:
+            self._native.stop()
+            self._native = None

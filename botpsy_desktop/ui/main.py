@@ -120,8 +120,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         sound = alarm_sound(app.paths.cache_dir / "chime.wav")  # shipped, or generated
         from botpsy_desktop.ui.desktop_notify import FreedesktopNotifications
 
-        # native notifications while the window is hidden: the desktop's D-Bus notification
-        # server where there is one (Linux), else the tray's message
+        # native notifications while the window is hidden, with buttons: the desktop's D-Bus
+        # notification server (Linux), Windows' toasts, macOS' notifications; else the tray's
         desktop = FreedesktopNotifications(parent=window)
         notifier = AlarmNotifier(app.alarms, sound, tray.icon, window, desktop=desktop)
         from botpsy_desktop.agent.approval_notes import ApprovalNotifications

@@ -378,15 +378,15 @@ class SettingsDialog(QDialog):
             "Opens the quick-command box from any program, e.g. Ctrl+Alt+Space; empty: none"
         )
         shortcut = getattr(parent, "global_shortcut", None)
-        problem = getattr(shortcut, "problem", None)
-        way = getattr(shortcut, "way", "")
         self.shortcut_note = QLabel(
-            problem
-            or (f"The key works: {way}." if way else "")
-            or "Works on X11 desktops and GNOME. On other Wayland desktops, Windows and macOS, "
-            "bind the command `botpsy-desktop --quick` to a key in the system's keyboard settings."
+            shortcut.note()
+            if shortcut is not None
+            else "Bind the command `botpsy-desktop --quick` to a key in the system's keyboard "
+            "settings."
         )
         self.shortcut_note.setWordWrap(True)
+        if shortcut is not None:  # the desktop may answer later (it asked the person)
+            shortcut.changed.connect(self._shortcut_changed)
         lf.addRow("Appearance:", self.theme)
         lf.addRow("", self.close_to_tray)
         lf.addRow("", self.autostart)
@@ -410,6 +410,11 @@ class SettingsDialog(QDialog):
         layout.addWidget(self.error)
         layout.addWidget(self.note)
         layout.addWidget(buttons)
+
+    def _shortcut_changed(self) -> None:
+        shortcut = getattr(self.parent(), "global_shortcut", None)
+        if shortcut is not None:
+            self.shortcut_note.setText(shortcut.note())
 
     def _engine_kind_changed(self) -> None:
         remote = self.engine_kind.currentIndex() == 1
@@ -524,12 +529,10 @@ class SettingsDialog(QDialog):
         shortcut = getattr(self.parent(), "global_shortcut", None)
         if shortcut is not None and new.ui.quick_shortcut != old_key:
             problem = shortcut.start(new.ui.quick_shortcut)
+            self.shortcut_note.setText(shortcut.note())
             if problem:
-                self.shortcut_note.setText(problem)
                 self.error.setText(f"Saved, but the quick command key does not work: {problem}")
                 return
-            if shortcut.way:
-                self.shortcut_note.setText(f"The key works: {shortcut.way}.")
         self.note.setText(
             "Saved. Folders, weather and music settings apply at the next start."
             if later

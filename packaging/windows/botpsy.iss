@@ -63,6 +63,10 @@ Name: "{autodesktop}\BotPsy"; Filename: "{app}\botpsy-desktop.exe"; Tasks: deskt
 ; chosen; the second entry creates nothing and removes the value on uninstall, however it was set.
 Root: HKCU; Subkey: "Software\Microsoft\Windows\CurrentVersion\Run"; ValueType: string; ValueName: "BotPsy"; ValueData: """{app}\botpsy-desktop.exe"" --minimized"; Tasks: startatlogin
 Root: HKCU; Subkey: "Software\Microsoft\Windows\CurrentVersion\Run"; ValueType: none; ValueName: "BotPsy"; Flags: uninsdeletevalue
+; Notifications with buttons (desktop-notifier, botpsy_desktop/core/native_notifications.py)
+; register the app's toast identity "BotPsy" under the user's AppUserModelId at the first one;
+; created by the app, not here, and removed on uninstall.
+Root: HKCU; Subkey: "Software\Classes\AppUserModelId\BotPsy"; Flags: dontcreatekey uninsdeletekey
 
 [Run]
 Filename: "{app}\botpsy-desktop.exe"; Description: "{cm:LaunchProgram,BotPsy}"; Flags: nowait postinstall skipifsilent

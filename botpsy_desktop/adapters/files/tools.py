@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fnmatch
+import functools
 import json
 import os
 import stat
@@ -369,9 +370,11 @@ def _s_note(a: Mapping[str, Any]) -> str:
     return f"Write a new note {a.get('path')}\nText: {shown}"
 
 
+@functools.lru_cache(maxsize=256)
 def _with_default(model: type[_M], field: str, value: str) -> type[_M]:
     """A subclass of ``model`` whose ``field`` defaults to ``value`` (the first allowed folder);
-    its description says so, as the prompt's schemas leave defaults out."""
+    its description says so, as the prompt's schemas leave defaults out. One class per model,
+    field and folder: an app built again gets the same class, whose schema is already built."""
     info = model.model_fields[field]
     described = f"{info.description or ''} Default: {json.dumps(value, ensure_ascii=False)}."
     fields: dict[str, Any] = {field: (str, Field(value, description=described.strip()))}
