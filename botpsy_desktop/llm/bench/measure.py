@@ -201,14 +201,14 @@ class ScriptedBackend(BackendWrapper[EngineProcess]):
         max_tokens = self.call_tokens if force else self.answer_tokens
         items: Iterator[Any]
         if self.own_cpu:
-            args = ([dict(m) for m in messages], list(tools))
-            options = {
+            own_args: tuple[Any, ...] = ([dict(m) for m in messages], list(tools))
+            own_options = {
                 "enable_thinking": enable_thinking,
                 "force_tool_call": force,
                 "max_tokens": max_tokens,
                 "may_call": may_call,
             }
-            items = self.engine.stream("bench_own", args, options, cancel)
+            items = self.engine.stream("bench_own", own_args, own_options, cancel)
         elif self.raw is None:
             items = self.engine.complete(
                 messages,
@@ -234,7 +234,7 @@ class ScriptedBackend(BackendWrapper[EngineProcess]):
                     self.worker_cpu.append(item)
                     continue
                 if self.own_cpu and isinstance(item, Completion) and not math.isnan(cpu_from):
-                    # the worker sends its OwnCpu after this: count to here, for the same tokens
+                    # the worker's OwnCpu came just before: count to here, for the same tokens
                     self.app_cpu.append(time.process_time() - cpu_from)
                 if math.isnan(cpu_from) and isinstance(item, TextPiece) and item.text:
                     cpu_from = time.process_time()

@@ -20,7 +20,14 @@ import numpy as np
 import numpy.typing as npt
 
 from botpsy_desktop.core.errors import ModelError
-from botpsy_desktop.llm.bench.measure import REQUESTS, OwnCpu, RawStep, median, peak_rss_bytes, rss_bytes
+from botpsy_desktop.llm.bench.measure import (
+    REQUESTS,
+    OwnCpu,
+    RawStep,
+    median,
+    peak_rss_bytes,
+    rss_bytes,
+)
 from botpsy_desktop.llm.cache.prefix_cache import PARTIAL_ONLY, SEQ
 from botpsy_desktop.llm.engines.engine import LlamaBackend, llama_cpp_version, system_info
 from botpsy_desktop.llm.language.grammar_check import GrammarMatcher
