@@ -39,9 +39,10 @@ from botpsy_desktop.adapters.music import (
 from botpsy_desktop.adapters.weather import OpenMeteo, weather_tools
 from botpsy_desktop.agent.audit import AuditLog
 from botpsy_desktop.agent.gate import ALWAYS_ASK, Gate
-from botpsy_desktop.agent.loop import AgentSession, LoopSettings, stable_prompt
+from botpsy_desktop.agent.loop import AgentSession, LoopSettings
 from botpsy_desktop.agent.restores import Restores
 from botpsy_desktop.agent.selection import ToolSelector, stable_schemas
+from botpsy_desktop.agent.steps.tools_offered import stable_prompt
 from botpsy_desktop.agent.store import ConversationStore
 from botpsy_desktop.agent.tools import Tool, ToolRegistry
 from botpsy_desktop.core.accounts import AccountBook, MailAccount
@@ -454,9 +455,10 @@ class App:
         system = [{"role": "system", "content": settings.system_prompt}]
         everything = self.registry.schemas()
         if selector is not None and stable_prompt(backend, self.registry, settings):
-            # every request lists the app's own tools (agent/loop.py stable_prompt): one prefix,
-            # after the list with the tool servers' tools when there are some (a request about
-            # them), so that the context holds what most requests start with
+            # every request lists the app's own tools (agent/steps/tools_offered.py
+            # stable_prompt): one prefix, after the list with the tool servers' tools when there
+            # are some (a request about them), so that the context holds what most requests
+            # start with
             own = stable_schemas(self.registry)
             every = [everything, own] if len(own) < len(everything) else [own]
         else:

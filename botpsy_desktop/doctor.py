@@ -7,12 +7,13 @@ import platform
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from botpsy_desktop import __version__
 from botpsy_desktop.app import App
 from botpsy_desktop.core.errors import BotpsyError
 from botpsy_desktop.core.secrets import keyring_status
+from botpsy_desktop.llm.models import gpu_device
 
 Status = Literal["ok", "warn", "fail", "info"]
 
@@ -28,6 +29,23 @@ class Check:
         return {"name": self.name, "status": self.status, "detail": self.detail, "hint": self.hint}
 
 
+def _gpu_offload_check(app: App, engine: Any) -> Check:
+    """Whether llama.cpp can offload to a GPU here: linked in, or a loadable backend module
+    (llm/models/gpu_device.py; the engine loads it in its worker, not here)."""
+    if engine.supports_gpu_offload():
+        return Check("gpu offload", "info", "supported (a GPU backend is linked in)")
+    folders = gpu_device.backend_folders(app.config.model.gpu_backend_dir, engine.llama_lib())
+    module = gpu_device.find_module(folders)
+    if module is not None:
+        return Check("gpu offload", "info", f"llama.cpp's Vulkan backend: {module}")
+    return Check(
+        "gpu offload",
+        "info",
+        f"CPU only: no {gpu_device.VULKAN_MODULE} in "
+        f"{', '.join(str(f) for f in folders) or 'llama-cpp-python'}",
+    )
+
+
 def _gib(n: int) -> str:
     return f"{n / 1024**3:.2f} GiB"
 
@@ -36,9 +54,12 @@ def _writable(folder: Path) -> bool:
     return folder.is_dir() and os.access(folder, os.W_OK)
 
 
-def run_checks(app: App, model: str | None = None, *, retry_layout: bool = False) -> list[Check]:
+def run_checks(
+    app: App, model: str | None = None, *, retry_layout: bool = False, retry_gpu: bool = False
+) -> list[Check]:
     """Every check, in order; ``retry_layout``: first try again the weight layout a crash in
-    this model's first decode was blamed on, and forget that verdict if it decodes now."""
+    this model's first decode was blamed on, and forget that verdict if it decodes now;
+    ``retry_gpu`` the same for a GPU the model was moved off."""
     checks = [
         Check("botpsy-desktop", "info", __version__),
         Check("python", "info", f"{platform.python_version()} on {platform.platform()}"),
@@ -53,13 +74,7 @@ def run_checks(app: App, model: str | None = None, *, retry_layout: bool = False
                 f"llama-cpp-python {engine.llama_cpp_version()}; {engine.system_info()}",
             )
         )
-        checks.append(
-            Check(
-                "gpu offload",
-                "info",
-                "supported" if engine.supports_gpu_offload() else "not in this build (CPU only)",
-            )
-        )
+        checks.append(_gpu_offload_check(app, engine))
     except Exception as exc:
         checks.append(
             Check(
@@ -111,7 +126,9 @@ def run_checks(app: App, model: str | None = None, *, retry_layout: bool = False
         if model_checks[0].status == "ok":
             if retry_layout:
                 checks.append(_retry_layout(app, path))
-            checks.append(_engine_check(app, path))
+            if retry_gpu:
+                checks.append(_retry_gpu(app, path))
+            checks.extend(_engine_check(app, path))
     checks.append(_installed_models_check(app))
     checks.append(_prefix_cache_check(app))
 
@@ -190,14 +207,37 @@ def _engine_checks(app: App) -> list[Check]:
         backend.close()
 
 
-def _engine_check(app: App, path: str) -> Check:
-    """A real decode in a worker process, as every request runs it: proves the engine here."""
+def _engine_check(app: App, path: str) -> list[Check]:
+    """A real decode in a worker process, as every request runs it: proves the engine here;
+    then where it ran (the device check)."""
     from botpsy_desktop.llm.engines.engine_process import prove_model
 
     try:
         probe = prove_model(app.config.model, path, work_dir=app.paths.cache_dir / "engine")
     except BotpsyError as exc:
-        return Check("engine", "fail", exc.message, exc.hint)
+        return [Check("engine", "fail", exc.message, exc.hint)]
+    return [_engine_result(probe), _device_check(probe)]
+
+
+def _device_check(probe: dict[str, Any]) -> Check:
+    """Where the proven model ran: its GPU, memory and layers, or the CPU and why."""
+    detail = gpu_device.describe_device(probe.get("device") or {})
+    crashed = probe.get("gpu_fallback")
+    if crashed:
+        return Check(
+            "device",
+            "warn",
+            f"{detail}, since llama.cpp's GPU backend crashed ({crashed['reason']}) in this "
+            f"model's first decode on {crashed['after']} on {crashed['at']}",
+            "The CPU is slower but safe; it is remembered for this model and llama.cpp build. "
+            "After a driver update, `botpsy doctor --retry-gpu` tries the GPU again in a worker "
+            "process (a crash there costs nothing); or set model.device.",
+        )
+    return Check("device", "info", detail)
+
+
+def _engine_result(probe: dict[str, Any]) -> Check:
+    """The engine check of a probe that decoded."""
     layout = probe.get("layout") or "llama.cpp's default"
     detail = (
         f"loaded and decoded in a worker process: {probe['prompt_tokens']} prompt tokens in "
@@ -217,6 +257,36 @@ def _engine_check(app: App, path: str) -> Check:
             "costs nothing) and forgets this verdict if it decodes; or set model.cpu_layout.",
         )
     return Check("engine", "ok", detail)
+
+
+def _retry_gpu(app: App, path: str) -> Check:
+    """Try the GPU a first-decode crash was blamed on again; forget the verdict if it decodes."""
+    from botpsy_desktop.llm.engines.engine_process import LayoutMemory, prove_model
+
+    work_dir = app.paths.cache_dir / "engine"
+    memory = LayoutMemory(work_dir)
+    key = LayoutMemory.key(Path(path))
+    verdict = memory.forget(key, "cpu")
+    if not verdict:
+        return Check("gpu", "info", "no GPU verdict to retry for this model")
+    try:
+        probe = prove_model(app.config.model, path, work_dir=work_dir)
+    except BotpsyError as exc:
+        return Check("gpu", "warn", f"the GPU was tried again: {exc.message}")
+    if probe.get("gpu_fallback"):
+        return Check(
+            "gpu",
+            "warn",
+            f"llama.cpp's GPU backend crashed again on {verdict['after']}; the model stays on "
+            "the CPU",
+            "Nothing to do: the CPU is slower but safe. A driver update may help.",
+        )
+    return Check(
+        "gpu",
+        "ok",
+        f"the verdict of {verdict['at']} ({verdict['reason']}) is forgotten: "
+        f"{gpu_device.describe_device(probe.get('device') or {})}",
+    )
 
 
 def _retry_layout(app: App, path: str) -> Check:

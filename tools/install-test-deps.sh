@@ -28,6 +28,8 @@ PACKAGES=(
     libglib2.0-bin dconf-service gsettings-desktop-schemas  # gio (open, launch), GNOME settings
     espeak-ng pulseaudio-utils  # push-to-talk: spoken commands as WAVs, played into a virtual mic
     xdg-desktop-portal xdg-desktop-portal-kde  # the Wayland shortcut: the real GlobalShortcuts portal
+    libvulkan-dev glslc spirv-headers ninja-build  # llama.cpp's Vulkan backend module, built once
+    mesa-vulkan-drivers  # lavapipe: a Vulkan device on the CPU, where the Vulkan tests run
 )
 
 ELSEWHERE="Without apt, install the same programs with your system's package manager: a C/C++
@@ -35,7 +37,9 @@ compiler, cmake, PulseAudio's client library (libpulse), mpv, aplay (ALSA utilit
 xauth, trayer, xdotool, the xcb libraries Qt 6 needs (xcb-cursor, icccm, keysyms, image,
 render-util, xkb, shape, xinerama, randr, xkbcommon-x11), Dovecot (IMAP), gnome-keyring,
 dbus-daemon, PulseAudio with its utilities (paplay), GLib's gio and gsettings with dconf and
-GNOME's desktop schemas, espeak-ng, xdg-desktop-portal with KDE's backend (kglobalaccel). Tests whose program is missing skip with the reason (and fail under CI=true)."
+GNOME's desktop schemas, espeak-ng, xdg-desktop-portal with KDE's backend (kglobalaccel), the
+Vulkan headers and loader, glslc, SPIRV-Headers, ninja, Mesa's Vulkan drivers (lavapipe). Tests
+whose program is missing skip with the reason (and fail under CI=true)."
 
 if [ "${1:-}" = --list ]; then
     sed -n '/^PACKAGES=(/,/^)/p' "$0" | sed '1d;$d'

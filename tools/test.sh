@@ -26,5 +26,8 @@ nice -n 10 "$PYTHON" -m tests.helpers.llama_server --progress
 if [ "${1:-}" = --setup-only ]; then
     exit 0
 fi
-echo "== pytest"
-exec "$PYTHON" -m pytest "$@"
+# The app's modules compiled once: with PYTHONDONTWRITEBYTECODE set (as on some CI images),
+# every CLI process a test starts would compile them again.
+"$PYTHON" -m compileall -q botpsy_desktop tests tools >/dev/null
+echo "== pytest, in ${BOTPSY_TEST_WORKERS:-2} worker processes (pytest-xdist; BOTPSY_TEST_WORKERS=0 runs in one)"
+exec "$PYTHON" -m pytest -n "${BOTPSY_TEST_WORKERS:-2}" --dist worksteal "$@"

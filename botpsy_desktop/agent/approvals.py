@@ -32,12 +32,12 @@ from typing import Any, Literal
 
 from botpsy_desktop.agent.events import ApprovalRequest
 from botpsy_desktop.agent.gate import ApprovalInbox
-from botpsy_desktop.agent.loop import (
+from botpsy_desktop.agent.steps.parked import (
     NOBODY_IN_TIME,
     NOT_RUN_AFTER_GIVING_UP,
     Decided,
-    _parked_turn,
     gave_up_sentence,
+    parked_turn,
 )
 from botpsy_desktop.agent.store import ConversationStore
 from botpsy_desktop.core.dbsafety import is_damage
@@ -694,7 +694,7 @@ def close_run(
 ) -> None:
     """End a stored run at its waiting call without the model: that call gets ``not_run`` as
     its result, the turn's later calls "not run", and ``sentence`` ends the run."""
-    found = _parked_turn(store.messages(stored.conversation_id), stored.call_id)
+    found = parked_turn(store.messages(stored.conversation_id), stored.call_id)
     row = store.reopen_tool_row(stored.conversation_id, stored.call_id)
     if found is None or row is None:
         return

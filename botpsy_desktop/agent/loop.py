@@ -1,109 +1,93 @@
-"""The agent loop: model turn, parse, gate, run tools, feed results back; a generator of events."""
+"""The agent loop: one request, from the person's words to the answer, as a generator of events.
+
+``AgentSession.run`` takes a request and yields events (agent/events.py) until an Answer or an
+Error. Each model turn takes these steps, one module each under agent/steps/:
+
+1. select tools (steps/tools_offered.py): the tools the request is offered;
+2. render (steps/prompt.py): the stored conversation as the prompt that fits the context;
+3. stream (steps/stream.py): the model's turn shown and saved as it is written;
+4. parse (steps/parse.py): an answer (the request ends) or tool calls, each:
+5. decide (steps/decide.py): the gate's verdict, and the person's approval when it asks;
+6. carry out (steps/carry_out.py): the call run on its own thread, within its time;
+7. record (steps/record.py): a change logged before and after, the call's row for the model;
+
+then the next turn reads what the calls returned. ``resume`` goes on with a background run
+that was parked at an approval (steps/parked.py). The session keeps what one request gathers
+as it goes: the untrusted content in its context, the changes it made, what ran.
+"""
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import json
-import re
 import threading
-import time
-import uuid
-from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Generator, Iterator, Mapping, Sequence
 from typing import Any
 
 from botpsy_desktop.agent.audit import AuditLog
-from botpsy_desktop.agent.budget import ContextBudget, ContextFull, Fitted
-from botpsy_desktop.agent.claims import as_ran, note_for
+from botpsy_desktop.agent.budget import ContextFull, Fitted
+from botpsy_desktop.agent.claims import as_ran
 from botpsy_desktop.agent.events import (
     Answer,
-    ApprovalNeeded,
-    ApprovalRequest,
-    ContextTrimmed,
     Error,
     Event,
-    GateDecision,
-    Thinking,
-    Token,
-    ToolResult,
     ToolStarted,
     TurnFinished,
 )
-from botpsy_desktop.agent.gate import Context, Decision, Gate, Verdict, described_by
-from botpsy_desktop.agent.hardening import clean_output, defuse, frame, known_secrets
+from botpsy_desktop.agent.gate import Context, Decision, Gate, Verdict
+from botpsy_desktop.agent.hardening import defuse, known_secrets
 from botpsy_desktop.agent.logs import logged_events
-from botpsy_desktop.agent.provenance import TAINT, Provenance, untrusted_sources
 from botpsy_desktop.agent.reply import PendingReply
-from botpsy_desktop.agent.selection import RequestTools, ToolSelector, stable_schemas
-from botpsy_desktop.agent.store import ConversationStore, prompt_history
+from botpsy_desktop.agent.selection import RequestTools, ToolSelector
+from botpsy_desktop.agent.steps.carry_out import (
+    Outcome,
+    run_with_timeout,
+    tool_timeout,
+)
+from botpsy_desktop.agent.steps.decide import Approved, Decider
+from botpsy_desktop.agent.steps.parked import (
+    NOBODY_IN_TIME,
+    NOT_RUN_AFTER_GIVING_UP,
+    Decided,
+    earlier_call_ids,
+    gave_up_sentence,
+    parked_turn,
+)
+from botpsy_desktop.agent.steps.parse import answer_row, read_turn, result_row, turn_calls
+from botpsy_desktop.agent.steps.prompt import (
+    TrimNotices,
+    context_full_message,
+    context_sources,
+    fit_prompt,
+    prompt_messages,
+)
+from botpsy_desktop.agent.steps.record import (
+    begin_change,
+    finish_change,
+    observation,
+    result_event,
+    skipped_note,
+    tool_row,
+)
+from botpsy_desktop.agent.steps.settings import LoopSettings
+from botpsy_desktop.agent.steps.stream import HeldStart, Streamed, stream_turn
+from botpsy_desktop.agent.steps.tools_offered import keep_tool_set, offer_tools
+from botpsy_desktop.agent.store import ConversationStore
 from botpsy_desktop.agent.tools import (
     CallContext,
-    Inverse,
     Tier,
     Tool,
     ToolArgumentsError,
     ToolRegistry,
     run_in_context,
 )
-from botpsy_desktop.core.busy import ANSWERING, Busy
+from botpsy_desktop.core.busy import Busy
 from botpsy_desktop.core.errors import BotpsyError, StoreError
 from botpsy_desktop.core.outside import carries_outside
-from botpsy_desktop.core.text import readable
 from botpsy_desktop.llm.backend import Backend
-from botpsy_desktop.llm.language.parser import StreamSplitter, parse_turn
-from botpsy_desktop.llm.types import Completion, PromptProgress, ToolCall, ToolCallError
+from botpsy_desktop.llm.types import Completion, ToolCall, ToolCallError
 
-TOOL_SET_KEY = "tool_domains"
-"""The per-conversation setting that keeps the conversation's tool set (domains in prompt
-order, agent/selection.py ``ToolSelector.for_conversation``)."""
-
-
-@dataclass(frozen=True)
-class LoopSettings:
-    system_prompt: str
-    max_steps: int = 8
-    tool_timeout_s: float = 30.0
-    tool_timeouts: Mapping[str, float] = field(default_factory=dict)
-    """Seconds per adapter (``weather``) or per tool (``send_email``), over tool_timeout_s."""
-    max_observation_chars: int = 6000
-    secrets: frozenset[str] = frozenset()
-    """Values (passwords, tokens) scrubbed from every tool output before the model sees it."""
-    background_approval_timeout_s: float | None = None
-    """How long a background run's approval request waits (None: until decided or stopped)."""
-    reply_tokens: int = 2048
-    """Context tokens kept free for the reply (the prompt is trimmed to leave them)."""
-    trim_chunk_turns: int = 4
-    """Older turns are left out of the prompt this many at a time (see agent/budget.py)."""
-    select_tools: bool = True
-    """Offer each request only the tools of its domains (agent/selection.py), else all."""
-    conversation_tools: int = 0
-    """A conversation keeps its tool set, grown by each request up to this many tools
-    (agent/selection.py ``ToolSelector.for_conversation``); 0: each request its own set."""
-    prompt_tools: str = "auto"
-    """What the prompt lists: "all" (every tool of the app's own, the same for every request;
-    the request's choice is what the model may call, see :func:`stable_prompt`), "selected"
-    (the request's choice alone), "auto" (all when they take at most half the context)."""
-    max_calls_per_turn: int = 16
-    """Tool calls run from one model turn, at most; the model is told the rest did not run."""
-
-
-class _Outcome:
-    """What one tool call produced: the observation text for the model and how it ended."""
-
-    def __init__(self, ok: bool, output: str, decision: GateDecision, duration: float = 0.0):
-        self.ok = ok
-        self.output = output
-        self.decision = decision
-        self.duration = duration
-        self.arguments: dict[str, Any] | None = None  # set when the user edited them
-        self.value: Any = None  # what the tool returned, when it ran
-        self.ran = False  # the tool was called (its output is untrusted data)
-        self.decided_by = ""
-        self.summary = ""  # a change that ran, in plain words
-        self.action_id: int | None = None  # its audit entry
-        self.undo = ""  # what undoing it would do
-        self.untrusted = True  # its output may hold content from outside (Tool.untrusted_output)
+__all__ = ["NOBODY_IN_TIME", "AgentSession", "Decided", "LoopSettings"]  # from agent/steps/
 
 
 class AgentSession:
@@ -148,8 +132,6 @@ class AgentSession:
         self._ran: list[str] = []
         """The changes carried out in this request, by tool: what an answer's claims are
         checked against (agent/claims.py)."""
-        self._decided: dict[str, Decided] = {}
-        """Decisions made while a stored run was parked, by call id (see :meth:`resume`)."""
         self._changes = 0
         """The changes the current request has made (agent/gate.py MAX_CHANGES_AT_ONCE)."""
         self._done: list[str] = []
@@ -169,49 +151,14 @@ class AgentSession:
                 "List conversations with `botpsy history`.",
             )
         self.conversation_id = conversation_id
-
-    def _messages(self) -> list[dict[str, Any]]:
-        """The prompt: tool output is framed as data from that tool, not instructions."""
-        system = {"role": "system", "content": self.settings.system_prompt}
-        out: list[dict[str, Any]] = [system]
-        # an interrupted reply is marked as cut off or left out: agent/store.py prompt_view
-        for m in prompt_history(self.store.messages(self.conversation_id)):
-            m = {k: v for k, v in m.items() if k != TAINT}  # the gate's, not the model's
-            if m.get("role") == "tool" and m.get("data"):
-                m = {k: v for k, v in m.items() if k != "data"}
-                m["content"] = frame(str(m.get("name") or "the tool"), str(m.get("content", "")))
-            elif m.get("role") == "user" and m.get("origin"):
-                m = {k: v for k, v in m.items() if k != "origin"}
-            elif m.get("role") == "assistant" and "note" in m:  # for people, not the model
-                m = {k: v for k, v in m.items() if k != "note"}
-            out.append(m)
-        return out
-
-    def _fit(
-        self, tools: list[dict[str, Any]], think: bool, extra: list[dict[str, Any]] | None = None
-    ) -> tuple[list[dict[str, Any]], Fitted]:
-        """``_messages()`` (+ ``extra``) fitted into the backend's context (agent/budget.py)."""
-        messages = self._messages() + (extra or [])
-        n_ctx = self.backend.n_ctx
-        if n_ctx is None:  # a backend with no context limit (a replay without one)
-            return messages, Fitted(messages, 0)
-        budget = ContextBudget(
-            lambda m, t: self.backend.count_tokens(m, t, enable_thinking=think),
-            n_ctx=n_ctx,
-            reply_tokens=min(self.settings.reply_tokens, n_ctx // 2),
-            chunk_turns=self.settings.trim_chunk_turns,
+        self.decide = Decider(
+            gate,
+            store,
+            conversation_id,
+            background=background,
+            approval_timeout_s=settings.background_approval_timeout_s,
         )
-        fitted = budget.fit(messages, tools)
-        return fitted.messages, fitted
-
-    def warm_messages(self, tools: list[dict[str, Any]], think: bool) -> list[dict[str, Any]]:
-        """The history as the next (short) request will send it, after the context budget: what
-        ``App.warm`` evaluates ahead, so that the tokens match."""
-        try:
-            messages, _ = self._fit(tools, think, [{"role": "user", "content": ""}])
-        except (ContextFull, BotpsyError):
-            return self._messages()[:1]
-        return messages[:-1]
+        """The decide step (steps/decide.py), with the decisions a parked run was given."""
 
     def run(
         self,
@@ -251,111 +198,6 @@ class AgentSession:
                 writer.release()
                 self.store.back_up_changes()  # a restore then loses little
 
-    def _stopped(self, wrote: bool | None = None) -> Error:
-        """The end of a request the person stopped, saying what of it was kept."""
-        if wrote is None:
-            wrote = bool(self._reply.text.strip())
-        if wrote:
-            kept = "What the model had written is kept in the conversation, marked as cut off."
-        else:
-            kept = "Your request is kept in the conversation; the model had not written more."
-        if self._done:
-            kept += " Before the stop, this request did: " + "; ".join(self._done) + "."
-        return Error("cancelled", "Stopped.", kept)
-
-    def _storage_message(self, exc: StoreError) -> str:
-        """A failed write in words: what failed, and what this request had done before."""
-        done = (
-            " Before that, this request did: " + "; ".join(self._done) + "."
-            if self._done
-            else " Nothing was changed by this request."
-        )
-        return f"The request stopped: {exc}{done}"
-
-    def resume(
-        self,
-        call_id: str,
-        decided: Decided,
-        *,
-        cancel: threading.Event | None = None,
-        think: bool = False,
-    ) -> Iterator[Event]:
-        """Go on with a background run that was parked at ``call_id`` in an earlier process (its
-        approval stored, agent/approvals.py) and decided since: the call runs only if
-        ``decided`` approves exactly it (its digest), then the turn's other calls and the next
-        model turns follow as if the run had never stopped. Everything it needs is in the
-        stored conversation: the request, the model's turn with its calls, what ran before.
-        """
-        self._reply = PendingReply(self.store, self.conversation_id)
-        self._done = []
-        self._typed, self._domains, self._used = None, None, {}  # nobody is typing it now
-        cancel = cancel or threading.Event()
-        writer = self.store.writer(self.conversation_id)  # one writer per conversation
-        if not writer.acquire(cancel):
-            yield Error("cancelled", "Stopped.")
-            return
-        try:
-            found = _parked_turn(self.store.messages(self.conversation_id), call_id)
-            if found is None:
-                yield Error(
-                    "internal",
-                    "The waiting call is no longer in its conversation (deleted?), so nothing ran.",
-                )
-                return
-            text, step, calls, earlier = found
-            row = self.store.reopen_tool_row(self.conversation_id, call_id)
-            if row is None:
-                yield Error("internal", "The waiting call was already answered; nothing ran.")
-                return
-            self._reply.adopt(row, {"role": "tool", "tool_call_id": call_id, "content": ""})
-            self._decided[call_id] = decided
-            # the request's bulk count goes on where it stopped (gate.py MAX_CHANGES_AT_ONCE):
-            # the changes its earlier calls made, from the audit log, in whichever process
-            self._changes = self.store.changes_of_calls(
-                self.conversation_id,
-                _earlier_call_ids(self.store.messages(self.conversation_id), call_id),
-            )
-            history = self.store.messages(self.conversation_id)
-            offer = self._offer(text, history)
-            offer.called(earlier)
-            self._keep_tools(offer)
-            self._sources = list(self._context_sources(offer.schemas()))
-            self._reply.taint = tuple(self._sources)  # what the model writes from it
-            stubs = [
-                {"role": "tool", "tool_call_id": i, "name": c.name or "", "content": ""}
-                for i, c in calls[1:]
-            ]
-
-            def events() -> Iterator[Event]:
-                if (yield from self._calls(calls, stubs, step, cancel)):
-                    return
-                if cancel.is_set():
-                    yield self._stopped(False)
-                    return
-                yield from self._steps(offer, step + 1, cancel, think)
-
-            yield from logged_events(events(), self.conversation_id, text)
-        except StoreError as exc:
-            yield Error("storage", self._storage_message(exc))
-        finally:
-            self._decided.pop(call_id, None)
-            try:
-                with contextlib.suppress(StoreError):  # the next open marks the row
-                    self._reply.abandon()
-            finally:
-                writer.release()
-                self.store.back_up_changes()  # a restore then loses little
-
-    def _next_row(
-        self, stubs: list[dict[str, Any]], step: int, cancel: threading.Event
-    ) -> dict[str, Any] | None:
-        """The row to open when a tool row is finished: the next call's, or the next turn's."""
-        if stubs:
-            return stubs.pop(0)
-        if cancel.is_set() or step >= self.settings.max_steps:
-            return None
-        return self._reply.next_turn()
-
     def _run(
         self,
         text: str,
@@ -364,6 +206,8 @@ class AgentSession:
         think: bool = False,
         origin: str | None = None,
     ) -> Iterator[Event]:
+        """The request's start: its message kept (defused when it has an ``origin``), what it
+        gathers reset, its tools selected (step 1); then the model turns from step 1 on."""
         cancel = cancel or threading.Event()
         history = self.store.messages(self.conversation_id)  # before this request's rows
         if not history:
@@ -389,103 +233,27 @@ class AgentSession:
         self._keep_tools(offer)
         yield from self._steps(offer, 1, cancel, think)
 
-    def _offer(self, text: str | None, history: list[dict[str, Any]]) -> RequestTools:
-        """The tools of a request ``text`` (None: the conversation's set as it stands): its own
-        choice, grown into the conversation's set when the settings keep one."""
-        kept = None
-        if self.selector is not None and self.settings.conversation_tools > 0:
-            stored = self.store.setting(self.conversation_id, TOOL_SET_KEY)
-            kept = [str(d) for d in stored] if isinstance(stored, list) else None
-        return RequestTools(
-            self.registry,
-            self.selector,
-            text,
-            history,
-            kept=kept,
-            cap=self.settings.conversation_tools,
-            stable=stable_prompt(self.backend, self.registry, self.settings),
-        )
-
-    def _keep_tools(self, offer: RequestTools) -> None:
-        """Remember the conversation's tool set (its domains in prompt order) for its next
-        request and for the warm-up that prepares it."""
-        if self.selector is None or self.settings.conversation_tools <= 0:
-            return
-        order = offer.order
-        if self.store.setting(self.conversation_id, TOOL_SET_KEY) != order:
-            self.store.set_setting(self.conversation_id, TOOL_SET_KEY, order)
-
-    def warm_tools(self) -> list[dict[str, Any]]:
-        """The tools the conversation's next request starts with, unless it grows the set."""
-        history = self.store.messages(self.conversation_id)
-        return self._offer(None, history).schemas()
-
-    def _answering(self) -> contextlib.AbstractContextManager[None]:
-        """The model's turn: the app is busy (core/busy.py) while it writes."""
-        if self.busy is None:
-            return contextlib.nullcontext()
-        return self.busy.hold(ANSWERING)
-
     def _steps(
         self, offer: RequestTools, first: int, cancel: threading.Event, think: bool
     ) -> Iterator[Event]:
         """Model turns from step ``first`` on, each followed by its tool calls, to an answer."""
-        trimmed: Fitted | None = None  # what was last reported as left out of the prompt
+        trims = TrimNotices(self.backend.n_ctx or 0)  # what the prompt leaves out, said once
         if first == 1:
             self._ran = []  # the changes carried out in this request (claims are checked)
         for step in range(first, self.settings.max_steps + 1):
+            # 1. select tools: the request's set (it grows when the model reaches for another)
             tools = offer.schemas()
-            may_call = offer.may_call()
-            splitter: StreamSplitter | None = None
-            completion: Completion | None = None
             # before any call, the answer's first sentence is held back until it is clear that
             # it does not say a tool is missing ("I can't read your email"): then the domain it
             # names is offered and the step asked again, nothing of it shown
-            held = _HeldStart(offer.lacking) if offer.may_lack() else None
-            try:
-                prompt, fitted = self._fit(tools, think)
-                self._sources = list(self._context_sources(tools))
-                self._reply.taint = tuple(self._sources)  # what the model writes from it
-                if fitted.trimmed and (trimmed is None or _trim_key(trimmed) != _trim_key(fitted)):
-                    trimmed = fitted
-                    yield _trimmed_event(fitted, self.backend.n_ctx or 0)
-                with self._answering():
-                    for item in self.backend.complete(
-                        prompt, tools, enable_thinking=think, cancel=cancel, may_call=may_call
-                    ):
-                        if isinstance(item, Completion):
-                            completion = item
-                            break
-                        if isinstance(item, PromptProgress):
-                            yield item
-                            continue
-                        if splitter is None:
-                            splitter = StreamSplitter(started_in_thinking=item.started_in_thinking)
-                        events = _stream_events(splitter.feed(item.text))
-                        yield from self._reply.stream(held.feed(events) if held else events)
-            except ContextFull as exc:
-                yield Error("context", _context_full_message(exc, after_tools=step > 1))
-                return
-            except BotpsyError as exc:
-                # the reply was cut short (a crash, a server gone, a stop the engine did not
-                # honour): what was held back is shown and kept with what streamed before it
-                rest = list(_stream_events(splitter.finish())) if splitter is not None else []
-                yield from self._reply.stream(held.release(rest) if held else rest)
-                if cancel.is_set():
-                    yield self._stopped()
-                else:
-                    yield Error("model", str(exc))
-                return
-            if splitter is not None:
-                events = _stream_events(splitter.finish())
-                yield from self._reply.stream(held.feed(events, final=True) if held else events)
-            if completion is None:
-                yield Error("internal", "The model backend ended without a completion.")
+            held = HeldStart(offer.lacking) if offer.may_lack() else None
+            # 2. render and 3. stream: the prompt fitted, the model's turn shown as it comes
+            completion = yield from self._model_turn(offer, tools, held, trims, step, cancel, think)
+            if completion is None:  # the request ended there (its error was yielded)
                 return
             yield TurnFinished(step, completion.stats, completion.finish_reason)
-            parsed = parse_turn(
-                completion.text, tools, started_in_thinking=completion.started_in_thinking
-            )
+            # 4. parse: an answer, or tool calls
+            parsed = read_turn(completion, tools)
             # the model reached for a tool the prompt lists but the choice left out, and the
             # grammar made it write another name (the engine says which): the call written is
             # not the one it meant, so its domain is offered and the step asked again, once per
@@ -509,51 +277,15 @@ class AgentSession:
                 yield stopped
                 return
             if not parsed.calls:
-                note = note_for(parsed.content, self._ran)  # each claim against what ran
-                final: dict[str, Any] = {
-                    "role": "assistant",
-                    "content": parsed.content,
-                    "reasoning_content": parsed.thinking,
-                }
-                if note:
-                    final["note"] = note
+                final, note = answer_row(parsed, self._ran)
                 self._reply.finish(final)
                 yield Answer(parsed.content, parsed.thinking, step, note)
                 return
-
-            skipped = len(parsed.calls) - self.settings.max_calls_per_turn
-            if skipped > 0:  # a runaway turn: its first calls run, the model hears the rest did not
-                parsed = dataclasses.replace(
-                    parsed, calls=parsed.calls[: self.settings.max_calls_per_turn]
-                )
-            call_ids = [f"call_{uuid.uuid4().hex[:12]}" for _ in parsed.calls]
-            content = parsed.content
-            tool_calls = []
-            for call_id, call in zip(call_ids, parsed.calls, strict=True):
-                if isinstance(call, ToolCall):
-                    tool_calls.append(
-                        {
-                            "id": call_id,
-                            "type": "function",
-                            "function": {"name": call.name, "arguments": call.arguments},
-                        }
-                    )
-                else:
-                    content = f"{content}\n\n{call.raw}".strip()
-            assistant: dict[str, Any] = {
-                "role": "assistant",
-                "content": content,
-                "reasoning_content": parsed.thinking,
-            }
-            if tool_calls:
-                assistant["tool_calls"] = tool_calls
-            stubs = [  # each call's result row, opened as the one before it is finished
-                {"role": "tool", "tool_call_id": i, "name": c.name or "", "content": ""}
-                for i, c in zip(call_ids, parsed.calls, strict=True)
-            ]
-            self._reply.finish(assistant, then=stubs.pop(0))
-            calls = list(zip(call_ids, parsed.calls, strict=True))
-            if (yield from self._calls(calls, stubs, step, cancel, skipped)):
+            # 5. decide, 6. carry out, 7. record: each call in turn, then the next model turn
+            turn = turn_calls(parsed, self.settings.max_calls_per_turn)
+            stubs = list(turn.result_rows)
+            self._reply.finish(turn.row, then=stubs.pop(0))
+            if (yield from self._run_calls(turn.calls, stubs, step, cancel, turn.skipped)):
                 return
             if cancel.is_set():
                 yield self._stopped(False)
@@ -564,7 +296,50 @@ class AgentSession:
             "Ask again more specifically, or raise agent.max_steps in the settings.",
         )
 
-    def _calls(
+    def _model_turn(
+        self,
+        offer: RequestTools,
+        tools: list[dict[str, Any]],
+        held: HeldStart | None,
+        trims: TrimNotices,
+        step: int,
+        cancel: threading.Event,
+        think: bool,
+    ) -> Generator[Event, None, Completion | None]:
+        """Render the prompt (steps/prompt.py) and stream the model's turn (steps/stream.py):
+        gives its completion, or None when the request ended here (the error is yielded: the
+        prompt does not fit, the model failed, the person stopped it)."""
+        try:
+            prompt, fitted = self._fit(tools, think)
+            self._sources = list(self._context_sources(tools))
+            self._reply.taint = tuple(self._sources)  # what the model writes from it
+            notice = trims.notice(fitted)
+            if notice is not None:
+                yield notice
+            streamed = yield from stream_turn(
+                self.backend,
+                prompt,
+                tools,
+                think=think,
+                cancel=cancel,
+                may_call=offer.may_call(),
+                reply=self._reply,
+                held=held,
+                busy=self.busy,
+            )
+        except ContextFull as exc:
+            yield Error("context", context_full_message(exc, after_tools=step > 1))
+            return None
+        except BotpsyError as exc:  # the prompt could not be measured
+            streamed = Streamed(None, exc)
+        if streamed.failure is not None:  # the reply was cut short
+            yield self._stopped() if cancel.is_set() else Error("model", str(streamed.failure))
+            return None
+        if streamed.completion is None:
+            yield Error("internal", "The model backend ended without a completion.")
+        return streamed.completion
+
+    def _run_calls(
         self,
         calls: Sequence[tuple[str, ToolCall | ToolCallError]],
         stubs: list[dict[str, Any]],
@@ -580,44 +355,25 @@ class AgentSession:
         for call_id, call in calls:
             name, args = (call.name, dict(call.arguments) if isinstance(call, ToolCall) else {})
             if gave_up:
-                outcome = _Outcome(False, NOT_RUN_AFTER_GIVING_UP, "not-run")
+                outcome = Outcome(False, NOT_RUN_AFTER_GIVING_UP, "not-run")
             elif cancel.is_set():
-                outcome = _Outcome(
-                    False, "The user stopped the request before this ran.", "not-run"
-                )
+                outcome = Outcome(False, "The user stopped the request before this ran.", "not-run")
             else:
                 if isinstance(call, ToolCall):
                     yield ToolStarted(call_id, call.name, dict(call.arguments))
-                outcome = yield from self._execute(call_id, call, cancel)
+                outcome = yield from self._decide_and_run(call_id, call, cancel)  # 5. and 6.
                 if outcome.decided_by == NOBODY_IN_TIME and self.background:
                     gave_up.append(name or "a tool call")
-            output = (
-                clean_output(outcome.output, self.settings.max_observation_chars, self._secrets)
-                if outcome.ran
-                else _clip(outcome.output, self.settings.max_observation_chars)
-            )
+            # 7. record: the call's row for the model, the store's record, the event
+            output = observation(outcome, self.settings.max_observation_chars, self._secrets)
             if skipped > 0 and call_id == calls[-1][0]:
-                output += (
-                    f"\n[Only the first {len(calls)} tool calls of this turn were run "
-                    f"(at most {len(calls)} per turn); the other {skipped} were not run. "
-                    "Make fewer calls at a time.]"
-                )
+                output += skipped_note(len(calls), skipped)
             if outcome.arguments is not None:
                 args = outcome.arguments
-            message: dict[str, Any] = {
-                "role": "tool",
-                "tool_call_id": call_id,
-                "name": name or "",
-                "content": output,
-            }
-            if outcome.ran:
-                message["data"] = True
-                label = f"what {_call_label(name, args)} returned"
-                # a confirmation of the app's own is not content from outside
-                message[TAINT] = [label] if outcome.untrusted or not outcome.ok else []
-                if message[TAINT]:
-                    self._sources.append(label)
-                    self._reply.taint = tuple(dict.fromkeys(self._sources))
+            message, untrusted = tool_row(call_id, name, args, output, outcome)
+            if untrusted is not None:
+                self._sources.append(untrusted)
+                self._reply.taint = tuple(dict.fromkeys(self._sources))
             if outcome.ok and outcome.action_id is not None:
                 self._changes += 1
             then = self._next_row(stubs, step, cancel)
@@ -639,19 +395,7 @@ class AgentSession:
                 unsaved = exc
             if outcome.ok and outcome.action_id is not None:
                 self._ran.append(as_ran(name or ""))
-            yield ToolResult(
-                call_id,
-                name,
-                args,
-                outcome.ok,
-                output,
-                outcome.decision,
-                outcome.duration,
-                outcome.decided_by,
-                outcome.summary,
-                outcome.action_id,
-                outcome.undo,
-            )
+            yield result_event(call_id, name, args, output, outcome)
             if unsaved is not None:
                 raise unsaved
         if gave_up:
@@ -661,26 +405,25 @@ class AgentSession:
             return True
         return False
 
-    def _execute(
+    def _decide_and_run(
         self, call_id: str, call: ToolCall | ToolCallError, cancel: threading.Event
-    ) -> Generator[Event, None, _Outcome]:
+    ) -> Generator[Event, None, Outcome]:
+        """Decide on one call and carry it out: its tool and arguments checked, the gate's
+        verdict (steps/decide.py), run at once when allowed, after the approval when it asks
+        (steps/carry_out.py), a change logged before and after (steps/record.py)."""
         if isinstance(call, ToolCallError):
-            return _Outcome(False, call.message, "not-run")
+            return Outcome(False, call.message, "not-run")
         tool, why = self.gate.resolve(self.registry, call.name, call.raw, call.format)
         if tool is None:
-            return _Outcome(False, why, "denied")
+            return Outcome(False, why, "denied")
         try:
             args_model = tool.validate(call.arguments)
         except ToolArgumentsError as exc:
-            return _Outcome(False, str(exc), "not-run")
+            return Outcome(False, str(exc), "not-run")
         arguments = dict(call.arguments)
-        preset = self._decided.get(call_id)
-        if preset is not None and not preset.approved:  # denied while parked: never runs
-            del self._decided[call_id]
-            declined = _Outcome(False, self._declined(tool.name, preset.by), "denied")
-            declined.decided_by = preset.by
-            return declined
-        provenance = Provenance.from_messages(self.store.messages(self.conversation_id))
+        parked_denial = self.decide.denied_while_parked(call_id, tool)
+        if parked_denial is not None:  # denied while parked: never runs
+            return parked_denial
         context = Context(
             tuple(dict.fromkeys(self._sources)),
             self._changes,
@@ -688,13 +431,22 @@ class AgentSession:
             domains=self._domains,
             used=tuple(self._used.items()),
         )
-        verdict = self.gate.check(tool, arguments, provenance, context=context)
+        verdict = self.decide.verdict(tool, arguments, context)
         call_context = CallContext(verdict.sources, call_id=call_id)
         if verdict.decision is Decision.DENY:
-            return _Outcome(False, verdict.message or f"{tool.name} is not allowed.", "denied")
-        outcome = yield from self._carry_out(
-            call_id, tool, args_model, arguments, verdict, context, call_context, cancel
-        )
+            return Outcome(False, verdict.message or f"{tool.name} is not allowed.", "denied")
+        if verdict.decision is Decision.ALLOW:
+            outcome = self._run_allowed(
+                call_id, tool, args_model, arguments, verdict, call_context, cancel
+            )
+        else:  # ASK: a conversation-wide allowance, or the user's decision on this exact call
+            approved = yield from self.decide.approve(
+                call_id, tool, arguments, args_model, verdict, context, cancel
+            )
+            if isinstance(approved, Outcome):  # not run
+                outcome = approved
+            else:
+                outcome = self._run_approved(call_id, tool, approved, call_context, cancel)
         # outside content field by field: a value a server set (core/outside.py) taints the
         # result of a tool that otherwise only confirms its own arguments
         outcome.untrusted = tool.untrusted_output or carries_outside(outcome.value)
@@ -703,644 +455,245 @@ class AgentSession:
                 self._used.setdefault(number, tool.name)
         return outcome
 
-    def _carry_out(
+    def _run_allowed(
         self,
         call_id: str,
         tool: Tool,
         args_model: Any,
         arguments: dict[str, Any],
         verdict: Verdict,
-        context: Context,
         call_context: CallContext,
         cancel: threading.Event,
-    ) -> Generator[Event, None, _Outcome]:
-        """Run an allowed call, or ask (or use an allowance) and run it once approved.
-
-        An approval binds to the effect its receipt showed (agent/gate.py ``Resolution``): just
-        before the approved call runs, what it acts on is resolved again; when it differs (the
-        alarm it named is gone and another rings at that time), it does not run and the person
-        is asked again with the new receipt (a background run parks again)."""
-        preset = None
-        if verdict.decision is Decision.ALLOW:
-            preset = self._decided.pop(call_id, None)
-        if verdict.decision is Decision.ALLOW:
-            entry: int | _Outcome | None = None
-            at_once = "ran at once (a reversible change you asked for)"
-            if verdict.grounded:
-                at_once = "ran at once (a reversible change you typed in this request)"
-            if preset is not None and preset.approved:  # approved while parked: it says so
-                at_once = preset.by or "user"
-            if verdict.tier is not Tier.READ:  # a reversible change runs at once: log it
-                entry = self._begin(call_id, tool, arguments, verdict, at_once)
-                if isinstance(entry, _Outcome):  # the log could not record it: not run
-                    return entry
-            outcome = _run_with_timeout(
-                lambda: run_in_context(call_context, lambda: tool.call(args_model)),
-                *self._timeout(tool),
-                tool.name,
-                "allowed",
-                cancel,
-                call_context.stop,
-            )
-            if isinstance(entry, int):
-                outcome.decided_by = at_once
-                self._audit(entry, tool, arguments, verdict, outcome)
-            return outcome
-
-        # ASK: a conversation-wide allowance, or the user's decision on this exact call
-        edited: dict[str, Any] | None = None
-        scope = None
-        if not self.background:
-            scope = self.gate.covering(self.conversation_id, tool, arguments, verdict)
-        if scope is not None:
-            decided_by = f"allowed for this conversation ({scope.describe()})"
-        else:
-            request = self._request(call_id, tool, arguments, verdict)
-            decided = self._decided.pop(call_id, None)
-            if decided is not None:  # a stored run resumed: decided while it was parked
-                same_call = decided.approved and decided.digest == request.digest
-                if same_call and decided.effect == request.effect:
-                    request.settle(True, decided.by, decided.edited_arguments)
-                elif same_call:  # approved on a receipt that no longer holds: asked again
-                    verdict = self._ask_again(tool, arguments, context)
-                    if verdict.decision is Decision.DENY:
-                        return _Outcome(False, verdict.message, "denied")
-                    request = self._request(call_id, tool, arguments, verdict)
-                    yield from self._ask(request, cancel)
-                else:
-                    request.settle(False, decided.by if not decided.approved else "not this call")
-            else:
-                yield from self._ask(request, cancel)
-            asked_again = 0
-            while True:
-                if not request.approved:
-                    declined = _Outcome(
-                        False, self._declined(tool.name, request.decided_by), "denied"
-                    )
-                    declined.decided_by = request.decided_by
-                    return declined
-                if request.edited_arguments is not None:
-                    edited = request.edited_arguments
-                    try:
-                        args_model = tool.validate(edited)
-                    except ToolArgumentsError as exc:
-                        return _Outcome(
-                            False, f"The user's edited arguments were invalid: {exc}", "denied"
-                        )
-                    verdict = self.gate.check(tool, edited, context=context)
-                    if verdict.decision is Decision.DENY:
-                        return _Outcome(False, verdict.message, "denied")
-                if not request.consume(tool.name, arguments if edited is None else edited):
-                    return _Outcome(
-                        False,
-                        f"{tool.name} was not run: the approval does not match this exact call "
-                        "(or was used already).",
-                        "denied",
-                    )
-                if request.scoped and request.scope is not None:
-                    self.gate.grants.add(request.scope)
-                # just before it runs: is what it acts on still what the receipt showed?
-                if edited is not None or not request.effect:
-                    break
-                if self.gate.effect(tool, arguments).digest == request.effect:
-                    break
-                asked_again += 1
-                if asked_again > MAX_ASKED_AGAIN:
-                    return _Outcome(
-                        False,
-                        f"{tool.name} was not run: what it would act on kept changing while "
-                        "it waited for approval. Tell the user; do not try it again now.",
-                        "denied",
-                    )
-                verdict = self._ask_again(tool, arguments, context)
-                if verdict.decision is Decision.DENY:
-                    return _Outcome(False, verdict.message, "denied")
-                request = self._request(call_id, tool, arguments, verdict)
-                yield from self._ask(request, cancel)
-            decided_by = request.decided_by or "user"
-        ran_with = arguments if edited is None else edited
-        entry = self._begin(call_id, tool, ran_with, verdict, decided_by)
-        if isinstance(entry, _Outcome):  # the log could not record it: not run
-            return entry
-        outcome = _run_with_timeout(
+    ) -> Outcome:
+        """Run a call the gate allows at once; a change (not a read) is logged around it."""
+        preset = self.decide.decided.pop(call_id, None)
+        entry: int | Outcome | None = None
+        at_once = "ran at once (a reversible change you asked for)"
+        if verdict.grounded:
+            at_once = "ran at once (a reversible change you typed in this request)"
+        if preset is not None and preset.approved:  # approved while parked: it says so
+            at_once = preset.by or "user"
+        if verdict.tier is not Tier.READ:  # a reversible change runs at once: log it
+            entry = self._begin(call_id, tool, arguments, verdict, at_once)
+            if isinstance(entry, Outcome):  # the log could not record it: not run
+                return entry
+        outcome = run_with_timeout(
             lambda: run_in_context(call_context, lambda: tool.call(args_model)),
+            *self._timeout(tool),
+            tool.name,
+            "allowed",
+            cancel,
+            call_context.stop,
+        )
+        if isinstance(entry, int):
+            outcome.decided_by = at_once
+            self._audit(entry, tool, arguments, verdict, outcome)
+        return outcome
+
+    def _run_approved(
+        self,
+        call_id: str,
+        tool: Tool,
+        approved: Approved,
+        call_context: CallContext,
+        cancel: threading.Event,
+    ) -> Outcome:
+        """Run an approved call, logged around it; edited arguments are told to the model."""
+        entry = self._begin(
+            call_id, tool, approved.arguments, approved.verdict, approved.decided_by
+        )
+        if isinstance(entry, Outcome):  # the log could not record it: not run
+            return entry
+        outcome = run_with_timeout(
+            lambda: run_in_context(call_context, lambda: tool.call(approved.args_model)),
             *self._timeout(tool),
             tool.name,
             "approved",
             cancel,
             call_context.stop,
         )
-        outcome.decided_by = decided_by
-        self._audit(entry, tool, ran_with, verdict, outcome)
-        if edited is not None:
-            outcome.arguments = edited
-            shown = json.dumps(edited, ensure_ascii=False)
+        outcome.decided_by = approved.decided_by
+        self._audit(entry, tool, approved.arguments, approved.verdict, outcome)
+        if approved.edited is not None:
+            outcome.arguments = approved.edited
+            shown = json.dumps(approved.edited, ensure_ascii=False)
             outcome.output = f"(The user changed the arguments to {shown}.)\n{outcome.output}"
         return outcome
 
-    def _request(
-        self, call_id: str, tool: Tool, arguments: dict[str, Any], verdict: Verdict
-    ) -> ApprovalRequest:
-        return self.gate.request(
-            call_id,
-            tool,
-            arguments,
-            verdict,
-            conversation_id=self.conversation_id,
-            background=self.background,
+    def resume(
+        self,
+        call_id: str,
+        decided: Decided,
+        *,
+        cancel: threading.Event | None = None,
+        think: bool = False,
+    ) -> Iterator[Event]:
+        """Go on with a background run that was parked at ``call_id`` in an earlier process (its
+        approval stored, agent/approvals.py) and decided since: the call runs only if
+        ``decided`` approves exactly it (its digest), then the turn's other calls and the next
+        model turns follow as if the run had never stopped. Everything it needs is in the
+        stored conversation: the request, the model's turn with its calls, what ran before.
+        """
+        self._reply = PendingReply(self.store, self.conversation_id)
+        self._done = []
+        self._typed, self._domains, self._used = None, None, {}  # nobody is typing it now
+        cancel = cancel or threading.Event()
+        writer = self.store.writer(self.conversation_id)  # one writer per conversation
+        if not writer.acquire(cancel):
+            yield Error("cancelled", "Stopped.")
+            return
+        try:
+            found = parked_turn(self.store.messages(self.conversation_id), call_id)
+            if found is None:
+                yield Error(
+                    "internal",
+                    "The waiting call is no longer in its conversation (deleted?), so nothing ran.",
+                )
+                return
+            text, step, calls, earlier = found
+            row = self.store.reopen_tool_row(self.conversation_id, call_id)
+            if row is None:
+                yield Error("internal", "The waiting call was already answered; nothing ran.")
+                return
+            self._reply.adopt(row, {"role": "tool", "tool_call_id": call_id, "content": ""})
+            self.decide.decided[call_id] = decided
+            # the request's bulk count goes on where it stopped (gate.py MAX_CHANGES_AT_ONCE):
+            # the changes its earlier calls made, from the audit log, in whichever process
+            self._changes = self.store.changes_of_calls(
+                self.conversation_id,
+                earlier_call_ids(self.store.messages(self.conversation_id), call_id),
+            )
+            history = self.store.messages(self.conversation_id)
+            offer = self._offer(text, history)
+            offer.called(earlier)
+            self._keep_tools(offer)
+            self._sources = list(self._context_sources(offer.schemas()))
+            self._reply.taint = tuple(self._sources)  # what the model writes from it
+            stubs = [result_row(i, c.name) for i, c in calls[1:]]
+
+            def events() -> Iterator[Event]:
+                if (yield from self._run_calls(calls, stubs, step, cancel)):
+                    return
+                if cancel.is_set():
+                    yield self._stopped(False)
+                    return
+                yield from self._steps(offer, step + 1, cancel, think)
+
+            yield from logged_events(events(), self.conversation_id, text)
+        except StoreError as exc:
+            yield Error("storage", self._storage_message(exc))
+        finally:
+            self.decide.decided.pop(call_id, None)
+            try:
+                with contextlib.suppress(StoreError):  # the next open marks the row
+                    self._reply.abandon()
+            finally:
+                writer.release()
+                self.store.back_up_changes()  # a restore then loses little
+
+    def _offer(self, text: str | None, history: list[dict[str, Any]]) -> RequestTools:
+        """The tools of a request ``text`` (steps/tools_offered.py ``offer_tools``)."""
+        return offer_tools(
+            self.store,
+            self.conversation_id,
+            self.registry,
+            self.selector,
+            self.backend,
+            self.settings,
+            text,
+            history,
         )
 
-    def _ask(self, request: ApprovalRequest, cancel: threading.Event) -> Iterator[Event]:
-        """Show ``request`` and wait for the decision (a background run's waits in the inbox;
-        the scheduler parks the run at the ApprovalNeeded event)."""
-        if self.background:  # the pending-approvals queue shows it while the run waits
-            self.gate.inbox.post(request, origin=self.conversation_id)
-        try:
-            yield ApprovalNeeded(request)
-            if self.background and not request.decided:
-                self._wait_in_inbox(request, cancel)
-        finally:
-            if self.background:
-                self.gate.inbox.discard(request)
+    def _keep_tools(self, offer: RequestTools) -> None:
+        """Remember the conversation's tool set (steps/tools_offered.py ``keep_tool_set``)."""
+        selecting = self.selector is not None
+        keep_tool_set(self.store, self.conversation_id, offer, self.settings, selecting)
 
-    def _ask_again(self, tool: Tool, arguments: dict[str, Any], context: Context) -> Verdict:
-        """The verdict for an approved call whose resolved effect changed: always asks, with
-        the receipt of what it would act on now."""
-        provenance = Provenance.from_messages(self.store.messages(self.conversation_id))
-        return self.gate.ask_again(tool, arguments, provenance, context=context)
+    def _messages(self) -> list[dict[str, Any]]:
+        """The prompt as stored (steps/prompt.py ``prompt_messages``)."""
+        stored = self.store.messages(self.conversation_id)
+        return prompt_messages(self.settings.system_prompt, stored)
+
+    def _fit(
+        self, tools: list[dict[str, Any]], think: bool, extra: list[dict[str, Any]] | None = None
+    ) -> tuple[list[dict[str, Any]], Fitted]:
+        """``_messages()`` (+ ``extra``) fitted into the backend's context (steps/prompt.py)."""
+        return fit_prompt(
+            self.backend,
+            self._messages() + (extra or []),
+            tools,
+            think=think,
+            reply_tokens=self.settings.reply_tokens,
+            chunk_turns=self.settings.trim_chunk_turns,
+        )
 
     def _context_sources(self, tools: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
-        """The untrusted content of this request's context: what the conversation's messages
-        carry (agent/provenance.py TAINT: tool output from outside, replies written while
-        reading it, stored requests of untrusted origin; turns the context budget leaves out of
-        the prompt still count), and the descriptions of tool servers' tools offered in the
-        prompt (their authors' words)."""
-        sources = list(untrusted_sources(self.store.messages(self.conversation_id)))
-        for schema in tools:
-            name = str((schema.get("function") or {}).get("name") or "")
-            tool = self.registry.get(name)
-            if tool is not None and tool.author:
-                sources.append(described_by(tool.author))
-        return tuple(dict.fromkeys(sources))
+        """The untrusted content of this request's context (steps/prompt.py)."""
+        stored = self.store.messages(self.conversation_id)
+        return context_sources(stored, self.registry, tools)
 
     def _timeout(self, tool: Tool) -> tuple[float, str]:
         """Seconds ``tool`` may run and the setting that says so: the tool's own entry in
         agent.tool_timeouts, else its adapter's, else agent.tool_timeout_s."""
-        overrides = self.settings.tool_timeouts
-        for key in (tool.name, tool_family(tool)):
-            if key and key in overrides:
-                return overrides[key], f"agent.tool_timeouts.{key}"
-        return self.settings.tool_timeout_s, "agent.tool_timeout_s"
-
-    def _wait_in_inbox(self, request: ApprovalRequest, cancel: threading.Event) -> None:
-        """A background run's request waits for the user: never answered automatically.
-
-        Only for a consumer that reads on without deciding; the scheduler parks the run at
-        the ApprovalNeeded event instead, so that the engine serves others meanwhile.
-        """
-        timeout = self.settings.background_approval_timeout_s
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while not request.decided:
-            if cancel.is_set() or (deadline is not None and time.monotonic() >= deadline):
-                with contextlib.suppress(RuntimeError):  # decided meanwhile
-                    request.deny(by="stopped" if cancel.is_set() else NOBODY_IN_TIME)
-                break
-            request.wait(0.05)
-
-    def _declined(self, tool: str, by: str) -> str:
-        """What the model reads when a call was not approved (``by``: who decided)."""
-        if by == NOBODY_IN_TIME:
-            return (
-                f"{tool} was not run: it waited for the user's approval for "
-                f"{waited(self.settings.background_approval_timeout_s)} and nobody answered "
-                "(agent.background_approval_timeout_s). Say so in your answer; do not try it "
-                "again in this run."
-            )
-        if by == "stopped":
-            return f"{tool} was not run: the request was stopped while it waited for approval."
-        return (
-            f"The user declined {tool}; it was not run. Do not try it again unless the user asks."
-        )
+        return tool_timeout(tool, self.settings.tool_timeout_s, self.settings.tool_timeouts)
 
     def _begin(
         self, call_id: str, tool: Tool, arguments: dict[str, Any], verdict: Verdict, by: str
-    ) -> int | _Outcome:
-        """Log a change before it runs (agent/audit.py ``begin``): its entry, or, when the log
-        cannot be written, the outcome of a call that was not run."""
-        effects = (
-            sorted(e.value for e in verdict.assessment.effects)
-            if verdict.assessment is not None
-            else []
-        )
-        try:
-            entry = self.audit.begin(
-                conversation_id=self.conversation_id,
-                call_id=call_id,
-                tool=tool.name,
-                arguments=arguments,
-                effects=effects,
-                approved_by=by,
-                receipt=verdict.receipt,
-            )
-        except StoreError as exc:
-            return _Outcome(
-                False,
-                f"{tool.name} was not run: the audit log could not record it first "
-                f"({exc.message}). Nothing was changed. Tell the user; do not try it again now.",
-                "not-run",
-            )
-        return entry
+    ) -> int | Outcome:
+        """Log a change before it runs (steps/record.py ``begin_change``)."""
+        return begin_change(self.audit, self.conversation_id, call_id, tool, arguments, verdict, by)
 
     def _audit(
-        self,
-        entry: int,
-        tool: Tool,
-        arguments: dict[str, Any],
-        verdict: Verdict,
-        outcome: _Outcome,
+        self, entry: int, tool: Tool, arguments: dict[str, Any], verdict: Verdict, outcome: Outcome
     ) -> None:
-        """Record how a logged change ended; the outcome learns its entry, summary and undo.
-
-        If that cannot be written, the entry stays in the log as not confirmed and the
-        outcome says so (what the model reads, and the person in the request's error)."""
-        inverse: Inverse | str = (
-            tool.inverse_of(arguments, outcome.value)
-            if outcome.ok
-            else "it failed, so there is nothing to undo"
+        """Record how a logged change ended (steps/record.py ``finish_change``)."""
+        done = finish_change(
+            self.audit, self.registry, self._secrets, entry, tool, arguments, verdict, outcome
         )
-        if outcome.ok:
-            outcome.summary = (
-                tool.describe_done(arguments, outcome.value)
-                or verdict.summary
-                or tool.summarize(arguments)
-            )
-        if outcome.ok and isinstance(inverse, Inverse):
-            target = self.registry.get(inverse.tool)
-            outcome.undo = (
-                target.summarize(inverse.arguments) if target is not None else inverse.tool
-            )
-        outcome.action_id = entry
-        if outcome.ok:
-            first = (outcome.summary.splitlines() or [tool.name])[0]
-            self._done.append(f"{first} (#{entry} in `botpsy log`)")
-        try:
-            self.audit.complete(
-                entry,
-                tool=tool.name,
-                inverse=inverse,
-                ok=outcome.ok,
-                output=clean_output(outcome.output, 2000, self._secrets),
-                value=outcome.value,
-            )
-        except StoreError as exc:
-            outcome.undo = ""
-            outcome.output = (
-                f"{outcome.output}\n(The app could not record how this ended: {exc.message} "
-                f"It is in the audit log as #{entry}, not confirmed.)"
-            )
+        if done is not None:
+            self._done.append(done)
 
-
-MAX_ASKED_AGAIN = 3
-"""How often an approved call is asked again because what it acts on changed meanwhile."""
-
-NOBODY_IN_TIME = "nobody in time"
-"""Who denied a background run's approval request when its wait ran out."""
-
-NOT_RUN_AFTER_GIVING_UP = (
-    "Not run: the run ended because an earlier action waited too long for approval."
-)
-
-
-@dataclass(frozen=True)
-class Decided:
-    """A decision made while a stored background run was parked (agent/approvals.py): approved
-    or not, by whom, for which exact call (:func:`call_digest`), with edited arguments if any."""
-
-    approved: bool
-    by: str
-    digest: str
-    edited_arguments: dict[str, Any] | None = None
-    effect: str = ""
-    """What the approved receipt showed the call acts on (agent/gate.py ``Resolution``)."""
-
-
-STABLE_SHARE = 0.6
-"""A stable prompt ("auto") when every tool of the app's own takes at most this share of the
-model's context (the rest for the conversation and the reply)."""
-
-_stable_fits: dict[tuple[int, int, str, tuple[str, ...]], bool] = {}
-
-
-def stable_prompt(backend: Backend, registry: ToolRegistry, settings: LoopSettings) -> bool:
-    """Whether requests list every tool of the app's own in the prompt (agent/selection.py
-    ``stable_schemas``), the choice narrowing only what the model may call.
-
-    With per-request lists a conversation's prompt changed whenever a request was about
-    another domain: the tools come before the history, so the whole history was read again.
-    A stable list keeps the prompt's start, and the model's saved state of the conversation,
-    valid from request to request: a follow-up evaluates its own message only
-    (docs/PERFORMANCE.md). "auto" uses it when the tools take at most STABLE_SHARE of the
-    context (a small context keeps per-request lists) and the backend says its context.
-    """
-    mode = settings.prompt_tools
-    if not settings.select_tools or mode == "selected":
-        return False
-    if mode == "all":
-        return True
-    n_ctx = backend.n_ctx
-    if not n_ctx:
-        return False
-    tools = stable_schemas(registry)
-    names = tuple(t["function"]["name"] for t in tools)
-    key = (id(backend), n_ctx, settings.system_prompt, names)
-    fits = _stable_fits.get(key)
-    if fits is None:
-        # the template wants a user turn: an empty one (a few tokens) stands for the request
-        messages = [
-            {"role": "system", "content": settings.system_prompt},
-            {"role": "user", "content": ""},
-        ]
-        try:
-            size = backend.count_tokens(messages, tools, enable_thinking=False)
-            fits = size <= n_ctx * STABLE_SHARE
-        except BotpsyError:
-            return False
-        if len(_stable_fits) > 64:
-            _stable_fits.clear()
-        _stable_fits[key] = fits
-    return fits
-
-
-def gave_up_sentence(tools: Sequence[str], timeout_s: float | None) -> str:
-    """The sentence that ends a background run whose approval nobody gave in time."""
-    names = ", ".join(dict.fromkeys(tools))
-    return (
-        f"I did not do it: {names} waited {waited(timeout_s)} for your approval and nobody "
-        "answered, so nothing was run. Ask again when you are back."
-    )
-
-
-def _parked_turn(
-    messages: list[dict[str, Any]], call_id: str
-) -> tuple[str, int, list[tuple[str, ToolCall | ToolCallError]], list[str]] | None:
-    """Where a stored run stopped at ``call_id``: the request's text, the step of the model turn
-    that made the call, that call and the ones after it in the turn, and the tools called in the
-    request before it. None when the call is not in the conversation."""
-    for index in range(len(messages) - 1, -1, -1):
-        message = messages[index]
-        calls = message.get("tool_calls") or []
-        ids = [str(c.get("id")) for c in calls]
-        if message.get("role") != "assistant" or call_id not in ids:
-            continue
-        start = next((i for i in range(index, -1, -1) if messages[i].get("role") == "user"), None)
-        if start is None:
+    def _next_row(
+        self, stubs: list[dict[str, Any]], step: int, cancel: threading.Event
+    ) -> dict[str, Any] | None:
+        """The row to open when a tool row is finished: the next call's, or the next turn's."""
+        if stubs:
+            return stubs.pop(0)
+        if cancel.is_set() or step >= self.settings.max_steps:
             return None
-        turns = messages[start + 1 : index + 1]
-        step = sum(1 for m in turns if m.get("role") == "assistant")
-        earlier = [
-            str(c.get("function", {}).get("name") or "")
-            for m in turns
-            for c in m.get("tool_calls") or []
-        ]
-        rest: list[tuple[str, ToolCall | ToolCallError]] = []
-        for c in calls[ids.index(call_id) :]:
-            function = c.get("function") or {}
-            arguments = function.get("arguments")
-            rest.append(
-                (
-                    str(c.get("id")),
-                    ToolCall(
-                        str(function.get("name") or ""),
-                        dict(arguments) if isinstance(arguments, dict) else {},
-                        "",
-                    ),
-                )
-            )
-        return str(messages[start].get("content") or ""), max(step, 1), rest, earlier
-    return None
+        return self._reply.next_turn()
 
-
-def _earlier_call_ids(messages: list[dict[str, Any]], call_id: str) -> list[str]:
-    """The ids of the calls the request that made ``call_id`` made before it (its earlier model
-    turns' calls and the ones before it in its own turn)."""
-    for index in range(len(messages) - 1, -1, -1):
-        message = messages[index]
-        ids = [str(c.get("id")) for c in message.get("tool_calls") or []]
-        if message.get("role") != "assistant" or call_id not in ids:
-            continue
-        start = next((i for i in range(index, -1, -1) if messages[i].get("role") == "user"), 0)
-        earlier = [
-            str(c.get("id"))
-            for m in messages[start + 1 : index]
-            if m.get("role") == "assistant"
-            for c in m.get("tool_calls") or []
-        ]
-        return earlier + ids[: ids.index(call_id)]
-    return []
-
-
-def waited(seconds: float | None) -> str:
-    """A wait in words: "1 h", "90 min", "45 s"."""
-    if seconds is None:
-        return "as long as it could"
-    if seconds >= 3600 and seconds % 3600 == 0:
-        return f"{seconds / 3600:g} h"
-    if seconds >= 60:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds:g} s"
-
-
-def _call_label(name: str | None, arguments: Mapping[str, Any]) -> str:
-    shown = ", ".join(f"{k}={v!s:.60}" for k, v in arguments.items())
-    return f"{name or '?'}({shown})"
-
-
-def tool_family(tool: Tool) -> str:
-    """The adapter a tool comes from (``botpsy_desktop.adapters.weather...`` -> ``weather``)."""
-    parts = str(getattr(tool.handler, "__module__", "") or "").split(".")
-    if len(parts) > 2 and parts[:2] == ["botpsy_desktop", "adapters"]:
-        return parts[2]
-    return ""
-
-
-def _run_with_timeout(
-    fn: Any,
-    timeout: float,
-    setting: str,
-    name: str,
-    verdict: GateDecision,
-    cancel: threading.Event | None = None,
-    stop: threading.Event | None = None,
-) -> _Outcome:
-    """Run a tool on its own thread; give up after ``timeout`` s or as soon as ``cancel`` is set.
-
-    Giving up sets ``stop`` (the call's CallContext.stop): a tool doing long work checks it and
-    ends there. A thread cannot be killed, so one that does not check it finishes in the
-    background; whatever it returns or raises then is dropped, never reported or applied a
-    second time.
-    """
-    result: dict[str, Any] = {}
-    lock = threading.Lock()
-    done = threading.Event()
-    abandoned = False
-
-    def target() -> None:
-        try:
-            value: dict[str, Any] = {"value": fn()}
-        except BotpsyError as exc:
-            value = {"error": str(exc)}
-        except Exception as exc:  # an adapter bug must not take the session down
-            value = {"error": f"{name} failed: {type(exc).__name__}: {exc}"}
-        with lock:
-            if not abandoned:
-                result.update(value)
-            done.set()
-
-    cancel = cancel or threading.Event()
-    started = time.perf_counter()
-    deadline = time.monotonic() + timeout
-    worker = threading.Thread(target=target, name=f"tool-{name}", daemon=True)
-    worker.start()
-    while not done.is_set() and not cancel.is_set():
-        left = deadline - time.monotonic()
-        if left <= 0:
-            break
-        done.wait(min(left, 0.02))  # Stop is noticed within 20 ms
-    with lock:
-        finished = done.is_set()
-        abandoned = not finished
-    if abandoned and stop is not None:
-        stop.set()
-    duration = time.perf_counter() - started
-    if abandoned:
-        if cancel.is_set():
-            message = (
-                f"The user stopped the request while {name} was running ({duration:.1f} s); "
-                "its result, if it still comes, is ignored. It may still complete in the "
-                "background: check before trying it again."
-            )
+    def _stopped(self, wrote: bool | None = None) -> Error:
+        """The end of a request the person stopped, saying what of it was kept."""
+        if wrote is None:
+            wrote = bool(self._reply.text.strip())
+        if wrote:
+            kept = "What the model had written is kept in the conversation, marked as cut off."
         else:
-            message = (
-                f"{name} did not finish within {timeout:g} s ({setting}) and was abandoned; "
-                "its result, if it still comes, is ignored. It may still complete in the "
-                "background: tell the user it did not answer in time, and check before "
-                "trying it again."
-            )
-        outcome = _Outcome(False, message, verdict, duration)
-        outcome.ran = True
-        return outcome
-    # a file name that is not UTF-8 reaches the model, the store and the screen as "caf\xe9"
-    if "error" in result:
-        outcome = _Outcome(False, readable(str(result["error"])), verdict, duration)
-    else:
-        outcome = _Outcome(True, readable(_render(result.get("value"))), verdict, duration)
-        outcome.value = result.get("value")
-    outcome.ran = True
-    return outcome
+            kept = "Your request is kept in the conversation; the model had not written more."
+        if self._done:
+            kept += " Before the stop, this request did: " + "; ".join(self._done) + "."
+        return Error("cancelled", "Stopped.", kept)
 
-
-def _render(value: Any) -> str:
-    if isinstance(value, str):
-        return value
-    return json.dumps(value, ensure_ascii=False, default=str, separators=(",", ":"))
-
-
-def _clip(text: str, limit: int) -> str:
-    if len(text) <= limit:
-        return text
-    return f"{text[:limit]}\n[clipped: {len(text) - limit} more characters not shown]"
-
-
-def _trim_key(fitted: Fitted) -> tuple[int, tuple[str, ...]]:
-    return fitted.dropped_turns, tuple(fitted.clipped)
-
-
-def _trimmed_event(fitted: Fitted, n_ctx: int) -> ContextTrimmed:
-    parts = []
-    if fitted.dropped_turns:
-        turns = "turn" if fitted.dropped_turns == 1 else f"{fitted.dropped_turns} turns"
-        parts.append(
-            f"Left out the oldest {turns} ({fitted.dropped_messages} messages) of this "
-            f"conversation to fit the model's context of {n_ctx} tokens; they are still saved."
+    def _storage_message(self, exc: StoreError) -> str:
+        """A failed write in words: what failed, and what this request had done before."""
+        done = (
+            " Before that, this request did: " + "; ".join(self._done) + "."
+            if self._done
+            else " Nothing was changed by this request."
         )
-    if fitted.clipped:
-        names = ", ".join(dict.fromkeys(fitted.clipped))
-        parts.append(f"Clipped long results of {names} to fit the context.")
-    return ContextTrimmed(
-        fitted.dropped_turns,
-        fitted.dropped_messages,
-        tuple(fitted.clipped),
-        fitted.prompt_tokens,
-        n_ctx,
-        " ".join(parts),
-    )
+        return f"The request stopped: {exc}{done}"
 
+    def warm_messages(self, tools: list[dict[str, Any]], think: bool) -> list[dict[str, Any]]:
+        """The history as the next (short) request will send it, after the context budget: what
+        ``App.warm`` evaluates ahead, so that the tokens match."""
+        try:
+            messages, _ = self._fit(tools, think, [{"role": "user", "content": ""}])
+        except (ContextFull, BotpsyError):
+            return self._messages()[:1]
+        return messages[:-1]
 
-def _context_full_message(exc: ContextFull, *, after_tools: bool = False) -> str:
-    if after_tools:  # the request was short enough: what its tools returned filled the context
-        return (
-            f"The request stopped before an answer: with what its tool calls returned it needs "
-            f"{exc.needed} tokens, more than the {max(exc.limit, 0)} of the model's "
-            f"{exc.n_ctx} left after keeping {exc.reply_tokens} for the reply. The tool calls "
-            "that ran are done (see them above and in `botpsy log`); do not simply repeat the "
-            "request. Ask for a smaller part at a time, or raise model.n_ctx in the settings."
-        )
-    return (
-        f"This request does not fit the model's context: the system prompt, the tools and the "
-        f"request need {exc.needed} tokens, but only {max(exc.limit, 0)} of the {exc.n_ctx} are "
-        f"left after keeping {exc.reply_tokens} for the reply. Write a shorter request, or "
-        "raise model.n_ctx in the settings."
-    )
-
-
-class _HeldStart:
-    """Streamed events held back until the visible text's first sentence is complete, then
-    judged by ``lacking`` (agent/selection.py RequestTools.lacking): passed on when it does not
-    say a tool is missing, dropped (with all that follows) when it does."""
-
-    LIMIT = 160
-
-    def __init__(self, lacking: Callable[[str], list[str]]) -> None:
-        self._judge = lacking
-        self._held: list[Event] = []
-        self._text = ""
-        self.decided = False
-        self.lacking: list[str] = []
-
-    def release(self, events: Iterable[Event]) -> list[Event]:
-        """Everything held, then ``events``, unjudged: the reply was cut short, and what the
-        model wrote is shown and kept as it is."""
-        held, self._held = self._held, []
-        if self.decided and self.lacking:
-            return []
-        self.decided = True
-        return [*held, *events]
-
-    def feed(self, events: Iterable[Event], final: bool = False) -> list[Event]:
-        if self.decided:
-            return [] if self.lacking else list(events)
-        out: list[Event] = []
-        for event in events:
-            if not isinstance(event, Token) and not self._held:
-                out.append(event)  # thinking before the answer is not held
-                continue
-            self._held.append(event)
-            if isinstance(event, Token):
-                self._text += event.text
-        if not final and not _SENTENCE.search(self._text) and len(self._text) < self.LIMIT:
-            return out
-        self.decided = True
-        self.lacking = self._judge(self._text) if self._text.strip() else []
-        held, self._held = self._held, []
-        return out if self.lacking else out + held
-
-
-_SENTENCE = re.compile("[.!?\n\u3002\uff01\uff1f\u0964]")  # also CJK and Devanagari ends
-
-
-def _stream_events(parts: Sequence[tuple[str, str]]) -> Iterator[Event]:
-    for kind, text in parts:
-        if kind == "thinking" and text:
-            yield Thinking(text)
-        elif kind == "text" and text:
-            yield Token(text)
+    def warm_tools(self) -> list[dict[str, Any]]:
+        """The tools the conversation's next request starts with, unless it grows the set."""
+        history = self.store.messages(self.conversation_id)
+        return self._offer(None, history).schemas()

@@ -23,6 +23,13 @@ def add_command(sub: Any) -> None:
         "decode was blamed on, and forget that verdict if it decodes now",
     )
     doctor.add_argument(
+        "--retry-gpu",
+        action="store_true",
+        help="try the GPU again, in a worker process, for a model moved to the CPU after "
+        "llama.cpp's GPU backend crashed in its first decode, and forget that verdict if it "
+        "decodes now",
+    )
+    doctor.add_argument(
         "--bundle",
         nargs="?",
         const="",
@@ -35,7 +42,9 @@ def add_command(sub: Any) -> None:
 def cmd_doctor(app: App, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from botpsy_desktop.doctor import run_checks
 
-    checks = run_checks(app, model=args.model, retry_layout=args.retry_layout)
+    checks = run_checks(
+        app, model=args.model, retry_layout=args.retry_layout, retry_gpu=args.retry_gpu
+    )
     if getattr(args, "bundle", None) is not None:
         from botpsy_desktop.bundle import write_bundle
 

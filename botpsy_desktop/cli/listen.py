@@ -6,14 +6,15 @@ import argparse
 import json
 import sys
 import threading
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from botpsy_desktop.app import App
 from botpsy_desktop.cli.common import EXIT_CANCELLED, EXIT_ERROR, EXIT_OK, first_run
 from botpsy_desktop.cli.turns import add_run_options, opened_session, run_request
 from botpsy_desktop.core.text import terminal_safe
-from botpsy_desktop.speech.capture import Microphone
-from botpsy_desktop.speech.recognizer import SpeechError
+
+if TYPE_CHECKING:
+    from botpsy_desktop.speech.capture import Microphone
 
 
 def add_command(sub: Any) -> None:
@@ -43,6 +44,10 @@ def _wait_for_enter(stop: threading.Event) -> None:
 
 
 def cmd_listen(app: App, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    # speech (numpy, the audio library) is imported for this command only: every other
+    # `botpsy` command starts without it
+    from botpsy_desktop.speech.recognizer import SpeechError
+
     voice = app.voice()
     if args.microphones:
         chosen = app.config.voice.microphone

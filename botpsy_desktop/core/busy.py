@@ -1,6 +1,6 @@
 """What the app is doing now that background work (the documents index) should yield to.
 
-The agent loop holds the app's :class:`Busy` while the model writes a reply (agent/loop.py),
+The agent loop holds the app's :class:`Busy` while the model writes a reply (agent/steps/stream.py),
 and the app while it prepares the model (App.warm); the documents indexer asks it between files
 and waits while it is held (App.start_indexing). A held Busy stays "busy" for ``linger_s``
 after its last release, so the few seconds of tool calls between two model turns of one

@@ -33,7 +33,25 @@ class ModelSettings(_Section):
     n_batch: int = Field(512, ge=8, le=8192, description="Prompt tokens evaluated per batch.")
     n_threads: int | None = Field(None, ge=1, description="Decode threads (None: automatic).")
     n_threads_batch: int | None = Field(None, ge=1, description="Prefill threads (None: all).")
-    n_gpu_layers: int = Field(0, ge=-1, description="Layers offloaded to a GPU; -1 for all.")
+    n_gpu_layers: int = Field(
+        -1,
+        ge=-1,
+        description="Most layers offloaded to the GPU when the model runs on one (model.device): "
+        "-1, all that fit in its free memory; 0, none (the CPU).",
+    )
+    device: Literal["auto", "cpu", "vulkan"] = Field(
+        "auto",
+        description="Where the model runs: auto (a GPU through llama.cpp's Vulkan backend when "
+        "the backend is installed and a GPU has room for at least one layer, else the CPU), "
+        "cpu, or vulkan (the same as auto: the CPU when there is no usable GPU). A backend "
+        "that crashes in a model's first decode is remembered: that model then runs on the "
+        "CPU (`botpsy doctor` shows it).",
+    )
+    gpu_backend_dir: str | None = Field(
+        None,
+        description="Folder holding llama.cpp's loadable GPU backend (libggml-vulkan.so, "
+        "ggml-vulkan.dll); None: llama-cpp-python's lib/gpu and lib folders.",
+    )
     temperature: float = Field(0.6, ge=0.0, le=2.0)
     top_p: float = Field(0.95, gt=0.0, le=1.0)
     top_k: int = Field(20, ge=0)

@@ -362,6 +362,9 @@ def _details(backend: Backend) -> dict[str, Any]:
     n_ctx = getattr(backend, "n_ctx", None)
     if isinstance(n_ctx, int):
         details["n_ctx"] = n_ctx
+    device = getattr(backend, "device", None)  # where a local model runs (gpu_device)
+    if isinstance(device, dict):
+        details["device"] = device
     return details
 
 

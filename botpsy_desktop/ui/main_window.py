@@ -758,8 +758,12 @@ class MainWindow(QMainWindow):
 
     def open_settings(self) -> SettingsDialog:
         n_ctx = self.model_details.get("n_ctx")
+        device = self.model_details.get("device")
         dialog = SettingsDialog(
-            self.app, self, running_n_ctx=n_ctx if isinstance(n_ctx, int) else None
+            self.app,
+            self,
+            running_n_ctx=n_ctx if isinstance(n_ctx, int) else None,
+            running_device=device if isinstance(device, dict) else None,
         )
         dialog.modelSettingsChanged.connect(self._reload_model)
         dialog.modelChosen.connect(self._on_model_ready)

@@ -32,6 +32,7 @@ from botpsy_desktop.core import autostart
 from botpsy_desktop.core.config import Config, engine_origin, plain_http_problem
 from botpsy_desktop.core.errors import BotpsyError
 from botpsy_desktop.core.secrets import engine_entry
+from botpsy_desktop.llm.models import gpu_device
 from botpsy_desktop.ui.accounts import AccountsPanel
 from botpsy_desktop.ui.style import style_for
 from botpsy_desktop.ui.tool_servers import ToolServersPanel
@@ -104,9 +105,15 @@ class SettingsDialog(QDialog):
     modelChosen = Signal(str)  # an installed model was made the active one: load it
 
     def __init__(
-        self, app: App, parent: QWidget | None = None, *, running_n_ctx: int | None = None
+        self,
+        app: App,
+        parent: QWidget | None = None,
+        *,
+        running_n_ctx: int | None = None,
+        running_device: dict[str, Any] | None = None,
     ) -> None:
-        """``running_n_ctx``: the context the loaded model actually runs at (the window's)."""
+        """``running_n_ctx``: the context the loaded model actually runs at (the window's);
+        ``running_device``: where it runs (gpu_device.Placement.describe())."""
         super().__init__(parent)
         self.app = app
         self.setObjectName("settingsDialog")
@@ -149,6 +156,23 @@ class SettingsDialog(QDialog):
         self.n_gpu_layers.setRange(-1, 999)
         self.n_gpu_layers.setSpecialValueText("all")
         self.n_gpu_layers.setValue(c.model.n_gpu_layers)
+        self.n_gpu_layers.setToolTip(
+            "Most layers offloaded to the GPU (model.n_gpu_layers): all that fit its free "
+            "memory, or fewer; 0 keeps the model on the CPU"
+        )
+        self.device = QComboBox()
+        self.device.addItems(list(gpu_device.DEVICES))
+        self.device.setCurrentText(c.model.device)
+        self.device.setToolTip(
+            "Where the model runs (model.device): auto uses a GPU through llama.cpp's Vulkan "
+            "backend when it is installed and a GPU has room, else the CPU"
+        )
+        self.device_note = QLabel(
+            "Now: " + gpu_device.describe_device(running_device) if running_device else ""
+        )
+        self.device_note.setObjectName("deviceNote")
+        self.device_note.setWordWrap(True)
+        self.device_note.setVisible(bool(running_device))
         self.temperature = QDoubleSpinBox()
         self.temperature.setRange(0.0, 2.0)
         self.temperature.setSingleStep(0.1)
@@ -167,6 +191,8 @@ class SettingsDialog(QDialog):
         mf.addRow("Longest reply (tokens):", self.max_tokens)
         mf.addRow("Decode threads:", self.n_threads)
         mf.addRow("Prompt threads:", self.n_threads_batch)
+        mf.addRow("Device:", self.device)
+        mf.addRow("", self.device_note)
         mf.addRow("GPU layers:", self.n_gpu_layers)
         mf.addRow("Temperature:", self.temperature)
         mf.addRow("", self.think)
@@ -408,6 +434,7 @@ class SettingsDialog(QDialog):
             n_threads=self.n_threads.value() or None,
             n_threads_batch=self.n_threads_batch.value() or None,
             n_gpu_layers=self.n_gpu_layers.value(),
+            device=self.device.currentText(),
             temperature=round(self.temperature.value(), 2),
             think=self.think.isChecked(),
         )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -170,7 +171,12 @@ def test_a_carddav_book_syncs_by_etag_and_answers_from_its_copy_when_the_server_
     assert "not synced: Cannot reach the server of account 'cloud'" in gone.stdout
     found = cli_json(home, "contacts", "find", "zoé")
     assert names(found) == ["Zoé Martin"]
-    assert "synced less than a minute ago; the last try failed (Cannot reach" in found["as_of"]
+    # how old the copy is, by the wall clock of two CLI processes (a minute or more on a loaded
+    # machine running the suite in parallel)
+    assert re.search(
+        r"synced (less than a minute|\d+ minutes?) ago; the last try failed \(Cannot reach",
+        found["as_of"],
+    ), found["as_of"]
 
 
 def test_find_contact_through_the_assistant_lists_every_match_and_marks_shared_fields(

@@ -11,13 +11,13 @@ from pydantic import BaseModel
 
 from botpsy_desktop.agent.budget import CLIP_NOTE, ContextBudget, split_turns
 from botpsy_desktop.agent.events import Answer, ContextTrimmed, Error, Event, TurnFinished
-from botpsy_desktop.agent.gate import Gate
 from botpsy_desktop.agent.loop import AgentSession, LoopSettings
 from botpsy_desktop.agent.store import ConversationStore
 from botpsy_desktop.core.config import ModelSettings
 from botpsy_desktop.core.tools import Effect, ToolRegistry, make_tool
 from botpsy_desktop.llm.engines.engine import LlamaBackend
 from botpsy_desktop.llm.engines.replay import ReplayBackend
+from tests.agent.gate_tools import shipped_gate
 from tests.helpers.models import tiny_qwen35_gguf
 
 SYSTEM = "You are a test."
@@ -104,7 +104,7 @@ def test_long_conversation_drops_old_turns_in_chunks(store: ConversationStore) -
         turns += [look_call(f"item {i}"), f"Item {i} is fine. " + "More words. " * 10]
     backend = ReplayBackend(turns, n_ctx=3072)
     settings = LoopSettings(system_prompt=SYSTEM, reply_tokens=128, trim_chunk_turns=4)
-    session = AgentSession(backend, make_registry(), Gate(), store, settings)
+    session = AgentSession(backend, make_registry(), shipped_gate(), store, settings)
     reported: list[ContextTrimmed] = []
     dropped: list[int] = []
     for i in range(40):
@@ -141,7 +141,7 @@ def test_reported_in_the_json_transcript(store: ConversationStore) -> None:
 
     backend = ReplayBackend([f"Answer {i}. " + "word " * 60 for i in range(12)], n_ctx=512)
     settings = LoopSettings(system_prompt=SYSTEM, reply_tokens=64, trim_chunk_turns=2)
-    session = AgentSession(backend, ToolRegistry(), Gate(), store, settings)
+    session = AgentSession(backend, ToolRegistry(), shipped_gate(), store, settings)
     transcripts = []
     for i in range(12):
         transcript = Transcript(f"question {i}")
@@ -162,7 +162,7 @@ def test_a_huge_tool_result_is_clipped_with_a_note(store: ConversationStore) -> 
     big = "line of the report\n" * 2000  # ~38 kB, far more than a 2048-token context
     backend = ReplayBackend([look_call("report"), "Done."], n_ctx=2048)
     settings = LoopSettings(system_prompt=SYSTEM, reply_tokens=256, max_observation_chars=100_000)
-    session = AgentSession(backend, make_registry(big), Gate(), store, settings)
+    session = AgentSession(backend, make_registry(big), shipped_gate(), store, settings)
     events = run(session, "Read the report.")
     assert isinstance(events[-1], Answer)
     trimmed = [e for e in events if isinstance(e, ContextTrimmed)]
@@ -181,7 +181,7 @@ def test_a_huge_tool_result_is_clipped_with_a_note(store: ConversationStore) -> 
 def test_a_request_that_cannot_fit_is_a_clear_error(store: ConversationStore) -> None:
     backend = ReplayBackend(["never used"], n_ctx=512)
     settings = LoopSettings(system_prompt=SYSTEM, reply_tokens=128)
-    session = AgentSession(backend, ToolRegistry(), Gate(), store, settings)
+    session = AgentSession(backend, ToolRegistry(), shipped_gate(), store, settings)
     events = run(session, "please " * 800)
     assert len(events) == 1 and isinstance(events[0], Error)
     assert events[0].kind == "context"
@@ -189,7 +189,9 @@ def test_a_request_that_cannot_fit_is_a_clear_error(store: ConversationStore) ->
     assert backend.prompts == [] and backend.remaining == 1
     # the request is kept, and the conversation goes on with a shorter one
     backend2 = ReplayBackend(["Sure."], n_ctx=512)
-    again = AgentSession(backend2, ToolRegistry(), Gate(), store, settings, session.conversation_id)
+    again = AgentSession(
+        backend2, ToolRegistry(), shipped_gate(), store, settings, session.conversation_id
+    )
     events = run(again, "Short one.")
     assert isinstance(events[-1], Answer)
     assert next(e for e in events if isinstance(e, ContextTrimmed)).dropped_turns == 1
@@ -198,7 +200,7 @@ def test_a_request_that_cannot_fit_is_a_clear_error(store: ConversationStore) ->
 def test_no_context_limit_sends_everything(store: ConversationStore) -> None:
     backend = ReplayBackend(["ok"] * 3)  # no n_ctx: nothing is counted or trimmed
     session = AgentSession(
-        backend, ToolRegistry(), Gate(), store, LoopSettings(system_prompt=SYSTEM)
+        backend, ToolRegistry(), shipped_gate(), store, LoopSettings(system_prompt=SYSTEM)
     )
     for i in range(3):
         assert isinstance(run(session, "word " * 5000 + str(i))[-1], Answer)
@@ -221,7 +223,7 @@ def test_fifty_turns_on_the_tiny_model_in_a_tiny_context(store: ConversationStor
     settings = LoopSettings(
         system_prompt=SYSTEM, reply_tokens=reply, trim_chunk_turns=4, max_steps=2
     )
-    session = AgentSession(backend, ToolRegistry(), Gate(), store, settings)
+    session = AgentSession(backend, ToolRegistry(), shipped_gate(), store, settings)
     reported: list[ContextTrimmed] = []
     first_turns: list[tuple[int, int]] = []  # (turns left out, tokens evaluated) per request
     try:
@@ -256,7 +258,9 @@ def test_the_current_requests_results_share_the_room(store: ConversationStore) -
     calls = "\n".join(look_call(f"part {i}") for i in range(6))
     backend = ReplayBackend([calls, "All six read."], n_ctx=2048)
     settings = LoopSettings(system_prompt=SYSTEM, reply_tokens=256, max_observation_chars=100_000)
-    session = AgentSession(backend, make_registry("report text " * 120), Gate(), store, settings)
+    session = AgentSession(
+        backend, make_registry("report text " * 120), shipped_gate(), store, settings
+    )
     events = run(session, "Read the six parts.")
     assert isinstance(events[-1], Answer), events[-1]
     (trimmed,) = [e for e in events if isinstance(e, ContextTrimmed)]
@@ -275,7 +279,7 @@ def test_a_long_request_gets_a_shorter_reply_room_not_an_error(store: Conversati
     keeps at least 256 tokens (the engine stops a reply at the end of the context)."""
     backend = ReplayBackend(["First answer.", "Second answer."], n_ctx=1024)
     settings = LoopSettings(system_prompt=SYSTEM, reply_tokens=512)
-    session = AgentSession(backend, ToolRegistry(), Gate(), store, settings)
+    session = AgentSession(backend, ToolRegistry(), shipped_gate(), store, settings)
     assert isinstance(run(session, "A short question.")[-1], Answer)
     long_request = "please consider this " * 90  # ~630 estimated tokens: more than 1024 - 512
     events = run(session, long_request)

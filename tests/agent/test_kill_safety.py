@@ -19,12 +19,12 @@ import pytest
 
 from botpsy_desktop.adapters.files import files_tools
 from botpsy_desktop.agent.events import Answer
-from botpsy_desktop.agent.gate import Gate
 from botpsy_desktop.agent.loop import AgentSession, LoopSettings
 from botpsy_desktop.agent.store import INTERRUPTED_NOTE, INTERRUPTED_TOOL, ConversationStore
 from botpsy_desktop.core.tools import ToolRegistry
 from botpsy_desktop.llm.engines.replay import ReplayBackend
 from botpsy_desktop.llm.language.prompt import PromptRenderer
+from tests.agent.gate_tools import shipped_gate
 from tests.helpers.kill_child import ANSWERS
 
 KILLS = 210
@@ -213,7 +213,7 @@ def test_kill_9_at_random_points_loses_no_committed_message(tmp_path: Path) -> N
         session = AgentSession(
             backend,
             registry,
-            Gate(),
+            shipped_gate(),
             store,
             LoopSettings(system_prompt="You are a test.", max_steps=2),
             lane.conversation,

@@ -23,13 +23,13 @@ from botpsy_desktop.agent.events import (
     ToolStarted,
     TurnFinished,
 )
-from botpsy_desktop.agent.gate import Gate
 from botpsy_desktop.agent.loop import AgentSession, LoopSettings
 from botpsy_desktop.agent.store import ConversationStore
 from botpsy_desktop.core.errors import ToolError
 from botpsy_desktop.core.tools import Effect, ToolRegistry, make_tool
 from botpsy_desktop.llm.engines.replay import ReplayBackend
 from botpsy_desktop.llm.language.parser import CUT_OFF_MESSAGE
+from tests.agent.gate_tools import shipped_gate
 from tests.helpers.replay import xml_call
 
 
@@ -91,7 +91,7 @@ def session_for(
         "tool_timeout_s": 5.0,
     }
     opts.update(settings)
-    session = AgentSession(backend, registry, Gate(), store, LoopSettings(**opts))
+    session = AgentSession(backend, registry, shipped_gate(), store, LoopSettings(**opts))
     return session, backend
 
 
@@ -312,7 +312,7 @@ def test_a_prompt_that_opens_thinking_streams_thinking_first(
     session = AgentSession(
         backend,
         registry,
-        Gate(),
+        shipped_gate(),
         ConversationStore(tmp_path / "d.sqlite3"),
         LoopSettings(system_prompt="test"),
     )

@@ -14,7 +14,6 @@ import pytest
 from pydantic import BaseModel, Field
 
 from botpsy_desktop.agent.events import Answer, ApprovalNeeded, Error, ToolResult, ToolStarted
-from botpsy_desktop.agent.gate import Gate
 from botpsy_desktop.agent.loop import AgentSession, LoopSettings
 from botpsy_desktop.agent.scheduler import (
     EngineContext,
@@ -32,6 +31,7 @@ from botpsy_desktop.agent.store import ConversationStore
 from botpsy_desktop.core.tools import Effect, ToolRegistry, make_tool
 from botpsy_desktop.llm.backend import Backend
 from botpsy_desktop.llm.engines.replay import ReplayBackend
+from tests.agent.gate_tools import shipped_gate
 from tests.helpers.replay import xml_call
 
 
@@ -65,7 +65,7 @@ class Harness:
         self.registry.register(make_tool(write_note, effects=[Effect.LOCAL_WRITE]))
         self.registry.register(make_tool(wait_forever, effects=[Effect.READ]))
         self.settings = LoopSettings(system_prompt="You are a test.", max_steps=3)
-        self.gate = Gate()
+        self.gate = shipped_gate()
 
     def maker(
         self, conversation_id: str | None = None, *, background: bool = False

@@ -15,8 +15,8 @@ from pydantic import BaseModel, Field
 
 from botpsy_desktop.adapters.email import email_tools, mail_service
 from botpsy_desktop.agent.events import Answer, ApprovalNeeded, Error, Event, ToolResult
-from botpsy_desktop.agent.gate import Gate
-from botpsy_desktop.agent.loop import AgentSession, LoopSettings, tool_family
+from botpsy_desktop.agent.loop import AgentSession, LoopSettings
+from botpsy_desktop.agent.steps.carry_out import tool_family
 from botpsy_desktop.agent.store import ConversationStore
 from botpsy_desktop.app import App, build_app
 from botpsy_desktop.core.accounts import MailAccount
@@ -24,6 +24,7 @@ from botpsy_desktop.core.config import AgentSettings, EmailSettings
 from botpsy_desktop.core.secrets import SecretStore
 from botpsy_desktop.core.tools import Effect, ToolRegistry, make_tool
 from botpsy_desktop.llm.engines.replay import ReplayBackend
+from tests.agent.gate_tools import shipped_gate
 from tests.helpers.hanging_servers import HangingServer, hanging_server
 from tests.helpers.replay import xml_call
 from tests.helpers.weather_server import weather_server
@@ -85,7 +86,7 @@ def hang_session(
     opts: dict[str, Any] = {"system_prompt": "You are a test.", "max_steps": 3}
     opts.update(settings)
     store = ConversationStore(tmp_path / "db.sqlite3")
-    return AgentSession(ReplayBackend(turns), registry, Gate(), store, LoopSettings(**opts))
+    return AgentSession(ReplayBackend(turns), registry, shipped_gate(), store, LoopSettings(**opts))
 
 
 def test_a_hanging_tool_ends_within_its_timeout_and_the_next_request_works(
@@ -268,7 +269,7 @@ def mail_session(
         system_prompt="You are a test.", max_steps=3, tool_timeouts={"email": tool_s}
     )
     store = ConversationStore(tmp_path / "db.sqlite3")
-    return AgentSession(ReplayBackend(turns), registry, Gate(), store, settings)
+    return AgentSession(ReplayBackend(turns), registry, shipped_gate(), store, settings)
 
 
 @pytest.mark.parametrize(

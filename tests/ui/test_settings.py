@@ -80,3 +80,31 @@ def test_the_model_can_run_on_a_llama_server_with_its_key_in_the_keyring(
     assert "engine-key-123" not in text  # the key went to the keyring only
     assert app.secrets.get("", entry=engine_entry("https://gpu-box:8080")) == "engine-key-123"
     app.close()
+
+
+def test_the_model_tab_shows_where_the_model_runs_and_saves_the_device(
+    qtbot: QtBot, tmp_path: Path
+) -> None:
+    from botpsy_desktop.llm.models import gpu_device
+
+    app = build_app(tmp_path / "profile")
+    # where the engine placed a model with no Vulkan module to load (what the window passes on)
+    placement = gpu_device.place(
+        "auto",
+        libggml=None,
+        folders=[tmp_path],
+        need={"weights": 1, "kv_cache": 1, "recurrent_state": 0, "total": 2},
+        n_layers=24,
+    )
+    dialog = SettingsDialog(app, running_device=placement.describe())
+    qtbot.addWidget(dialog)
+    assert dialog.device.currentText() == "auto"
+    assert dialog.device_note.text() == (
+        f"Now: on the CPU (no Vulkan backend ({gpu_device.VULKAN_MODULE} not in {tmp_path}))"
+    )
+    dialog.device.setCurrentText("cpu")
+    with qtbot.waitSignal(dialog.modelSettingsChanged, timeout=2000):
+        dialog.save_button.click()
+    saved = json.loads((tmp_path / "profile" / "config" / "config.json").read_text("utf-8"))
+    assert saved["model"]["device"] == "cpu" and app.config.model.device == "cpu"
+    app.close()

@@ -135,7 +135,7 @@ def make_server_tool(
         f"{why}.{said}",
     )
     # the server author's words, in every prompt that offers the tool: defused like tool
-    # output, and counted as untrusted content in the request (``author``, agent/loop.py)
+    # output, and counted as untrusted content in the request (``author``, agent/steps/prompt.py)
     description = neutralize(" ".join(remote.description.split()))[:MAX_DESCRIPTION]
     description = description or remote.name
 

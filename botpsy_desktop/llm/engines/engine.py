@@ -38,7 +38,7 @@ from botpsy_desktop.llm.language.grammar import (
 )
 from botpsy_desktop.llm.language.grammar_check import GrammarMatcher
 from botpsy_desktop.llm.language.prompt import TOOL_CALL_CLOSE, TOOL_CALL_OPEN, PromptRenderer
-from botpsy_desktop.llm.models import cpu_layout
+from botpsy_desktop.llm.models import cpu_layout, gpu_device
 from botpsy_desktop.llm.models.gguf_info import GGUFInfo, check_fits, read_gguf_info
 from botpsy_desktop.llm.request import Request, ShapedEngine, ToolCallGrammars
 from botpsy_desktop.llm.types import Completion, GenerationStats, PromptProgress, TextPiece
@@ -65,6 +65,12 @@ def llama_cpp_version() -> str:
 def system_info() -> str:
     """llama.cpp's build and CPU feature line (AVX2, AVX-512, ...)."""
     return bytes(llama_cpp.llama_print_system_info()).decode("utf-8", "replace").strip()
+
+
+def llama_lib() -> Path | None:
+    """llama-cpp-python's folder of native libraries (where GPU backend modules may be)."""
+    folder = Path(llama_cpp.__file__).parent / "lib"
+    return folder if folder.is_dir() else None
 
 
 def supports_gpu_offload() -> bool:
@@ -97,11 +103,13 @@ class LlamaBackend(ShapedEngine):
         prefix_store: PrefixStore | None = None,
         model_sha256: str | None = None,
         layout: cpu_layout.LayoutSetting | None = None,
+        device: gpu_device.DeviceSetting | None = None,
     ) -> None:
         """``prefix_store`` keeps prefix states on disk for later processes (see
         ``prefix_store``); ``model_sha256`` is the file's checked SHA-256 when the model
         registry knows it (else the file is identified by size, time and header); ``layout``
-        overrides ``settings.cpu_layout`` (how the weights are laid out on a CPU)."""
+        overrides ``settings.cpu_layout`` (how the weights are laid out on a CPU), ``device``
+        ``settings.device`` (where the model runs: ``gpu_device``)."""
         model_path = path if path is not None else settings.path
         if not model_path:
             raise ModelError(
@@ -118,13 +126,38 @@ class LlamaBackend(ShapedEngine):
         # conversation grows. 64 prefills within 3% of 128 or 512 on a CPU (interleaved, BotPsy
         # Q4_K_M, 2 threads) with half the scratch of 128 (61 MiB reserved at 16k instead of
         # 123): about 30 MiB less resident at a 5.4k-token prompt, about 60 at 16k.
-        n_ubatch = settings.n_batch if settings.n_gpu_layers else min(settings.n_batch, 64)
+        self.placement = gpu_device.place(
+            device or settings.device,
+            why=(
+                "moved there after a GPU backend crash in this model's first decode "
+                "(`botpsy doctor`)"
+                if device == "cpu" and settings.device != "cpu"
+                else ""
+            ),
+            libggml=libggml,
+            folders=gpu_device.backend_folders(settings.gpu_backend_dir, llama_lib()),
+            need=self.memory_estimate,
+            n_layers=self.info.arch_int("block_count"),
+            max_layers=settings.n_gpu_layers,
+        )
+        """Where the model runs (``gpu_device``): a GPU device and its layers, or the CPU."""
+        self.n_gpu_layers = self.placement.n_gpu_layers
+        if self.placement.device is None:
+            log.info("the model runs on the CPU: %s", self.placement.reason)
+        else:
+            log.info(
+                "the model runs on %s (%s): %s",
+                self.placement.device.description,
+                self.placement.device.name,
+                self.placement.reason,
+            )
+        n_ubatch = settings.n_batch if self.n_gpu_layers else min(settings.n_batch, 64)
         features = cpu_layout.cpu_features(system_info())
         chosen = cpu_layout.choose_layout(layout or settings.cpu_layout, features)
         self.layout = cpu_layout.layout_params(chosen, self.info.tensors, features, libggml)
         """The weight layout the model is loaded with (``cpu_layout``)."""
         try:
-            with cpu_layout.default_model_params(llama_cpp.llama_cpp, self.layout):
+            with cpu_layout.default_model_params(llama_cpp.llama_cpp, self.layout, self.placement):
                 self._llama = llama_cpp.Llama(
                     model_path=str(self.info.path),
                     n_ctx=n_ctx,
@@ -132,11 +165,11 @@ class LlamaBackend(ShapedEngine):
                     n_ubatch=n_ubatch,
                     n_threads=settings.n_threads,
                     n_threads_batch=settings.n_threads_batch,
-                    n_gpu_layers=settings.n_gpu_layers,
+                    n_gpu_layers=self.n_gpu_layers,
                     # On a CPU llama.cpp repacks most weights into its own buffers; with mmap the
                     # file's pages stay mapped too and resident memory counts the weights twice
                     # (about +200 MB for BotPsy Q4_K_M). Read the file instead.
-                    use_mmap=settings.n_gpu_layers != 0,
+                    use_mmap=self.n_gpu_layers != 0,
                     seed=settings.seed if settings.seed >= 0 else llama_cpp.LLAMA_DEFAULT_SEED,
                     verbose=False,
                 )
@@ -223,7 +256,8 @@ class LlamaBackend(ShapedEngine):
             "template_sha256": hashlib.sha256((template or "").encode()).hexdigest(),
             "n_ctx": int(self._llama.n_ctx()),
             "n_ctx_tokens": len(self._llama.input_ids),
-            "n_gpu_layers": self.settings.n_gpu_layers,
+            "n_gpu_layers": self.n_gpu_layers,
+            "device": self.placement.device.description if self.placement.device else "cpu",
             "context": context,
         }
 
@@ -389,6 +423,11 @@ class LlamaBackend(ShapedEngine):
     @property
     def name(self) -> str:
         return f"llama.cpp:{self.info.path.name}"
+
+    @property
+    def device(self) -> dict[str, Any]:
+        """Where the model runs (gpu_device.Placement.describe())."""
+        return self.placement.describe()
 
     @property
     def n_ctx(self) -> int:
@@ -875,7 +914,7 @@ class LlamaBackend(ShapedEngine):
         self._evaluated_text = ""
         # smaller batches on a CPU (as fast there) so that a request arriving stops it sooner
         step = int(self._llama.n_batch)
-        if not self.settings.n_gpu_layers:
+        if not self.n_gpu_layers:
             step = min(step, WARM_BATCH)
         steps = self._eval_steps(tokens, start, marks, cancel or threading.Event(), step)
         t_eval = time.perf_counter()

@@ -209,12 +209,12 @@ class LayoutMemory:
         entry = self._load().get(key)
         return entry if isinstance(entry, dict) else {}
 
-    def forget(self, key: str) -> dict[str, Any] | None:
+    def forget(self, key: str, kind: str = "plain") -> dict[str, Any] | None:
         """Drop the plain-layout verdict of ``key`` (doctor, once the blamed layout decodes
-        again); what it said, or None when there was none."""
+        again), or with ``kind`` "cpu" the verdict against its GPU; what it said, or None."""
         models = self._load()
         entry = models.get(key, {})
-        verdict: dict[str, Any] | None = entry.pop("plain", None)
+        verdict: dict[str, Any] | None = entry.pop(kind, None)
         if verdict is not None:
             self._save(models)
         return verdict
@@ -227,9 +227,13 @@ class LayoutMemory:
             entry["ok"].append(layout)
             self._save(models)
 
-    def fall_back(self, key: str, name: str, layout: str, reason: str) -> None:
+    def fall_back(
+        self, key: str, name: str, layout: str, reason: str, verdict: str = "plain"
+    ) -> None:
+        """Remember that ``key`` runs with the plain layout (``verdict`` "plain") or on the CPU
+        (``verdict`` "cpu": ``layout`` then names the GPU device that crashed)."""
         models = self._load()
-        models.setdefault(key, {})["plain"] = {
+        models.setdefault(key, {})[verdict] = {
             "model": name,
             "after": layout,
             "reason": reason,
@@ -248,17 +252,19 @@ class LayoutMemory:
 
 def _checked_entry(entry: Any) -> dict[str, Any]:
     """A model's entry in layouts.json with only well-typed values: ``ok``, a list of layout
-    names; ``plain``, the verdict (model, after, reason, at: text). Anything else is dropped."""
+    names; ``plain`` and ``cpu``, the verdicts (model, after, reason, at: text). Anything else
+    is dropped."""
     if not isinstance(entry, dict):
         return {}
     clean: dict[str, Any] = {}
     ok = entry.get("ok")
     if isinstance(ok, list) and all(isinstance(x, str) for x in ok):
         clean["ok"] = ok
-    plain = entry.get("plain")
     fields = ("model", "after", "reason", "at")
-    if isinstance(plain, dict) and all(isinstance(plain.get(f), str) for f in fields):
-        clean["plain"] = {f: plain[f] for f in fields}
+    for kind in ("plain", "cpu"):
+        verdict = entry.get(kind)
+        if isinstance(verdict, dict) and all(isinstance(verdict.get(f), str) for f in fields):
+            clean[kind] = {f: verdict[f] for f in fields}
     return clean
 
 
@@ -334,6 +340,14 @@ class EngineProcess:
             if isinstance(remembered, dict):
                 self.fallback = remembered
                 self.spec = dataclasses.replace(self.spec, layout="plain")
+        self.gpu_fallback: dict[str, Any] | None = None
+        """Why this model runs on the CPU here (its GPU backend crashed in its first decode on
+        that device), or None."""
+        if settings.device != "cpu":
+            remembered = self.layouts.get(self._layout_key).get("cpu")
+            if isinstance(remembered, dict):
+                self.gpu_fallback = remembered
+                self.spec = dataclasses.replace(self.spec, device="cpu")
         self._lock = threading.RLock()
         self._ids = itertools.count(1)
         self._worker: _Worker | None = None
@@ -481,6 +495,39 @@ class EngineProcess:
         self._crashes += 1
         self._last_crash = time.monotonic()
         layout = worker.ready.layout if worker.ready is not None else None
+        device = worker.ready.device if worker.ready is not None else {}
+        gpu = device.get("description") or device.get("device") or "cpu"
+        if (
+            returncode is not None
+            and -returncode in FAULTS
+            and not worker.decoded
+            and doing != "while idle"
+            and gpu != "cpu"
+            and f"gpu:{gpu}" not in self.layouts.get(self._layout_key).get("ok", [])
+        ):
+            # its first decode on this GPU crashed: run the model on the CPU from now on
+            self.layouts.fall_back(self._layout_key, self.path.name, gpu, reason, "cpu")
+            self.gpu_fallback = self.layouts.get(self._layout_key).get("cpu")
+            self.spec = dataclasses.replace(self.spec, device="cpu")
+            self._crashes = 0  # the next worker runs otherwise
+            log.warning(
+                "%s crashed llama.cpp's %s backend in its first decode on %s: it runs on the "
+                "CPU from now on (llama.cpp build %s)",
+                self.path.name,
+                device.get("device", "GPU"),
+                gpu,
+                llama_build(),
+            )
+            error = EngineCrashed(
+                f"The model engine stopped unexpectedly ({reason}) {doing}, the first time it "
+                f"ran {self.path.name} on {gpu}. It will restart on the CPU for your next "
+                "request (slower, but safe here; `botpsy doctor` shows it); nothing was lost.",
+                reason=reason,
+                returncode=returncode,
+                doing=doing,
+            )
+            self.last_crash = error
+            return error
         if (
             returncode is not None
             and -returncode in FAULTS
@@ -685,15 +732,24 @@ class EngineProcess:
         self._crashes = 0
         if not worker.decoded:
             worker.decoded = True
-            if worker.ready is not None and worker.ready.layout is not None:
-                self.layouts.decoded(self._layout_key, worker.ready.layout)
+            self._known_good(worker)
 
     def _layout_decodes(self, worker: _Worker) -> None:
         """A first token was decoded (the prompt's batches went through): a crash later in
         this answer is not the layout's (the crash count still waits for a finished call)."""
         worker.decoded = True
-        if worker.ready is not None and worker.ready.layout is not None:
+        self._known_good(worker)
+
+    def _known_good(self, worker: _Worker) -> None:
+        """The worker's layout and GPU device decoded with this model: a later crash is not
+        blamed on them."""
+        if worker.ready is None:
+            return
+        if worker.ready.layout is not None:
             self.layouts.decoded(self._layout_key, worker.ready.layout)
+        gpu = worker.ready.device.get("description") or worker.ready.device.get("device")
+        if gpu and gpu != "cpu":
+            self.layouts.decoded(self._layout_key, f"gpu:{gpu}")
 
     def _reworded(self, exc: EngineCrashed, doing: str) -> EngineCrashed:
         error = EngineCrashed(
@@ -736,6 +792,11 @@ class EngineProcess:
     @property
     def layout(self) -> str | None:
         return self.ready.layout
+
+    @property
+    def device(self) -> dict[str, Any]:
+        """Where the model runs (gpu_device.Placement.describe())."""
+        return self.ready.device
 
     @property
     def pid(self) -> int | None:
@@ -912,9 +973,12 @@ def prove_model(
             try:
                 result = engine.probe()
             except EngineCrashed:
-                if engine.spec.layout != "plain" or engine.fallback is None:
+                fell_back = (engine.spec.layout == "plain" and engine.fallback is not None) or (
+                    engine.spec.device == "cpu" and engine.gpu_fallback is not None
+                )
+                if not fell_back:
                     raise
-                result = engine.probe()  # it fell back to the plain layout: prove that one
+                result = engine.probe()  # it fell back to plain or the CPU: prove that one
         finally:
             engine.close()
     except EngineCrashed as exc:
@@ -926,4 +990,6 @@ def prove_model(
         ) from exc
     result["layout"] = engine.layout
     result["fallback"] = engine.fallback
+    result["device"] = engine.device
+    result["gpu_fallback"] = engine.gpu_fallback
     return result

@@ -241,6 +241,8 @@ def load(spec: WorkerSpec) -> Any:
     kwargs: dict[str, Any] = {"prefix_store": store, "model_sha256": spec.model_sha256}
     if spec.layout is not None:
         kwargs["layout"] = spec.layout
+    if spec.device is not None:
+        kwargs["device"] = spec.device
     return LlamaBackend(settings, spec.model_path, **kwargs)
 
 
@@ -257,6 +259,7 @@ def ready(engine: Any, spec: WorkerSpec) -> Ready:
         bos_token=renderer.bos_token,
         eos_token=renderer.eos_token,
         layout=engine.layout.layout,  # the layout llm/models/cpu_layout.py chose
+        device=engine.placement.describe(),  # where llm/models/gpu_device.py placed it
     )
 
 

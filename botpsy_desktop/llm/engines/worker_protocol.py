@@ -64,6 +64,7 @@ class WorkerSpec:
     layout: str | None = (
         None  # the weight layout (llm/models/cpu_layout.py); None: the engine's choice
     )
+    device: str | None = None  # where it runs (llm/models/gpu_device.py); None: model.device
 
 
 @dataclass(frozen=True)
@@ -81,6 +82,7 @@ class Ready:
     eos_token: str
     layout: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    device: dict[str, Any] = field(default_factory=dict)  # gpu_device.Placement.describe()
 
 
 @dataclass(frozen=True)

@@ -216,16 +216,18 @@ _DEFAULTS_LOCK = threading.Lock()
 
 
 @contextmanager
-def default_model_params(module: Any, params: LayoutParams) -> Iterator[None]:
+def default_model_params(module: Any, *params: Any) -> Iterator[None]:
     """Make ``module.llama_model_default_params()`` (llama-cpp-python's ``Llama`` starts from it
-    and has no argument for buffer types) return parameters with ``params`` applied, while a
-    model loads. One load at a time; the original function is back afterwards."""
+    and has no argument for buffer types or devices) return parameters with each of ``params``
+    applied (a LayoutParams, a gpu_device.Placement: anything with ``apply``), while a model
+    loads. One load at a time; the original function is back afterwards."""
     with _DEFAULTS_LOCK:
         original = module.llama_model_default_params
 
         def patched() -> Any:
             result = original()
-            params.apply(result)
+            for each in params:
+                each.apply(result)
             return result
 
         module.llama_model_default_params = patched
