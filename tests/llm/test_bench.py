@@ -68,6 +68,12 @@ def test_the_bench_runs_small_on_the_tiny_model() -> None:
     for key in ("raw_prefill_tps", "raw_decode_tps", "app_decode_tps"):
         assert r[key] > 0, key
     assert r["app_constrained_decode_tps"] > 0
+    # the app's own CPU per token, in milliseconds, worker and app side, free and in a call
+    assert "app's own CPU per token" in table
+    for key in ("own_cpu_ms_per_token", "own_cpu_ms_per_token_in_call"):
+        own = r[key]
+        assert own["worker"] > 0 and own["app"] > 0, key
+        assert own["total"] == pytest.approx(own["worker"] + own["app"], abs=1e-3), key
     mem = r["memory"]
     assert mem["requests"] == 6 and mem["peak_rss_mib"] >= mem["rss_after_last_mib"] > 0
     assert mem["weights_mib"] > 20 and mem["recurrent_state_mib"] >= 0

@@ -304,3 +304,29 @@ def test_a_warm_up_reports_its_progress_and_stop_keeps_it_short(tiny: LlamaBacke
     long = [{"role": "system", "content": "You are a test. " * 120}]
     tiny.warm(long, TOOLS, cancel=cancel, progress=told)
     assert seen[0].done == 0 and len(seen) == 2 and seen[1].done < seen[1].total
+
+
+def test_the_decode_loop_gives_the_tokens_of_the_bindings_own_eval(tiny: LlamaBackend) -> None:
+    """The loop evaluates each sampled token through its own prepared one-token batch; at
+    temperature 0 that is the sequence that sampling and ``Llama.eval([token])`` one by one
+    give, and the binding's token list and count follow it (what later requests reuse)."""
+    _, done = run(tiny, max_tokens=24)
+    llm = tiny._llama
+    held = [int(t) for t in llm.input_ids[: llm.n_tokens]]
+    prompt = tiny.last_prompt_tokens
+    generated = held[len(prompt) :]
+    assert held[: len(prompt)] == prompt and len(generated) >= done.stats.completion_tokens - 1
+    assert generated, "the tiny model wrote nothing"
+    tiny.reset()
+    llm.eval(prompt)
+    sampler = tiny._sampler()
+    try:
+        again: list[int] = []
+        for _ in generated:
+            token = int(sampler.sample(llm._ctx, -1))
+            again.append(token)
+            llm.eval([token])
+    finally:
+        sampler.close()  # type: ignore[no-untyped-call]
+        tiny.reset()
+    assert again == generated

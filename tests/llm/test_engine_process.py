@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import os
+import pickle
 import signal
 import threading
 from collections.abc import Iterator
@@ -19,7 +20,14 @@ from botpsy_desktop.core.config import ModelSettings
 from botpsy_desktop.core.errors import ModelError
 from botpsy_desktop.llm.engines import engine_process
 from botpsy_desktop.llm.engines.engine_process import EngineCrashed, EngineProcess, describe_exit
-from botpsy_desktop.llm.engines.worker_protocol import CRASH_FILE_ENV
+from botpsy_desktop.llm.engines.worker_protocol import (
+    CRASH_FILE_ENV,
+    Done,
+    Item,
+    LogLine,
+    item_of,
+    piece_message,
+)
 from botpsy_desktop.llm.types import Completion, TextPiece
 from tests.helpers.hub import write_gguf
 from tests.helpers.models import tiny_qwen35_gguf
@@ -257,3 +265,13 @@ def test_a_fault_in_a_models_first_decode_falls_back_to_the_plain_layout_for_goo
             fresh.close()
     finally:
         other.close()
+
+
+def test_streamed_text_pieces_travel_compact_and_arrive_as_the_same_items() -> None:
+    """A piece of text, one per token, crosses as a plain tuple (cheaper to pickle than an Item
+    around a TextPiece); the app's side turns it back into the very item the engine yielded."""
+    compact = pickle.dumps(piece_message(7, " h\u00e9", True))
+    assert item_of(pickle.loads(compact)) == Item(7, TextPiece(" h\u00e9", True))
+    assert len(compact) < len(pickle.dumps(Item(7, TextPiece(" h\u00e9", True))))
+    for other in (Done(7), Item(7, TextPiece("x")), LogLine(20, "a", "b"), ("x", 1, "y", False)):
+        assert item_of(other) is other

@@ -131,6 +131,15 @@ class RawStep:
     app_seconds: float = math.nan
 
 
+@dataclass(frozen=True)
+class OwnCpu:
+    """The worker's CPU time over a generation outside llama.cpp's decode and sampling calls
+    (from the first piece of text to the end) and the tokens decoded meanwhile (raw.py)."""
+
+    seconds: float
+    tokens: int
+
+
 class ScriptedBackend(BackendWrapper[EngineProcess]):
     """The app's engine with a fixed policy, for a random-weight model that cannot choose.
 
@@ -156,9 +165,13 @@ class ScriptedBackend(BackendWrapper[EngineProcess]):
         call_tokens: int = 48,
         answer_tokens: int = 32,
         raw: RawContext | None = None,
+        own_cpu: bool = False,
     ) -> None:
         super().__init__(engine)
         self.raw = raw
+        self.own_cpu = own_cpu
+        self.worker_cpu: list[OwnCpu] = []  # own_cpu: the worker's, per turn
+        self.app_cpu: list[float] = []  # own_cpu: this process's, first piece to the end
         self.token_s: list[float] = []
         self.between_s: list[float] = []
         self.received_s: list[float] = []
@@ -187,7 +200,16 @@ class ScriptedBackend(BackendWrapper[EngineProcess]):
         last = math.nan  # when the previous piece came, less the raw step run since
         max_tokens = self.call_tokens if force else self.answer_tokens
         items: Iterator[Any]
-        if self.raw is None:
+        if self.own_cpu:
+            own_args: tuple[Any, ...] = ([dict(m) for m in messages], list(tools))
+            own_options = {
+                "enable_thinking": enable_thinking,
+                "force_tool_call": force,
+                "max_tokens": max_tokens,
+                "may_call": may_call,
+            }
+            items = self.engine.stream("bench_own", own_args, own_options, cancel)
+        elif self.raw is None:
             items = self.engine.complete(
                 messages,
                 tools,
@@ -205,8 +227,17 @@ class ScriptedBackend(BackendWrapper[EngineProcess]):
                 "max_tokens": max_tokens,
             }
             items = self.engine.stream("bench_complete", args, options, cancel)
+        cpu_from = math.nan
         try:
             for item in items:
+                if isinstance(item, OwnCpu):
+                    self.worker_cpu.append(item)
+                    continue
+                if self.own_cpu and isinstance(item, Completion) and not math.isnan(cpu_from):
+                    # the worker's OwnCpu came just before: count to here, for the same tokens
+                    self.app_cpu.append(time.process_time() - cpu_from)
+                if math.isnan(cpu_from) and isinstance(item, TextPiece) and item.text:
+                    cpu_from = time.process_time()
                 if isinstance(item, RawStep):  # the raw step taken after the piece before
                     self.between_s.append(item.seconds)
                     if not math.isnan(item.app_seconds):
@@ -631,6 +662,8 @@ def _raw_and_app(
         ratio(1000 / (app_ms + check_us / 1000), raw_tps), 3
     )
 
+    _own_cpu(engine, harness, o, result, log)
+
     # 5. a three-step request (tool call, tool call, answer) against its new-token arithmetic:
     # each turn's new prompt tokens at raw prefill speed plus its generated tokens at raw decode
     # speed, both timed on the raw context right after the request (same depth, same token
@@ -656,6 +689,41 @@ def _raw_and_app(
     result["three_step_over_arithmetic"] = round(
         median([w / s for w, s in zip(walls, sums, strict=True)]), 3
     )
+
+
+def _own_cpu(
+    engine: EngineProcess,
+    harness: AgentHarness,
+    o: BenchOptions,
+    result: dict[str, Any],
+    log: Callable[[str], None],
+) -> None:
+    """The app's own CPU time per token, in milliseconds: in the worker, its thread's CPU time
+    outside llama.cpp's decode and sampling calls (raw llama.cpp makes those too); in this
+    process, all its CPU time while the pieces stream (receiving, parsing, the agent loop).
+    CPU time, not wall time: what the app adds to each token whatever else loads the machine,
+    and what it would add at GPU speed, where a token takes a few milliseconds."""
+    n = o.decode_tokens
+    free = ScriptedBackend(engine, answer_tokens=n, own_cpu=True)
+    call = ScriptedBackend(engine, calls=1, call_tokens=n, answer_tokens=1, own_cpu=True)
+    for r in range(o.repeats):
+        log(f"the app's own CPU per token, free and in a tool call, {r + 1}/{o.repeats}")
+        harness.run(free, REQUESTS[0], None)
+        harness.run(call, REQUESTS[0], None)
+
+    def per_token(b: ScriptedBackend) -> dict[str, float]:
+        # turns of at least half the tokens asked: not the one-token answer after a call
+        rows = [
+            (w.seconds, a, w.tokens)
+            for w, a in zip(b.worker_cpu, b.app_cpu, strict=True)
+            if w.tokens >= n // 2
+        ]
+        worker = median([w / t for w, _, t in rows]) * 1000 if rows else math.nan
+        app = median([a / t for _, a, t in rows]) * 1000 if rows else math.nan
+        return {"worker": round(worker, 4), "app": round(app, 4), "total": round(worker + app, 4)}
+
+    result["own_cpu_ms_per_token"] = per_token(free)
+    result["own_cpu_ms_per_token_in_call"] = per_token(call)
 
 
 def _depths(
@@ -716,6 +784,7 @@ TARGETS: list[tuple[str, str, str, float]] = [
     ("prefix_tokens_reevaluated_after_first_max", "prefix tokens re-evaluated", "<=", 0),
     ("app_over_raw_decode", "app / raw decode", ">=", 0.95),
     ("app_constrained_over_raw_decode", "app in a tool call / raw decode", ">=", 0.90),
+    ("own_cpu_ms_per_token.total", "app's own CPU per token (ms)", "<=", 0.15),
     ("projected_valid_call_over_raw_decode", "same, for a model writing valid calls", ">=", 0.90),
     ("three_step_over_arithmetic", "3-step request / new-token arithmetic", "<=", 1.15),
     ("memory.peak_over_weights_kv_state", "peak RSS / (weights+KV+state)", "<=", 1.3),
@@ -776,6 +845,16 @@ def format_table(result: Mapping[str, Any]) -> str:
         (
             "decode token by token: raw / app agent path",
             f"{result.get('raw_decode_tps')} / {result.get('app_decode_tps')} tok/s",
+        ),
+        (
+            "app's own CPU per token: worker + app = total (free / in a tool call)",
+            "{} + {} = {} ms / {} + {} = {} ms".format(
+                *(
+                    result.get(k, {}).get(part)
+                    for k in ("own_cpu_ms_per_token", "own_cpu_ms_per_token_in_call")
+                    for part in ("worker", "app", "total")
+                )
+            ),
         ),
         (
             "app decode inside a tool call",

@@ -20,11 +20,18 @@ import numpy as np
 import numpy.typing as npt
 
 from botpsy_desktop.core.errors import ModelError
-from botpsy_desktop.llm.bench.measure import REQUESTS, RawStep, median, peak_rss_bytes, rss_bytes
+from botpsy_desktop.llm.bench.measure import (
+    REQUESTS,
+    OwnCpu,
+    RawStep,
+    median,
+    peak_rss_bytes,
+    rss_bytes,
+)
 from botpsy_desktop.llm.cache.prefix_cache import PARTIAL_ONLY, SEQ
 from botpsy_desktop.llm.engines.engine import LlamaBackend, llama_cpp_version, system_info
 from botpsy_desktop.llm.language.grammar_check import GrammarMatcher
-from botpsy_desktop.llm.types import TextPiece
+from botpsy_desktop.llm.types import Completion, TextPiece
 
 
 def filler_tokens(engine: LlamaBackend, n: int) -> list[int]:
@@ -175,9 +182,75 @@ def complete_interleaved(
             yield RawStep(spent, app)
 
 
+class _NativeTime:
+    """Counts the CPU time this thread spends inside llama.cpp's decode and sampler calls
+    while installed (the work raw llama.cpp does too); the rest of the thread's CPU time over
+    a generation is the app's own Python per token."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self.decodes = 0
+        self._saved: dict[tuple[Any, str], Any] = {}
+
+    _MODULES = (llama_cpp, llama_cpp.llama_cpp)  # the package re-exports the binding's names
+
+    def _wrap(self, name: str) -> None:
+        native = getattr(llama_cpp.llama_cpp, name)
+        is_decode = name == "llama_decode"
+
+        def timed(*args: Any) -> Any:
+            started = time.thread_time()
+            try:
+                return native(*args)
+            finally:
+                self.seconds += time.thread_time() - started
+                self.decodes += is_decode
+
+        for module in self._MODULES:
+            self._saved[(module, name)] = getattr(module, name)
+            setattr(module, name, timed)
+
+    def __enter__(self) -> _NativeTime:
+        for name in ("llama_decode", "llama_sampler_sample"):
+            self._wrap(name)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for (module, name), native in self._saved.items():
+            setattr(module, name, native)
+
+
+def complete_own_cpu(
+    engine: LlamaBackend,
+    messages: list[dict[str, Any]],
+    tools: list[dict[str, Any]],
+    cancel: threading.Event | None = None,
+    **options: Any,
+) -> Iterator[Any]:
+    """The engine's ``complete`` (the worker's ``bench_own``), then an ``OwnCpu`` item: this
+    thread's CPU time from the first piece of text to the end, less the time inside llama.cpp's
+    decode and sampling calls, and the tokens decoded meanwhile. The thread also sends each
+    item to the app (the worker sends between two steps of this generator), so that counts."""
+    native = _NativeTime()
+    started = math.nan
+    decodes = 0
+    native_at_start = 0.0
+    with native:
+        for item in engine.complete(messages, tools, cancel=cancel, **options):
+            if isinstance(item, Completion):  # the app's loop stops at it: report before
+                if not math.isnan(started):
+                    spent = time.thread_time() - started - (native.seconds - native_at_start)
+                    yield OwnCpu(spent, native.decodes - decodes)
+            elif math.isnan(started) and isinstance(item, TextPiece) and item.text:
+                started = time.thread_time()
+                decodes, native_at_start = native.decodes, native.seconds
+            yield item
+
+
 STREAMS: dict[str, Callable[..., Iterator[Any]]] = {
     "bench_stream": stream_items,
     "bench_complete": complete_interleaved,
+    "bench_own": complete_own_cpu,
 }
 """The worker's streaming bench methods."""
 

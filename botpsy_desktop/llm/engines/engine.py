@@ -182,6 +182,12 @@ class LlamaBackend(ShapedEngine):
         self._closed = False
         self._vocab = llama_cpp.llama_model_get_vocab(self._llama.model)
         self._piece_buf = ctypes.create_string_buffer(256)
+        # a one-token batch for the decode loop (``_eval_one``): only token and position change
+        self._one = llama_cpp.llama_batch_init(1, 0, 1)
+        self._one.n_tokens = 1
+        self._one.n_seq_id[0] = 1
+        self._one.seq_id[0][0] = 0
+        self._one.logits[0] = True
         self._n_vocab = int(self._llama.n_vocab())
         self.hybrid = bool(
             llama_cpp.llama_model_is_hybrid(self._llama.model)
@@ -441,6 +447,20 @@ class LlamaBackend(ShapedEngine):
             n = llama_cpp.llama_token_to_piece(self._vocab, token, buf, -n, 0, True)
             return bytes(buf.raw[:n])
         return bytes(self._piece_buf.raw[:n])
+
+    def _eval_one(self, token: int) -> None:
+        """``Llama.eval([token])`` for the decode loop, without its per-call Python: it rebuilt
+        the batch field by field and trimmed the memory past the end (empty while generating:
+        the prompt's ``eval`` just did). Keeps the binding's token list and count as it does."""
+        llm = self._llama
+        n = llm.n_tokens
+        self._one.token[0] = token
+        self._one.pos[0] = n
+        rc = llama_cpp.llama_decode(llm._ctx.ctx, self._one)
+        if rc != 0:
+            raise RuntimeError(f"llama_decode returned {rc}")
+        llm.input_ids[n] = token
+        llm.n_tokens = n + 1
 
     def tokenize(self, text: str) -> list[int]:
         return list(self._llama.tokenize(text.encode("utf-8"), add_bos=False, special=True))
@@ -1059,7 +1079,7 @@ class LlamaBackend(ShapedEngine):
                 elif in_call and text.endswith(TOOL_CALL_CLOSE):
                     in_call = False
                     calls_end = len(text)
-                self._llama.eval([token])
+                self._eval_one(token)
                 evaluated_bytes.append(raw)
         finally:
             if matcher is not None:
@@ -1177,6 +1197,7 @@ class LlamaBackend(ShapedEngine):
             self._closed = True
             self.flush_prefix_writes()
             self._llama.close()
+            llama_cpp.llama_batch_free(self._one)
 
 
 def _prefix_at(marks: Sequence[tuple[int, str, str]]) -> int:

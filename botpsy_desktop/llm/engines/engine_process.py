@@ -47,6 +47,7 @@ from botpsy_desktop.llm.engines.worker_protocol import (
     Ready,
     Shutdown,
     WorkerSpec,
+    item_of,
 )
 from botpsy_desktop.llm.types import Completion, GenerationStats, PromptProgress, TextPiece
 
@@ -596,7 +597,7 @@ class EngineProcess:
                     max(worker.stop_by - time.monotonic(), 0.0)
                 ):
                     raise self._stop_hung(worker)
-                message = worker.conn.recv()
+                message = item_of(worker.conn.recv())
             except (EOFError, OSError) as exc:
                 raise self._died(worker, doing) from exc
             if isinstance(message, LogLine):

@@ -38,6 +38,7 @@ from botpsy_desktop.llm.engines.worker_protocol import (
     Ready,
     Shutdown,
     WorkerSpec,
+    piece_message,
 )
 from botpsy_desktop.llm.types import TextPiece
 
@@ -185,8 +186,11 @@ class Worker:
         for n, value in enumerate(method(*call.args, **kwargs)):
             if self.crash_hook:
                 _crash_if_asked(n, tokens)
-            self.sender.send(Item(call.id, value))
-            tokens += isinstance(value, TextPiece)
+            if type(value) is TextPiece:  # one per token: the compact form
+                self.sender.send(piece_message(call.id, value.text, value.started_in_thinking))
+                tokens += 1
+            else:
+                self.sender.send(Item(call.id, value))
         self.sender.send(Done(call.id))
 
 

@@ -18,6 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from botpsy_desktop.llm.types import TextPiece
+
 CRASH_FILE_ENV = "BOTPSY_ENGINE_CRASH_FILE"
 """Test-only: when this environment variable names a file and the file exists while the worker
 streams an answer, the worker deletes the file and crashes itself the way the file says:
@@ -28,7 +30,7 @@ a crash in the first decode does) and ``tokens`` (count only pieces of text, not
 progress). It lets tests crash the engine mid-answer with a real signal, once, in a
 long-running process. The app never sets it."""
 
-STREAMING = frozenset({"complete", "generate", "bench_stream", "bench_complete"})
+STREAMING = frozenset({"complete", "generate", "bench_stream", "bench_complete", "bench_own"})
 """Methods whose items are streamed (``Item`` messages, then ``Done``)."""
 
 METHODS = frozenset(
@@ -102,6 +104,25 @@ class Item:
 
     id: int
     value: Any
+
+
+PIECE = "p"
+"""A streamed ``TextPiece`` travels as the plain tuple ``(PIECE, call id, text,
+started_in_thinking)`` instead of an ``Item`` around a ``TextPiece``: one goes per token, and two
+dataclasses cost several times a tuple's pickling and unpickling (docs/PERFORMANCE.md, "The app's
+own work per token"). ``piece_message`` and ``item_of`` are the two ends."""
+
+
+def piece_message(call_id: int, text: str, started_in_thinking: bool) -> tuple[str, int, str, bool]:
+    """A streamed piece of text in its compact form (``PIECE``)."""
+    return (PIECE, call_id, text, started_in_thinking)
+
+
+def item_of(message: Any) -> Any:
+    """The message as the protocol's dataclasses: a compact piece becomes its ``Item``."""
+    if type(message) is tuple and message[:1] == (PIECE,):
+        return Item(message[1], TextPiece(message[2], message[3]))
+    return message
 
 
 @dataclass(frozen=True)
