@@ -62,6 +62,11 @@ def _soundcard(pulse_server: str | None) -> ModuleType:
     one: soundcard 0.4.6 keeps it in ``soundcard.pulseaudio._pulse`` (pinned for that reason).
     """
     saved = os.environ.get("PULSE_SERVER")
+    argv = sys.argv
+    if not argv or (argv[0] in ("-c", "") and len(argv) < 2):
+        # soundcard names its client after sys.argv and fails on a lone "-c" (a host that runs
+        # the app from `python -c`, as pytest-xdist's workers do): give it the app's name
+        sys.argv = ["botpsy-desktop"]
     try:
         if pulse_server:
             os.environ["PULSE_SERVER"] = pulse_server
@@ -105,6 +110,7 @@ def _soundcard(pulse_server: str | None) -> ModuleType:
                 kind="microphone",
             ) from exc
     finally:
+        sys.argv = argv
         if saved is None:
             os.environ.pop("PULSE_SERVER", None)
         else:

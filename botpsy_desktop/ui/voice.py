@@ -33,14 +33,21 @@ class VoiceController(QObject):
         self._stop = threading.Event()
         self._cancel = threading.Event()
         self._thread: threading.Thread | None = None
+        self._recording = False
 
     @property
     def active(self) -> bool:
+        """Recording: the microphone is open (or opening). Recognising the recording is not:
+        the words it gives arrive while the worker thread is still ending, and must run."""
+        return self._recording and self._busy()
+
+    def _busy(self) -> bool:
         return self._thread is not None and self._thread.is_alive()
 
     def start(self) -> bool:
-        if self.active:
+        if self._busy():
             return False
+        self._recording = True
         self._stop, self._cancel = threading.Event(), threading.Event()
         self._thread = threading.Thread(
             target=self._run, args=(self._stop, self._cancel), name="voice-input", daemon=True
@@ -65,7 +72,10 @@ class VoiceController(QObject):
             def started(mic: Microphone) -> None:
                 self.listening.emit(mic.name)
 
-            rec = voice.record(stop, on_start=started)
+            try:
+                rec = voice.record(stop, on_start=started)
+            finally:
+                self._recording = False
             if cancel.is_set():
                 return
             self.recognising.emit()
@@ -78,6 +88,7 @@ class VoiceController(QObject):
         except Exception as exc:  # never lose the button to an unexpected failure
             self.failed.emit("engine", f"Voice input failed: {exc}")
         finally:
+            self._recording = False
             self.finished.emit()
 
     def shutdown(self) -> None:
