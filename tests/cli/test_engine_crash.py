@@ -24,7 +24,7 @@ from botpsy_desktop.adapters.alarms import AlarmKind, AlarmService
 from botpsy_desktop.agent.store import ConversationStore
 from botpsy_desktop.llm.engines.worker_protocol import CRASH_FILE_ENV
 from tests.helpers.hub import write_gguf
-from tests.helpers.models import tiny_qwen35_gguf
+from tests.helpers.models import tiny_qwen35_gguf, tiny_qwen35_long_gguf
 
 pytestmark = pytest.mark.model
 
@@ -185,7 +185,9 @@ class Lines:
 def test_the_daemon_rings_its_alarm_while_the_engine_crashes_and_runs_the_next_routine(
     tmp_path: Path,
 ) -> None:
-    home = make_profile(tmp_path, tiny_qwen35_gguf(), n_ctx=8192, max_tokens=24)
+    # the 32k-trained tiny model, so that the routine's prompt (about 4,070 tokens with its
+    # domain's tools) is not a few tokens from the 4,096 the `tiny` model is trained for
+    home = make_profile(tmp_path, tiny_qwen35_long_gguf(), n_ctx=8192, max_tokens=24)
     crash = tmp_path / "crash-now"
     crash.write_text("SIGSEGV", encoding="utf-8")
     db = home / "data" / "alarms.sqlite3"
