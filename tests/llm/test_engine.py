@@ -13,7 +13,6 @@ import pytest
 
 from botpsy_desktop.adapters.files import files_tools
 from botpsy_desktop.agent.events import Answer, Error, Token, TurnFinished
-from botpsy_desktop.agent.gate import Gate
 from botpsy_desktop.agent.loop import AgentSession, LoopSettings
 from botpsy_desktop.agent.store import ConversationStore
 from botpsy_desktop.core.config import ModelSettings
@@ -23,6 +22,7 @@ from botpsy_desktop.llm.engines.engine import LlamaBackend
 from botpsy_desktop.llm.language.parser import parse_turn
 from botpsy_desktop.llm.language.prompt import PromptRenderer
 from botpsy_desktop.llm.types import Completion, PromptProgress, TextPiece
+from tests.agent.gate_tools import shipped_gate
 from tests.helpers.models import sdist_assets, smollm2_gguf, tiny_qwen35_gguf
 from tests.helpers.tool_schemas import TOOLS
 
@@ -219,7 +219,7 @@ def test_smollm2_answers_through_the_whole_loop(tmp_path: Path) -> None:
     session = AgentSession(
         backend,
         ToolRegistry(files_tools([tmp_path / "files"])),
-        Gate(),
+        shipped_gate(),
         ConversationStore(tmp_path / "db.sqlite3"),
         LoopSettings(system_prompt="You are a helpful assistant.", max_steps=3),
     )

@@ -13,7 +13,6 @@ import numpy.typing as npt
 import pytest
 
 from botpsy_desktop.agent.events import TurnFinished
-from botpsy_desktop.agent.gate import Gate
 from botpsy_desktop.agent.loop import AgentSession, LoopSettings
 from botpsy_desktop.agent.store import ConversationStore
 from botpsy_desktop.core.config import ModelSettings
@@ -21,6 +20,7 @@ from botpsy_desktop.core.tools import ToolRegistry
 from botpsy_desktop.llm.cache.prefix_cache import StateCache
 from botpsy_desktop.llm.engines.engine import PREFIX, TURN, LlamaBackend
 from botpsy_desktop.llm.types import Completion, GenerationStats
+from tests.agent.gate_tools import shipped_gate
 from tests.helpers.models import tiny_qwen35_gguf
 from tests.helpers.prefix_prompts import SYSTEM, TOOLS, tool
 
@@ -301,7 +301,7 @@ def test_the_agent_loop_follow_up_after_warm(tmp_path: Path, tiny: LlamaBackend)
     """Through the real loop and store: warming with what the store holds matches the loop."""
     store = ConversationStore(tmp_path / "db.sqlite3")
     loop = LoopSettings(system_prompt=str(SYSTEM["content"]), max_steps=2)
-    session = AgentSession(tiny, ToolRegistry(), Gate(), store, loop)
+    session = AgentSession(tiny, ToolRegistry(), shipped_gate(), store, loop)
     try:
         tiny.warm([SYSTEM], [])
         stats: list[GenerationStats] = []
