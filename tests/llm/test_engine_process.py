@@ -20,6 +20,7 @@ from botpsy_desktop.core.config import ModelSettings
 from botpsy_desktop.core.errors import ModelError
 from botpsy_desktop.llm.engines import engine_process
 from botpsy_desktop.llm.engines.engine_process import EngineCrashed, EngineProcess, describe_exit
+from botpsy_desktop.llm.engines.worker import HOLD_MAX_S, HOLD_S, PieceSender
 from botpsy_desktop.llm.engines.worker_protocol import (
     CRASH_FILE_ENV,
     Done,
@@ -275,3 +276,56 @@ def test_streamed_text_pieces_travel_compact_and_arrive_as_the_same_items() -> N
     assert len(compact) < len(pickle.dumps(Item(7, TextPiece(" h\u00e9", True))))
     for other in (Done(7), Item(7, TextPiece("x")), LogLine(20, "a", "b"), ("x", 1, "y", False)):
         assert item_of(other) is other
+
+
+def test_the_pieces_of_tokens_that_come_fast_share_a_message_and_slow_ones_go_at_once() -> None:
+    """The worker's side of streaming (``PieceSender``), on given times: each piece goes out
+    at once while tokens come slower than ``HOLD_S`` apart (a CPU's pace), the first one
+    always; faster (a GPU's pace), a few go together, none held past ``HOLD_MAX_S`` as the
+    pace predicts, nor past a slow token, a change of kind or the end."""
+    sent: list[tuple[str, int, str, bool]] = []
+    pieces = PieceSender(3, sent.append)
+    slow = HOLD_S * 2
+    for i in range(3):
+        pieces.add(f"s{i}", False, 10.0 + i * slow)
+    assert sent == [piece_message(3, f"s{i}", False) for i in range(3)]
+
+    sent.clear()
+    fast, t = HOLD_S / 2, 20.0
+    pieces.add("a", False, t)  # after a slow gap: at once
+    for text in "bcdefgh":
+        t += fast
+        pieces.add(text, False, t)
+    pieces.flush()
+    assert "".join(m[2] for m in sent) == "abcdefgh"
+    assert sent[0] == piece_message(3, "a", False)
+    assert 2 < len(sent) < 8  # a few to a message
+    # none waited longer than HOLD_MAX_S: a message goes out when its last piece comes
+    at = {text: 20.0 + i * fast for i, text in enumerate("abcdefgh")}
+    assert all(at[m[2][-1]] - at[m[2][0]] <= HOLD_MAX_S + 1e-9 for m in sent), sent
+
+    sent.clear()
+    pieces.add("i", False, t + fast)
+    pieces.add("j", False, t + 2 * fast)
+    pieces.add("k", False, t + 2 * fast + slow)  # a slow token: what is held goes with it
+    assert "".join(m[2] for m in sent) == "ijk"
+    pieces.add("l", False, t + 2 * fast + slow + fast)
+    pieces.add("m", True, t + 2 * fast + slow + 2 * fast)  # another kind: not joined
+    pieces.flush()
+    assert [m[2:] for m in sent[-2:]] == [("l", False), ("m", True)]
+
+
+def test_pieces_streamed_back_to_back_arrive_whole_in_order_in_fewer_messages(app: App) -> None:
+    """Through the real worker: 2,000 pieces yielded with no model work between them (far
+    faster than any GPU) reach the app as the same text, in order, a few to a message."""
+    backend = app.backend(model=str(tiny_qwen35_gguf()))
+    assert isinstance(backend, EngineProcess)
+    try:
+        items = list(backend.stream("bench_stream", (2000,), {}, None))
+        assert all(isinstance(item, TextPiece) for item in items)
+        assert "".join(item.text for item in items) == " x" * 2000
+        assert len(items) < 1000
+        text, completion = answer(backend)  # and the next call is whole
+        assert completion.text == text and completion.stats.completion_tokens == 24
+    finally:
+        backend.close()

@@ -71,6 +71,9 @@ class BenchOptions:
     depths: tuple[int, ...] = ()
     thread_counts: tuple[int, ...] = ()
     seed: int = 7
+    gpu_pace_ms: float = 4.0
+    """The app's own CPU per token is measured again with one-token decodes lasting at least
+    this (a GPU's pace for BotPsy-0.8B: 3-5 ms); 0: not."""
     new_process_only: bool = False
     """Only the prefix and the new-process rows (cold against prefix on disk)."""
 
@@ -138,6 +141,7 @@ class OwnCpu:
 
     seconds: float
     tokens: int
+    wall_seconds: float = math.nan
 
 
 class ScriptedBackend(BackendWrapper[EngineProcess]):
@@ -166,12 +170,15 @@ class ScriptedBackend(BackendWrapper[EngineProcess]):
         answer_tokens: int = 32,
         raw: RawContext | None = None,
         own_cpu: bool = False,
+        pace_s: float = 0.0,
     ) -> None:
         super().__init__(engine)
         self.raw = raw
         self.own_cpu = own_cpu
+        self.pace_s = pace_s  # own_cpu: one-token decodes last at least this (llm/bench/raw.py)
         self.worker_cpu: list[OwnCpu] = []  # own_cpu: the worker's, per turn
         self.app_cpu: list[float] = []  # own_cpu: this process's, first piece to the end
+        self.app_pieces: list[int] = []  # own_cpu: the pieces of text received meanwhile
         self.token_s: list[float] = []
         self.between_s: list[float] = []
         self.received_s: list[float] = []
@@ -207,6 +214,7 @@ class ScriptedBackend(BackendWrapper[EngineProcess]):
                 "force_tool_call": force,
                 "max_tokens": max_tokens,
                 "may_call": may_call,
+                "pace_s": self.pace_s,
             }
             items = self.engine.stream("bench_own", own_args, own_options, cancel)
         elif self.raw is None:
@@ -228,6 +236,7 @@ class ScriptedBackend(BackendWrapper[EngineProcess]):
             }
             items = self.engine.stream("bench_complete", args, options, cancel)
         cpu_from = math.nan
+        pieces = 0
         try:
             for item in items:
                 if isinstance(item, OwnCpu):
@@ -236,8 +245,12 @@ class ScriptedBackend(BackendWrapper[EngineProcess]):
                 if self.own_cpu and isinstance(item, Completion) and not math.isnan(cpu_from):
                     # the worker's OwnCpu came just before: count to here, for the same tokens
                     self.app_cpu.append(time.process_time() - cpu_from)
-                if math.isnan(cpu_from) and isinstance(item, TextPiece) and item.text:
-                    cpu_from = time.process_time()
+                    self.app_pieces.append(pieces)
+                if isinstance(item, TextPiece) and item.text:
+                    if math.isnan(cpu_from):
+                        cpu_from = time.process_time()
+                    else:
+                        pieces += 1  # one message each (the worker may join a few tokens')
                 if isinstance(item, RawStep):  # the raw step taken after the piece before
                     self.between_s.append(item.seconds)
                     if not math.isnan(item.app_seconds):
@@ -702,28 +715,51 @@ def _own_cpu(
     outside llama.cpp's decode and sampling calls (raw llama.cpp makes those too); in this
     process, all its CPU time while the pieces stream (receiving, parsing, the agent loop).
     CPU time, not wall time: what the app adds to each token whatever else loads the machine,
-    and what it would add at GPU speed, where a token takes a few milliseconds."""
+    and what it would add at GPU speed, where a token takes a few milliseconds.
+
+    Measured at the pace this machine decodes, and again with each one-token decode made to
+    last at least ``o.gpu_pace_ms`` (sleeping, no CPU) as a GPU's would: the worker sends the
+    pieces of tokens that come that fast a few to a message (worker.py ``PieceSender``), so
+    the cost per token differs. A decode slower than the pace here is left as it is: the
+    achieved pace is reported (``ms_per_token``)."""
     n = o.decode_tokens
+    pace_s = o.gpu_pace_ms / 1000
     free = ScriptedBackend(engine, answer_tokens=n, own_cpu=True)
     call = ScriptedBackend(engine, calls=1, call_tokens=n, answer_tokens=1, own_cpu=True)
+    paced = ScriptedBackend(engine, answer_tokens=n, own_cpu=True, pace_s=pace_s)
     for r in range(o.repeats):
         log(f"the app's own CPU per token, free and in a tool call, {r + 1}/{o.repeats}")
         harness.run(free, REQUESTS[0], None)
         harness.run(call, REQUESTS[0], None)
+        if pace_s > 0:
+            harness.run(paced, REQUESTS[0], None)
 
     def per_token(b: ScriptedBackend) -> dict[str, float]:
         # turns of at least half the tokens asked: not the one-token answer after a call
         rows = [
-            (w.seconds, a, w.tokens)
-            for w, a in zip(b.worker_cpu, b.app_cpu, strict=True)
+            (w.seconds, a, w.tokens, m)
+            for w, a, m in zip(b.worker_cpu, b.app_cpu, b.app_pieces, strict=True)
             if w.tokens >= n // 2
         ]
-        worker = median([w / t for w, _, t in rows]) * 1000 if rows else math.nan
-        app = median([a / t for _, a, t in rows]) * 1000 if rows else math.nan
-        return {"worker": round(worker, 4), "app": round(app, 4), "total": round(worker + app, 4)}
+        worker = median([w / t for w, _, t, _ in rows]) * 1000 if rows else math.nan
+        app = median([a / t for _, a, t, _ in rows]) * 1000 if rows else math.nan
+        per_message = median([t / max(m, 1) for _, _, t, m in rows]) if rows else math.nan
+        walls = [w.wall_seconds / w.tokens for w in b.worker_cpu if w.tokens >= n // 2]
+        return {
+            "worker": round(worker, 4),
+            "app": round(app, 4),
+            "total": round(worker + app, 4),
+            "tokens_per_message": round(per_message, 2),
+            "ms_per_token": round(median(walls) * 1000, 2),
+        }
 
     result["own_cpu_ms_per_token"] = per_token(free)
     result["own_cpu_ms_per_token_in_call"] = per_token(call)
+    if pace_s > 0:
+        result["own_cpu_ms_per_token_at_gpu_pace"] = {
+            **per_token(paced),
+            "pace_ms": o.gpu_pace_ms,
+        }
 
 
 def _depths(

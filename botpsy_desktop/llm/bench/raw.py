@@ -185,11 +185,16 @@ def complete_interleaved(
 class _NativeTime:
     """Counts the CPU time this thread spends inside llama.cpp's decode and sampler calls
     while installed (the work raw llama.cpp does too); the rest of the thread's CPU time over
-    a generation is the app's own Python per token."""
+    a generation is the app's own Python per token.
 
-    def __init__(self) -> None:
+    ``pace_s``: a one-token decode that took less is made to last that long, sleeping (no CPU)
+    after it, as a GPU's decode keeps the thread waiting: the app's own work at a GPU's pace,
+    on a model small enough to decode faster than that here."""
+
+    def __init__(self, pace_s: float = 0.0) -> None:
         self.seconds = 0.0
         self.decodes = 0
+        self.pace_s = pace_s
         self._saved: dict[tuple[Any, str], Any] = {}
 
     _MODULES = (llama_cpp, llama_cpp.llama_cpp)  # the package re-exports the binding's names
@@ -200,11 +205,16 @@ class _NativeTime:
 
         def timed(*args: Any) -> Any:
             started = time.thread_time()
+            wall = time.perf_counter()
             try:
                 return native(*args)
             finally:
                 self.seconds += time.thread_time() - started
                 self.decodes += is_decode
+                if is_decode and self.pace_s > 0 and args[1].n_tokens == 1:
+                    left = self.pace_s - (time.perf_counter() - wall)
+                    if left > 0:
+                        time.sleep(left)
 
         for module in self._MODULES:
             self._saved[(module, name)] = getattr(module, name)
@@ -225,14 +235,17 @@ def complete_own_cpu(
     messages: list[dict[str, Any]],
     tools: list[dict[str, Any]],
     cancel: threading.Event | None = None,
+    pace_s: float = 0.0,
     **options: Any,
 ) -> Iterator[Any]:
     """The engine's ``complete`` (the worker's ``bench_own``), then an ``OwnCpu`` item: this
     thread's CPU time from the first piece of text to the end, less the time inside llama.cpp's
-    decode and sampling calls, and the tokens decoded meanwhile. The thread also sends each
-    item to the app (the worker sends between two steps of this generator), so that counts."""
-    native = _NativeTime()
+    decode and sampling calls, the tokens decoded meanwhile and the wall time they took. The
+    thread also sends the items to the app (the worker sends between two steps of this
+    generator), so that counts. ``pace_s``: one-token decodes last at least that (_NativeTime)."""
+    native = _NativeTime(pace_s)
     started = math.nan
+    wall = math.nan
     decodes = 0
     native_at_start = 0.0
     with native:
@@ -240,9 +253,9 @@ def complete_own_cpu(
             if isinstance(item, Completion):  # the app's loop stops at it: report before
                 if not math.isnan(started):
                     spent = time.thread_time() - started - (native.seconds - native_at_start)
-                    yield OwnCpu(spent, native.decodes - decodes)
+                    yield OwnCpu(spent, native.decodes - decodes, time.perf_counter() - wall)
             elif math.isnan(started) and isinstance(item, TextPiece) and item.text:
-                started = time.thread_time()
+                started, wall = time.thread_time(), time.perf_counter()
                 decodes, native_at_start = native.decodes, native.seconds
             yield item
 

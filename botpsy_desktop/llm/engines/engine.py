@@ -188,6 +188,10 @@ class LlamaBackend(ShapedEngine):
         self._one.n_seq_id[0] = 1
         self._one.seq_id[0][0] = 0
         self._one.logits[0] = True
+        self._one_token, self._one_pos = self._one.token, self._one.pos  # read once, not per token
+        self._tokens: dict[int, tuple[bytes, str | None, bool]] = {}
+        """Per token the decode loop met: its bytes, its text when they are whole UTF-8 on
+        their own, whether it ends generation (``_token_facts``)."""
         self._n_vocab = int(self._llama.n_vocab())
         self.hybrid = bool(
             llama_cpp.llama_model_is_hybrid(self._llama.model)
@@ -448,14 +452,32 @@ class LlamaBackend(ShapedEngine):
             return bytes(buf.raw[:n])
         return bytes(self._piece_buf.raw[:n])
 
+    TOKEN_FACTS_MAX = 1 << 15
+    """How many tokens' facts ``_token_facts`` keeps (a few MiB at most; a trained model's
+    answers use far fewer distinct tokens)."""
+
+    def _token_facts(self, token: int) -> tuple[bytes, str | None, bool]:
+        """A token's bytes, its text if they are whole UTF-8 on their own, and whether it ends
+        generation, from llama.cpp once, then from a table: the decode loop asks per token."""
+        raw = self._piece(token)
+        try:
+            whole: str | None = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            whole = None
+        facts = (raw, whole, bool(llama_cpp.llama_vocab_is_eog(self._vocab, token)))
+        if len(self._tokens) >= self.TOKEN_FACTS_MAX:
+            self._tokens.clear()
+        self._tokens[token] = facts
+        return facts
+
     def _eval_one(self, token: int) -> None:
         """``Llama.eval([token])`` for the decode loop, without its per-call Python: it rebuilt
         the batch field by field and trimmed the memory past the end (empty while generating:
         the prompt's ``eval`` just did). Keeps the binding's token list and count as it does."""
         llm = self._llama
         n = llm.n_tokens
-        self._one.token[0] = token
-        self._one.pos[0] = n
+        self._one_token[0] = token
+        self._one_pos[0] = n
         rc = llama_cpp.llama_decode(llm._ctx.ctx, self._one)
         if rc != 0:
             raise RuntimeError(f"llama_decode returned {rc}")
@@ -1016,6 +1038,11 @@ class LlamaBackend(ShapedEngine):
             yield TextPiece(TOOL_CALL_OPEN, started_in_thinking)
         finish: str = "length"
         t_first = 0.0
+        completed = 0  # tokens generated, the stopping one excepted
+        partial = False  # the decoder holds the start of a character split across tokens
+        facts = self._tokens
+        llm = self._llama
+        ctx = llm._ctx
         try:
             for produced in range(limit):
                 if cancel.is_set():
@@ -1031,19 +1058,27 @@ class LlamaBackend(ShapedEngine):
                             free = self._piece(self._free_choice).decode("utf-8", "replace")
                             refused(so_far.group(1) + free.strip())
                 else:
-                    token = sampler.sample(self._llama._ctx, -1)
+                    token = llama_cpp.llama_sampler_sample(sampler.sampler, ctx.ctx, -1)
                 if produced == 0:
                     t_first = time.perf_counter()
                     stats.time_to_first_token_s = t_first - t_start
-                if llama_cpp.llama_vocab_is_eog(self._vocab, token):
+                known = facts.get(token)
+                if known is None:
+                    known = self._token_facts(token)
+                raw, whole, eog = known
+                if eog:
                     finish = "stop"
                     break
-                stats.completion_tokens += 1
-                raw = self._piece(token)
-                piece = decoder.decode(raw)
+                completed += 1
+                if whole is not None and not partial:
+                    piece = whole  # the token's text on its own: most tokens
+                else:
+                    piece = decoder.decode(raw)
+                    partial = bool(decoder.getstate()[0])
+                tagged = ">" in piece  # every tag the loop follows ends with ">"
                 if piece:
                     text += piece
-                    if any(text.endswith(s) for s in _TEXT_STOPS):
+                    if tagged and text.endswith(_TEXT_STOPS):
                         for s in _TEXT_STOPS:
                             if text.endswith(s):
                                 text = text[: -len(s)]
@@ -1056,35 +1091,38 @@ class LlamaBackend(ShapedEngine):
                             tail.startswith(TOOL_CALL_OPEN) or TOOL_CALL_OPEN.startswith(tail)
                         ):
                             text = text[:calls_end]
-                            stats.completion_tokens -= 1
+                            completed -= 1
                             finish = "stop"
                             break
                     yield TextPiece(piece, started_in_thinking)
                 # follow the structure: thinking, then free text and tool calls
-                if think_open and "</think>" in text[-len(piece) - 9 :]:
-                    think_open = False
-                elif not think_open and not in_call and text.endswith("<think>"):
-                    think_open = True
+                if tagged:
+                    if think_open and "</think>" in text[-len(piece) - 9 :]:
+                        think_open = False
+                    elif not think_open and not in_call and text.endswith("<think>"):
+                        think_open = True
                 if matcher is not None:
                     matcher.accept(token)
-                    if text.endswith(TOOL_CALL_CLOSE):
+                    if tagged and text.endswith(TOOL_CALL_CLOSE):
                         matcher.close()
                         matcher = None
                         in_call = False
                         calls_end = len(text)
-                elif not think_open and text.endswith(TOOL_CALL_OPEN):
-                    in_call = True
-                    if grammar is not None:
-                        matcher = GrammarMatcher(self._vocab, grammar)
-                elif in_call and text.endswith(TOOL_CALL_CLOSE):
-                    in_call = False
-                    calls_end = len(text)
+                elif tagged:
+                    if not think_open and text.endswith(TOOL_CALL_OPEN):
+                        in_call = True
+                        if grammar is not None:
+                            matcher = GrammarMatcher(self._vocab, grammar)
+                    elif in_call and text.endswith(TOOL_CALL_CLOSE):
+                        in_call = False
+                        calls_end = len(text)
                 self._eval_one(token)
                 evaluated_bytes.append(raw)
         finally:
             if matcher is not None:
                 matcher.close()
             sampler.close()
+        stats.completion_tokens += completed
         # every generated token but a stopping one was evaluated: the context holds this text
         generated = b"".join(evaluated_bytes).decode("utf-8", errors="replace")
         self._evaluated_text = prompt + generated

@@ -23,6 +23,7 @@ import json
 import logging
 import os
 import secrets
+import select
 import signal
 import subprocess
 import sys
@@ -278,6 +279,20 @@ class _Worker:
         self.ready: Ready | None = None
         self.decoded = False  # a streamed call finished in this worker
         self.stop_by: float | None = None  # a cancel was sent: the call must end by then
+        self._poller: Any = None
+
+    def readable(self, timeout: float) -> bool:
+        """Whether a message waits, or comes within ``timeout`` seconds (or the connection
+        broke: the read says so). ``Connection.poll`` builds a selector for every call, which
+        costs more than a streamed piece's unpickling; a poll object registered once costs one
+        system call."""
+        poller = self._poller
+        if poller is None:
+            if sys.platform == "win32" or not hasattr(select, "poll"):
+                return bool(self.conn.poll(timeout))
+            poller = self._poller = select.poll()
+            poller.register(self.conn.fileno(), select.POLLIN)
+        return bool(poller.poll(timeout * 1000))
 
     def tail(self) -> str:
         try:
@@ -591,9 +606,9 @@ class EngineProcess:
                     if cancel.is_set():
                         worker.conn.send(Cancel(call_id))
                         worker.stop_by = time.monotonic() + CANCEL_GRACE_S
-                    elif not worker.conn.poll(CANCEL_POLL_S):
+                    elif not worker.readable(CANCEL_POLL_S):
                         continue
-                if worker.stop_by is not None and not worker.conn.poll(
+                if worker.stop_by is not None and not worker.readable(
                     max(worker.stop_by - time.monotonic(), 0.0)
                 ):
                     raise self._stop_hung(worker)

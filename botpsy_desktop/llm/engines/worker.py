@@ -14,11 +14,14 @@ import ctypes
 import faulthandler
 import functools
 import logging
+import math
 import os
+import pickle
 import queue
 import signal
 import sys
 import threading
+import time
 from collections.abc import Callable
 from multiprocessing.connection import Client, Connection
 from pathlib import Path
@@ -48,6 +51,15 @@ PROBE_MESSAGES = [
 ]
 
 
+HOLD_S = 0.005
+"""A piece of text is held back, to go out with the next ones in one message, only while
+tokens come less than this far apart (a GPU's pace; a CPU's tokens are 25 ms or more apart, and
+each goes out at once)."""
+HOLD_MAX_S = 0.010
+"""What is held goes out before its oldest piece would wait longer than this, as far as the
+pace of the tokens so far predicts (a 60 Hz window paints every 17 ms)."""
+
+
 class _Sender:
     """The connection's sending side, shared by the serving thread and log records."""
 
@@ -58,6 +70,53 @@ class _Sender:
     def send(self, message: Any) -> None:
         with self.lock:
             self.conn.send(message)
+
+    def send_plain(self, message: tuple[Any, ...]) -> None:
+        """``send`` for a tuple of plain values (a piece of text): the same bytes on the wire,
+        without the copy of the reducer table the connection's pickler makes per message."""
+        data = pickle.dumps(message, pickle.HIGHEST_PROTOCOL)
+        with self.lock:
+            self.conn.send_bytes(data)
+
+
+class PieceSender:
+    """The streamed text of one call on its way to the app: each piece at once while tokens
+    come slowly; while they come faster than ``HOLD_S`` apart, the pieces of a few tokens in one
+    message (at most ``HOLD_MAX_S`` late, as the pace predicts), since a message costs the two
+    processes more CPU than a token's own Python (docs/PERFORMANCE.md). Nothing is held past
+    the call's next other item or its end; the first piece is never held."""
+
+    __slots__ = ("call_id", "held", "last", "send", "since", "thinking")
+
+    def __init__(self, call_id: int, send: Callable[[tuple[Any, ...]], None]) -> None:
+        self.call_id = call_id
+        self.send = send
+        self.held: list[str] = []
+        self.thinking = False
+        self.since = 0.0  # when the oldest held piece came
+        self.last = -math.inf  # when the previous piece came
+
+    def add(self, text: str, thinking: bool, now: float) -> None:
+        gap, self.last = now - self.last, now
+        if self.held:
+            if thinking != self.thinking:
+                self.flush()
+            else:
+                self.held.append(text)
+                if gap >= HOLD_S or now - self.since + gap > HOLD_MAX_S:
+                    self.flush()
+                return
+        if gap >= HOLD_S:
+            self.send(piece_message(self.call_id, text, thinking))
+            return
+        self.held.append(text)
+        self.thinking, self.since = thinking, now
+
+    def flush(self) -> None:
+        if self.held:
+            text = self.held[0] if len(self.held) == 1 else "".join(self.held)
+            self.held = []
+            self.send(piece_message(self.call_id, text, self.thinking))
 
 
 class _ForwardLogs(logging.Handler):
@@ -183,14 +242,21 @@ class Worker:
             self.sender.send(Done(call.id, method(*call.args, **kwargs)))
             return
         tokens = 0
-        for n, value in enumerate(method(*call.args, **kwargs)):
-            if self.crash_hook:
-                _crash_if_asked(n, tokens)
-            if type(value) is TextPiece:  # one per token: the compact form
-                self.sender.send(piece_message(call.id, value.text, value.started_in_thinking))
-                tokens += 1
-            else:
-                self.sender.send(Item(call.id, value))
+        pieces = PieceSender(call.id, self.sender.send_plain)
+        clock = time.perf_counter
+        try:
+            for n, value in enumerate(method(*call.args, **kwargs)):
+                if self.crash_hook:
+                    pieces.flush()  # the hook counts what reached the app
+                    _crash_if_asked(n, tokens)
+                if type(value) is TextPiece:  # one per token: compact, perhaps coalesced
+                    pieces.add(value.text, value.started_in_thinking, clock())
+                    tokens += 1
+                else:
+                    pieces.flush()
+                    self.sender.send(Item(call.id, value))
+        finally:  # what was written reaches the app before the end or the error
+            pieces.flush()
         self.sender.send(Done(call.id))
 
 
