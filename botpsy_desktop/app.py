@@ -474,6 +474,32 @@ class App:
             )
             warm(system, tools, enable_thinking=think, cancel=cancel, **told(what))
 
+    def prepare_model(
+        self,
+        path: str | None = None,
+        *,
+        cancel: threading.Event | None = None,
+        progress: Callable[[PromptProgress, str], None] | None = None,
+    ) -> bool:
+        """Prepare a model just installed (`botpsy model pull` / `import`) for its first
+        question: load it in an engine worker with the settings every request uses, evaluate
+        the prefixes of its usual tool sets (what :meth:`warm` does after a load) and keep their
+        states on disk (llm/cache/prefix_store.py), so that the first request after installing,
+        in whatever process, restores them instead of evaluating them, as a later one does.
+        ``cancel`` stops it between two small batches (what was written stays good); only for
+        llama.cpp run here (a llama-server keeps its own cache). Whether it finished."""
+        if self.config.engine.url:
+            return False
+        backend = self.backend(model=path or self.config.model.path)
+        try:
+            self.warm(backend, cancel=cancel, progress=progress)
+            flush = getattr(backend, "flush_prefix_writes", None)
+            if flush is not None:
+                flush()  # the states are on disk before the worker goes
+        finally:
+            backend.close()
+        return cancel is None or not cancel.is_set()
+
     def keep_for_next(self, backend: Backend, conversation_id: str) -> bool:
         """After a request in a process that ends with it (`botpsy ask`): warm the conversation
         as its next request will start and keep that state on disk, so that the next process

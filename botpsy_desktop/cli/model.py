@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import threading
+import time
+from pathlib import Path
 from typing import Any, TextIO
 
 from botpsy_desktop.app import App
 from botpsy_desktop.cli.common import EXIT_CANCELLED, EXIT_ERROR, EXIT_OK, EventPrinter
+from botpsy_desktop.core.errors import BotpsyError
 from botpsy_desktop.llm.models.download import human_bytes
 
 
@@ -87,11 +91,13 @@ def cmd_model(app: App, args: argparse.Namespace, out: TextIO, err: TextIO) -> i
             if app.config.voice.model != speech.id:
                 print(f"To use it: set voice.model to {speech.id!r} in the settings.", file=out)
         elif action == "pull":
-            models.pull(args.ref, args.quant, use=args.use or None, on_event=show)
+            pulled = models.pull(args.ref, args.quant, use=args.use or None, on_event=show)
+            _prepare_if_active(app, models.path_of(pulled), show, err)
         elif action == "import":
-            models.import_file(
+            imported = models.import_file(
                 args.path, link=args.link, name=args.name, use=args.use or None, on_event=show
             )
+            _prepare_if_active(app, models.path_of(imported), show, err)
         elif action == "use":
             models.use(args.id, on_event=show)
         elif action == "remove":
@@ -110,3 +116,32 @@ def cmd_model(app: App, args: argparse.Namespace, out: TextIO, err: TextIO) -> i
     finally:
         show.end_line()
     return EXIT_OK
+
+
+def _prepare_if_active(app: App, path: Path, show: EventPrinter, err: TextIO) -> None:
+    """A model just installed and active: prepare it for its first question (App.prepare_model),
+    with its progress; Ctrl-C skips the rest (the first question then finishes it). Only a head
+    start: a model that cannot be prepared is still installed, and its first question says why."""
+    from botpsy_desktop.cli.turns import CtrlC, ProgressLine
+    from botpsy_desktop.llm.models.installed import Status
+
+    if app.config.engine.url or Path(app.config.model.path or "") != path:
+        return
+    show(Status("Preparing the model for its first question (Ctrl-C skips this)..."))
+    cancel = threading.Event()
+    line = ProgressLine(err)
+    started = time.monotonic()
+    try:
+        with CtrlC(cancel) as ctrl_c:
+            ctrl_c.working = True
+            done = app.prepare_model(str(path), cancel=cancel, progress=lambda p, _: line.show(p))
+    except BotpsyError as exc:
+        line.end()
+        show(Status(f"It could not be prepared ahead ({exc.message}); its first question will be."))
+        return
+    line.end()
+    if done:
+        seconds = time.monotonic() - started
+        show(Status(f"Prepared in {seconds:.1f} s: the first question starts as a later one does."))
+    else:
+        show(Status("Preparing stopped; the first question will finish it."))

@@ -17,7 +17,7 @@ import pytest
 from botpsy_desktop.cli import main
 from tests.helpers.demo_package import hide_distribution
 from tests.helpers.hub import Faults, HubStandIn, free_port, write_gguf
-from tests.helpers.models import REPO_ROOT, smollm2_gguf, tiny_qwen35_gguf
+from tests.helpers.models import REPO_ROOT, smollm2_gguf, tiny_qwen35_gguf, tiny_qwen35_long_gguf
 
 REPO = "qvac/BotPsy-0.8B"
 Q4 = "BotPsy-0.8B-Q4_K_M.gguf"
@@ -295,3 +295,30 @@ def test_first_run_on_a_terminal_can_be_declined(
     )
     assert code == 1 and "Download BotPsy-0.8B Q4_K_M now? [y/N] n" in screen
     assert hub.log == []
+
+
+def test_the_first_question_after_an_import_starts_from_the_prefix_prepared_then(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`botpsy model import` prepares the new active model for its first question (the system
+    prompt and every tool, evaluated in an engine worker and kept on disk), so the first
+    `botpsy ask`, a new process, restores that state instead of evaluating it."""
+    from botpsy_desktop.agent.logs import log_files
+    from botpsy_desktop.core.paths import Paths
+
+    home = profile(
+        tmp_path,
+        model={"n_threads": 1, "n_threads_batch": 1, "max_tokens": 2, "temperature": 0.0},
+        weather={"forecast_url": "http://127.0.0.1:9", "geocoding_url": "http://127.0.0.1:9"},
+    )
+    code, _, err = botpsy(
+        capsys, "--home", home, "model", "import", str(tiny_qwen35_long_gguf()), "--link"
+    )
+    assert code == 0, err
+    assert "Preparing the model for its first question" in err and "Prepared in " in err, err
+    assert list((Path(home) / "cache").rglob("*.prefix")), "no prefix state on disk"
+
+    code, _, err = botpsy(capsys, "--home", home, "ask", "Set a timer for ten minutes.")
+    assert code == 0, err
+    log = "".join(f.read_text(encoding="utf-8") for f in log_files(Paths.resolve(home)))
+    assert "restored from disk" in log, log[-3000:]
