@@ -60,6 +60,10 @@ def test_the_bench_runs_small_on_the_tiny_model() -> None:
     assert newp["file_mib"] > 0 and newp["restore_s"] > 0 and newp["read_verify_s"] > 0
     assert newp["ttft_cold_s"] > 0 and newp["ttft_disk_s"] > 0 and newp["load_s"] > 0
     assert newp["peak_rss_disk_mib"] > mem_floor_mib(r)
+    # the first request after an import starts from what the import prepared, as a later one
+    assert "new process: first request after import / a later request" in table
+    assert newp["prepare_at_import_s"] > 0 and newp["ttft_first_after_import_s"] > 0
+    assert all(0 < n < 30 for n in newp["evaluated_tokens_first_after_import"])
     for rows in (r["follow_ups_with_warm"], r["follow_ups_without_warm"]):
         assert len(rows) == 3 and all(row["reused"] >= r["prefix_tokens"] for row in rows)
     # after a warm-up, a follow-up evaluates its own message only
@@ -70,10 +74,16 @@ def test_the_bench_runs_small_on_the_tiny_model() -> None:
     assert r["app_constrained_decode_tps"] > 0
     # the app's own CPU per token, in milliseconds, worker and app side, free and in a call
     assert "app's own CPU per token" in table
-    for key in ("own_cpu_ms_per_token", "own_cpu_ms_per_token_in_call"):
+    for key in (
+        "own_cpu_ms_per_token",
+        "own_cpu_ms_per_token_in_call",
+        "own_cpu_ms_per_token_at_gpu_pace",
+    ):
         own = r[key]
         assert own["worker"] > 0 and own["app"] > 0, key
         assert own["total"] == pytest.approx(own["worker"] + own["app"], abs=1e-3), key
+        assert own["tokens_per_message"] >= 1 and own["ms_per_token"] > 0, key
+    assert r["own_cpu_ms_per_token_at_gpu_pace"]["ms_per_token"] >= 4.0  # decodes padded
     mem = r["memory"]
     assert mem["requests"] == 6 and mem["peak_rss_mib"] >= mem["rss_after_last_mib"] > 0
     assert mem["weights_mib"] > 20 and mem["recurrent_state_mib"] >= 0

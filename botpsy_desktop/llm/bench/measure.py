@@ -564,6 +564,8 @@ def _new_process(
     restore or evaluate, sample), the same for both."""
     cold: list[dict[str, Any]] = []
     disk: list[dict[str, Any]] = []
+    after_import: list[dict[str, Any]] = []
+    prepare_s: list[float] = []
     with tempfile.TemporaryDirectory(prefix="botpsy-bench-prefix-") as tmp:
         for r in range(o.repeats):
             spec = {
@@ -580,6 +582,23 @@ def _new_process(
             log(f"new process, cold then prefix on disk, pair {r + 1}/{o.repeats}")
             cold.append(_run_child(spec_file))
             disk.append(_run_child(spec_file))
+            # the first request after installing: the store prepared as `botpsy model import`
+            # and `pull` prepare it (App.prepare_model: the window's warm-up in an engine
+            # worker of its own, the states kept on disk), then a new process's first request
+            log(f"new process, first request after import {r + 1}/{o.repeats}")
+            store = Path(tmp) / f"imported-{r}"
+            spec_file.write_text(json.dumps({**spec, "store": str(store)}), encoding="utf-8")
+            prepared = EngineProcess(
+                engine.settings, engine.info.path, prefix_cache_dir=store, prefix_cache_mb=8192
+            )
+            try:
+                started = time.perf_counter()
+                harness.warm(prepared, None)
+                prepared.flush_prefix_writes()
+                prepare_s.append(time.perf_counter() - started)
+            finally:
+                prepared.close()
+            after_import.append(_run_child(spec_file))
 
     def med(rows: list[dict[str, Any]], key: str) -> float:
         return median([float(row[key]) for row in rows if row.get(key) is not None])
@@ -603,6 +622,13 @@ def _new_process(
         "peak_rss_disk_mib": round(med(disk, "peak_rss_kib") / 1024, 1),
         "ttft_cold_all_s": [row["ttft_s"] for row in cold],
         "ttft_disk_all_s": [row["ttft_s"] for row in disk],
+        "prepare_at_import_s": round(median(prepare_s), 2),
+        "ttft_first_after_import_s": round(med(after_import, "ttft_s"), 4),
+        "ttft_first_after_import_over_later": round(
+            ratio(med(after_import, "ttft_s"), ttft_disk), 3
+        ),
+        "evaluated_tokens_first_after_import": [r["evaluated_tokens"] for r in after_import],
+        "ttft_first_after_import_all_s": [row["ttft_s"] for row in after_import],
     }
 
 
@@ -916,6 +942,11 @@ def format_table(result: Mapping[str, Any]) -> str:
             f"{newp.get('file_mib')} MiB, {newp.get('read_verify_s')} s, "
             f"{newp.get('restore_s')} s (written in the background, "
             f"{newp.get('write_wait_after_request_s')} s left after the request)",
+        ),
+        (
+            "new process: first request after import / a later request",
+            f"{newp.get('ttft_first_after_import_s')} s / {newp.get('ttft_disk_s')} s "
+            f"(prepared at import in {newp.get('prepare_at_import_s')} s)",
         ),
         (
             "new process: peak RSS cold / prefix on disk",
