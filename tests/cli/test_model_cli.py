@@ -65,7 +65,11 @@ def test_pull_list_doctor(
     assert lines[0] == f"Asking {hub.url} about {REPO} ..."
     assert lines[1].startswith(f"Downloading {Q4} (2.0 MiB) from {REPO} at commit ")
     assert any(line.startswith(f"{Q4} [####") and " in 0:0" in line for line in lines)
-    assert lines[-1] == "botpsy-0.8b:Q4_K_M is now the active model."
+    assert lines[-3] == "botpsy-0.8b:Q4_K_M is now the active model."
+    # then the new active model is prepared for its first question; the Hub stand-in's file
+    # is no model llama.cpp can load: said in one line, and the pull still succeeds
+    assert lines[-2] == "Preparing the model for its first question (Ctrl-C skips this)..."
+    assert lines[-1].startswith("It could not be prepared ahead (llama.cpp could not load ")
 
     code, out, _ = botpsy(capsys, "--home", home, "model", "list")
     assert code == 0
