@@ -438,6 +438,23 @@ class VoiceSettings(_Section):
     replay_file: str | None = Field(
         None, description='With engine "replay": a JSON list of {"wav": PATH, "text": WORDS}.'
     )
+    speak_replies: bool = Field(
+        False,
+        description="Read each final answer aloud (espeak-ng) in the window, the quick box and "
+        "`botpsy listen`; a new request or the microphone stops it. Off by default.",
+    )
+    reply_voice: str = Field(
+        "en-us",
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9_+/-]{0,39}$",
+        description='The espeak-ng voice for spoken replies ("en-us", "de", "es", "fr", '
+        '"en+f3"...; `espeak-ng --voices` lists them).',
+    )
+    reply_rate: int = Field(175, ge=80, le=450, description="Spoken replies' words per minute.")
+    speaker: str | None = Field(
+        None,
+        description="The loudspeaker for spoken replies (its sound-server name); None: the "
+        "system's default.",
+    )
 
 
 class UiSettings(_Section):

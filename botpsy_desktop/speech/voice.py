@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from botpsy_desktop.core.config import Config
+from botpsy_desktop.core.config import Config, VoiceSettings
 from botpsy_desktop.core.paths import Paths
 from botpsy_desktop.speech.capture import Microphone, OnLevel, Recording, microphones, record
 from botpsy_desktop.speech.models import SpeechModels
@@ -43,10 +43,14 @@ class VoiceInput:
 
     def __init__(self, config: Config, paths: Paths) -> None:
         self.config, self.paths = config, paths
-        self.settings = config.voice
         self.models = SpeechModels(paths, config)
         self._recognizer: Recognizer | None = None
         self._lock = threading.Lock()
+
+    @property
+    def settings(self) -> VoiceSettings:
+        """The voice settings as they are now (Settings replaces the section when saved)."""
+        return self.config.voice
 
     @property
     def pulse_server(self) -> str | None:

@@ -214,6 +214,7 @@ Architecture: $ARCH
 Maintainer: botpsy-desktop maintainers <maintainers@botpsy.invalid>
 Installed-Size: $(du -sk --exclude=DEBIAN "$STAGE" | cut -f1)
 Depends: $DEPENDS
+Recommends: espeak-ng
 Section: utils
 Priority: optional
 Homepage: https://github.com/botpsy/botpsy-desktop
