@@ -400,10 +400,12 @@ class VoiceSettings(_Section):
     """Push-to-talk: the microphone, the speech-to-text engine and its model."""
 
     enabled: bool = Field(True, description="Offer the microphone button and `botpsy listen`.")
-    engine: Literal["whisper.cpp", "replay"] = Field(
+    engine: Literal["whisper.cpp", "pocketsphinx", "replay"] = Field(
         "whisper.cpp",
-        description='The speech-to-text engine. "replay" recognises only the recordings listed '
-        "in replay_file (for tests and demos; it is not speech recognition).",
+        description='The speech-to-text engine. "pocketsphinx": US English only, its model inside '
+        'the pocketsphinx package (nothing to download; far less accurate than Whisper). "replay" '
+        "recognises only the recordings listed in replay_file (for tests and demos; it is not "
+        "speech recognition).",
     )
     model: str = Field(
         "whisper-base",

@@ -263,6 +263,15 @@ class SettingsDialog(QDialog):
         if c.voice.microphone and self.microphone.findData(c.voice.microphone) < 0:
             self.microphone.addItem(f"{c.voice.microphone} (not connected)", c.voice.microphone)
         self.microphone.setCurrentIndex(max(0, self.microphone.findData(c.voice.microphone)))
+        self.speech_engine = QComboBox()
+        self.speech_engine.setObjectName("speechEngine")
+        self.speech_engine.addItem("whisper.cpp (a Whisper model: many languages)", "whisper.cpp")
+        self.speech_engine.addItem(
+            "PocketSphinx (US English only, built in, less accurate)", "pocketsphinx"
+        )
+        if c.voice.engine == "replay":
+            self.speech_engine.addItem("replay (tests and demos: not speech recognition)", "replay")
+        self.speech_engine.setCurrentIndex(max(0, self.speech_engine.findData(c.voice.engine)))
         self.speech_model = QComboBox()
         for st in app.voice().models.states():
             shown = st.entry.name + ("" if st.present else " — not installed")
@@ -311,6 +320,7 @@ class SettingsDialog(QDialog):
         languages.setWordWrap(True)
         vf.addRow("Microphone:", self.microphone)
         vf.addRow("", self.microphone_note)
+        vf.addRow("Speech engine:", self.speech_engine)
         vf.addRow("Speech model:", self.speech_model)
         vf.addRow("Language:", self.speech_language)
         vf.addRow("", self.keep_audio)
@@ -482,6 +492,7 @@ class SettingsDialog(QDialog):
         )
         data["music"]["folders"] = self.music.folders()
         data["voice"].update(
+            engine=self.speech_engine.currentData() or data["voice"]["engine"],
             microphone=self.microphone.currentData(),
             model=self.speech_model.currentData() or data["voice"]["model"],
             language=self.speech_language.text().strip().lower() or "auto",
@@ -543,7 +554,7 @@ class SettingsDialog(QDialog):
         if self.engine_key.text().strip():
             model_changed = True  # reconnect with the new key
         later = new.files != old.files or new.weather != old.weather or new.music != old.music
-        if new.voice.model != old.voice.model:
+        if (new.voice.model, new.voice.engine) != (old.voice.model, old.voice.engine):
             self.app.voice().close()  # the next recognition loads the newly chosen model
         for section in ("model", "engine", "files", "weather", "music", "ui", "agent", "voice"):
             setattr(old, section, getattr(new, section))

@@ -202,14 +202,17 @@ def test_settings_turn_spoken_replies_on_with_a_voice_and_a_loudspeaker(
         dialog.speak_replies.setChecked(True)
         dialog.reply_voice.setText("de")
         dialog.speaker.setCurrentIndex(dialog.speaker.findData("headphones"))
-        dialog.speech_language.setText("de")
+        dialog.speech_language.setText("en")
+        assert dialog.speech_engine.currentData() == "replay"
+        dialog.speech_engine.setCurrentIndex(dialog.speech_engine.findData("pocketsphinx"))
         dialog.save_button.click()
         saved = json.loads((tmp_path / "profile" / "config" / "config.json").read_text("utf-8"))
         assert saved["voice"]["speak_replies"] is True
         assert saved["voice"]["reply_voice"] == "de" and saved["voice"]["speaker"] == "headphones"
-        assert saved["voice"]["language"] == "de"  # the rest of the Voice tab is kept too
+        # the rest of the Voice tab is kept too
+        assert saved["voice"]["language"] == "en" and saved["voice"]["engine"] == "pocketsphinx"
         # in force at once: the next answer is read with them
         assert app.config.voice.speak_replies and app.speaker().settings.reply_voice == "de"
-        assert app.voice().settings.language == "de"
+        assert app.voice().settings.engine == "pocketsphinx"
     finally:
         app.close()
