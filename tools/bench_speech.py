@@ -267,7 +267,14 @@ def describe(args: argparse.Namespace, model_id: str) -> dict[str, Any]:
     import platform
 
     info: dict[str, Any] = {"engine": args.engine, "threads": args.threads}
-    if args.engine == "whisper.cpp":
+    if args.engine == "whisper.cpp" and args.model_file:
+        import hashlib
+
+        digest = hashlib.sha256(Path(args.model_file).read_bytes()).hexdigest()
+        info["model"] = (
+            f"{args.model_file} (sha256 {digest[:16]}…): NOT the catalog's file, not checked"
+        )
+    elif args.engine == "whisper.cpp":
         info["model"] = f"{model_id} (the catalog's ggml file, checked by SHA-256)"
     elif args.engine == "pocketsphinx":
         from importlib.metadata import version
@@ -294,6 +301,7 @@ def describe(args: argparse.Namespace, model_id: str) -> dict[str, Any]:
         cpu = platform.processor()
     info["cpu"] = f"{cpu}, {len(os.sched_getaffinity(0))} cores used"
     info["load_average_at_start"] = [round(x, 2) for x in os.getloadavg()]
+    info["omp_wait_policy"] = os.environ.get("OMP_WAIT_POLICY", "(default)")
     return info
 
 
@@ -317,6 +325,11 @@ def main() -> int:
     p.add_argument("--home", help="the profile whose speech model is used (default: yours)")
     p.add_argument("--model", default=None, help="speech model id (default: voice.model)")
     p.add_argument("--ct2-model", help="with --engine faster-whisper: the model's folder")
+    p.add_argument(
+        "--model-file",
+        help="with --engine whisper.cpp: a ggml file to use instead of the catalog's (not "
+        "checked: e.g. one made by tools/whisper_ggml_from_ct2.py)",
+    )
     p.add_argument("--languages", default=None, help="default: en,de,es,fr (pocketsphinx: en)")
     p.add_argument("--count", type=int, default=100, help="commands per language")
     p.add_argument("--threads", type=int, default=2)
@@ -335,7 +348,9 @@ def main() -> int:
         model_id = args.model or app.config.voice.model
         rec: Any
         try:
-            if args.engine == "whisper.cpp":
+            if args.engine == "whisper.cpp" and args.model_file:
+                rec = WhisperRecognizer(Path(args.model_file), threads=args.threads)
+            elif args.engine == "whisper.cpp":
                 rec = WhisperRecognizer(voice.models.require(model_id), threads=args.threads)
             elif args.engine == "pocketsphinx":
                 from botpsy_desktop.speech.sphinx import SphinxRecognizer, model_dir
