@@ -65,6 +65,7 @@ if TYPE_CHECKING:
     from botpsy_desktop.llm.engines.remote import RemoteBackend
     from botpsy_desktop.llm.engines.replay import ReplayBackend
     from botpsy_desktop.llm.models.installed import ModelService
+    from botpsy_desktop.speech.tts import ReplySpeaker
     from botpsy_desktop.speech.voice import VoiceInput
 
 log = logging.getLogger(__name__)
@@ -255,6 +256,7 @@ class App:
     """Held while the model writes a reply or is prepared (sessions made here hold it); the
     documents index waits meanwhile (:meth:`start_indexing`)."""
     _voice: VoiceInput | None = field(default=None, init=False, repr=False)
+    _speaker: ReplySpeaker | None = field(default=None, init=False, repr=False)
 
     def voice(self) -> VoiceInput:
         """Push-to-talk (microphone and speech-to-text), made on first use; the speech model
@@ -264,6 +266,20 @@ class App:
 
             self._voice = VoiceInput(self.config, self.paths)
         return self._voice
+
+    def speaker(self) -> ReplySpeaker:
+        """Spoken replies (espeak-ng), made on first use; whether answers are spoken is
+        voice.speak_replies, read at each answer."""
+        if self._speaker is None:
+            from botpsy_desktop.speech.tts import ReplySpeaker
+
+            self._speaker = ReplySpeaker(self.config, self.config.device.pulse_server)
+        return self._speaker
+
+    def stop_speaking(self) -> None:
+        """End the reply being read aloud, if any (a new request, or the microphone)."""
+        if self._speaker is not None:
+            self._speaker.stop()
 
     def approvals(self) -> ApprovalQueue:
         """The stored queue of approvals that parked background runs wait for (shared by the
@@ -587,6 +603,8 @@ class App:
             self._approvals.close()
         if self._voice is not None:
             self._voice.close()
+        if self._speaker is not None:
+            self._speaker.close()
         if self.alarms is not None:
             self.alarms.shutdown()
         self.resources.close()

@@ -12,6 +12,11 @@ if len(sys.argv) > 1 and sys.argv[1] == "--speech-worker":  # whisper.cpp's work
 
     sys.exit(speech_main(sys.argv[2:]))
 
+if len(sys.argv) > 1 and sys.argv[1] == "--sphinx-worker":  # PocketSphinx's worker process
+    from botpsy_desktop.speech.sphinx_worker import main as sphinx_main
+
+    sys.exit(sphinx_main(sys.argv[2:]))
+
 from botpsy_desktop.ui.main import main
 
 sys.exit(main())

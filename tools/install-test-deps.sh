@@ -26,7 +26,7 @@ PACKAGES=(
     gnome-keyring dbus   # a real Secret Service on a private D-Bus; D-Bus for notifications
     pulseaudio           # the device tools' sound: a real sound server with null sinks
     libglib2.0-bin dconf-service gsettings-desktop-schemas  # gio (open, launch), GNOME settings
-    espeak-ng pulseaudio-utils  # push-to-talk: spoken commands as WAVs, played into a virtual mic
+    espeak-ng pulseaudio-utils  # push-to-talk: spoken commands as WAVs into a virtual mic; spoken replies
     xdg-desktop-portal xdg-desktop-portal-kde  # the Wayland shortcut: the real GlobalShortcuts portal
     libvulkan-dev glslc spirv-headers ninja-build  # llama.cpp's Vulkan backend module, built once
     mesa-vulkan-drivers  # lavapipe: a Vulkan device on the CPU, where the Vulkan tests run

@@ -30,6 +30,17 @@ def add_command(sub: Any) -> None:
         help="print the recognised words and stop (ask nothing)",
     )
     listen.add_argument(
+        "--speak",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="read the answer aloud with espeak-ng (default: the voice.speak_replies setting)",
+    )
+    listen.add_argument(
+        "--speak-to",
+        metavar="FILE.wav",
+        help="write the spoken answer to a WAV file instead of the loudspeaker (implies --speak)",
+    )
+    listen.add_argument(
         "--json",
         action="store_true",
         help="print the whole transcript as JSON (with the recognition's timings)",
@@ -106,4 +117,36 @@ def cmd_listen(app: App, args: argparse.Namespace, out: TextIO, err: TextIO) -> 
         if code == EXIT_OK:
             out.flush()
             app.keep_for_next(backend, session.conversation_id)
+        speak = app.config.voice.speak_replies if args.speak is None else args.speak
+        if (speak or args.speak_to) and transcript.answer:
+            note = f"\n{transcript.note}" if transcript.note else ""
+            speak_answer(app, transcript.answer + note, err, to=args.speak_to)
         return code
+
+
+def speak_answer(app: App, text: str, err: TextIO, to: str | None = None) -> None:
+    """Read ``text`` aloud (or into the WAV file ``to``) and wait until it has been heard;
+    Ctrl+C stops it. A reply that cannot be spoken (no espeak-ng) is said on stderr: the answer
+    was printed all the same."""
+    from pathlib import Path
+
+    from botpsy_desktop.speech.recognizer import SpeechError
+    from botpsy_desktop.speech.tts import WavPlayer
+
+    speaker = app.speaker()
+    if to:
+        speaker.output = WavPlayer(Path(to))
+    failed: list[SpeechError] = []
+    if not speaker.say(text, on_done=lambda error: failed.extend([error] if error else [])):
+        return
+    try:
+        while not speaker.wait(0.2):
+            pass
+    except KeyboardInterrupt:
+        speaker.stop()
+        print("botpsy: the spoken reply was stopped.", file=err)
+        return
+    for exc in failed:
+        print(terminal_safe(f"botpsy: {exc.message}"), file=err)
+        if exc.hint:
+            print(terminal_safe(exc.hint), file=err)

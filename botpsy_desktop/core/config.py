@@ -400,10 +400,12 @@ class VoiceSettings(_Section):
     """Push-to-talk: the microphone, the speech-to-text engine and its model."""
 
     enabled: bool = Field(True, description="Offer the microphone button and `botpsy listen`.")
-    engine: Literal["whisper.cpp", "replay"] = Field(
+    engine: Literal["whisper.cpp", "pocketsphinx", "replay"] = Field(
         "whisper.cpp",
-        description='The speech-to-text engine. "replay" recognises only the recordings listed '
-        "in replay_file (for tests and demos; it is not speech recognition).",
+        description='The speech-to-text engine. "pocketsphinx": US English only, its model inside '
+        'the pocketsphinx package (nothing to download; far less accurate than Whisper). "replay" '
+        "recognises only the recordings listed in replay_file (for tests and demos; it is not "
+        "speech recognition).",
     )
     model: str = Field(
         "whisper-base",
@@ -437,6 +439,23 @@ class VoiceSettings(_Section):
     threads: int | None = Field(None, ge=1, le=64, description="Recognition threads (None: auto).")
     replay_file: str | None = Field(
         None, description='With engine "replay": a JSON list of {"wav": PATH, "text": WORDS}.'
+    )
+    speak_replies: bool = Field(
+        False,
+        description="Read each final answer aloud (espeak-ng) in the window, the quick box and "
+        "`botpsy listen`; a new request or the microphone stops it. Off by default.",
+    )
+    reply_voice: str = Field(
+        "en-us",
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9_+/-]{0,39}$",
+        description='The espeak-ng voice for spoken replies ("en-us", "de", "es", "fr", '
+        '"en+f3"...; `espeak-ng --voices` lists them).',
+    )
+    reply_rate: int = Field(175, ge=80, le=450, description="Spoken replies' words per minute.")
+    speaker: str | None = Field(
+        None,
+        description="The loudspeaker for spoken replies (its sound-server name); None: the "
+        "system's default.",
     )
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from botpsy_desktop.core.config import Config
+from botpsy_desktop.core.config import Config, VoiceSettings
 from botpsy_desktop.core.paths import Paths
 from botpsy_desktop.speech.capture import Microphone, OnLevel, Recording, microphones, record
 from botpsy_desktop.speech.models import SpeechModels
@@ -43,10 +43,15 @@ class VoiceInput:
 
     def __init__(self, config: Config, paths: Paths) -> None:
         self.config, self.paths = config, paths
-        self.settings = config.voice
         self.models = SpeechModels(paths, config)
         self._recognizer: Recognizer | None = None
+        self._sphinx_dir: Path | None = None
         self._lock = threading.Lock()
+
+    @property
+    def settings(self) -> VoiceSettings:
+        """The voice settings as they are now (Settings replaces the section when saved)."""
+        return self.config.voice
 
     @property
     def pulse_server(self) -> str | None:
@@ -71,6 +76,9 @@ class VoiceInput:
                     kind="model_missing",
                 )
             return
+        if self.settings.engine == "pocketsphinx":
+            self._sphinx_model()
+            return
         self.models.require(self.settings.model)
 
     def recognizer(self) -> Recognizer:
@@ -81,6 +89,14 @@ class VoiceInput:
 
                     assert self.settings.replay_file is not None
                     self._recognizer = ReplayRecognizer(Path(self.settings.replay_file))
+                elif self.settings.engine == "pocketsphinx":
+                    from botpsy_desktop.speech.sphinx import SphinxRecognizer
+
+                    self._recognizer = SphinxRecognizer(
+                        self._sphinx_model(),
+                        pull_hint='Reinstall it: `pip install --force-reinstall "pocketsphinx'
+                        '==5.1.1"`.',
+                    )
                 else:
                     from botpsy_desktop.speech.whisper import WhisperRecognizer
 
@@ -92,6 +108,21 @@ class VoiceInput:
                         f"{self.settings.model}`.",
                     )
             return self._recognizer
+
+    def _sphinx_model(self) -> Path:
+        """PocketSphinx's model folder, checked once (against the package's RECORD)."""
+        from botpsy_desktop.speech import sphinx
+
+        if self.settings.language not in ("auto", *sphinx.LANGUAGES):
+            raise SpeechError(
+                f"The PocketSphinx engine understands US English only, not "
+                f"{self.settings.language!r}.",
+                'Set voice.language to "en" (or "auto"), or use the whisper.cpp engine.',
+                kind="unavailable",
+            )
+        if self._sphinx_dir is None:
+            self._sphinx_dir = sphinx.model_dir()
+        return self._sphinx_dir
 
     def record(
         self,

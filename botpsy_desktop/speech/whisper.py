@@ -33,6 +33,13 @@ class WhisperRecognizer:
     file: see SpeechModels.require) and keeps it for the next requests until :meth:`close`."""
 
     name = "whisper.cpp"
+    binding = "pywhispercpp"
+    """The Python distribution the worker imports (checked before it is started)."""
+    install = 'pip install "pywhispercpp==1.5.1"'
+
+    def command(self) -> list[str]:
+        """The worker process's command line (the protocol: whisper_worker.py)."""
+        return worker_command(self.model, self.threads)
 
     def __init__(self, model: Path, *, threads: int | None = None, pull_hint: str = "") -> None:
         self.model = model
@@ -63,13 +70,13 @@ class WhisperRecognizer:
         self._proc = None
         if while_ == "loading":
             return SpeechError(
-                f"whisper.cpp could not load the speech model {self.model.name}: its process "
-                f"ended with code {code}{detail}. The file is damaged or not a whisper.cpp model.",
+                f"{self.name} could not load the speech model {self.model.name}: its process "
+                f"ended with code {code}{detail}. The file is damaged or not a {self.name} model.",
                 self.pull_hint or "Download the model again.",
                 kind="model_damaged",
             )
         return SpeechError(
-            f"whisper.cpp stopped while recognising (code {code}){detail}.",
+            f"{self.name} stopped while recognising (code {code}){detail}.",
             "Try again; if it keeps failing, download the speech model again.",
             kind="engine",
         )
@@ -80,14 +87,12 @@ class WhisperRecognizer:
         try:
             import importlib.util
 
-            if importlib.util.find_spec("pywhispercpp") is None and not getattr(
-                sys, "frozen", False
-            ):
+            if importlib.util.find_spec(self.binding) is None and not getattr(sys, "frozen", False):
                 raise ImportError
         except ImportError:
             raise SpeechError(
-                "whisper.cpp's Python binding (pywhispercpp) is not installed.",
-                'Install it with `pip install "pywhispercpp==1.5.1"`.',
+                f"{self.name}'s Python binding ({self.binding}) is not installed.",
+                f"Install it with `{self.install}`.",
                 kind="unavailable",
             ) from None
         import tempfile
@@ -97,7 +102,7 @@ class WhisperRecognizer:
         self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 - kept open for the worker
         begin = time.monotonic()
         proc = subprocess.Popen(
-            worker_command(self.model, self.threads),
+            self.command(),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self._stderr,
@@ -105,7 +110,7 @@ class WhisperRecognizer:
         self._proc = proc
         ready = self._read(proc, "loading")
         if "ready" not in ready:
-            raise SpeechError(f"whisper.cpp's worker answered {ready!r} instead of starting.")
+            raise SpeechError(f"{self.name}'s worker answered {ready!r} instead of starting.")
         self.load_s = time.monotonic() - begin
         return proc
 
@@ -140,7 +145,7 @@ class WhisperRecognizer:
                         on_text(str(answer["partial"]))
                     continue
                 if "error" in answer:
-                    raise SpeechError(f"whisper.cpp failed: {answer['error']}", kind="engine")
+                    raise SpeechError(f"{self.name} failed: {answer['error']}", kind="engine")
                 return Recognition(
                     text=str(answer["text"]),
                     language=answer.get("language"),

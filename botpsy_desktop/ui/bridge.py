@@ -390,6 +390,8 @@ class EngineThread(QObject):
         routine: RoutineInfo | None = None,
         resume: StoredApproval | None = None,
     ) -> str:
+        if not background:  # a new request of the person's own ends the reply being spoken
+            self.worker.app.stop_speaking()
         return self.worker.submit(
             conversation_id,
             text,

@@ -51,7 +51,7 @@ from botpsy_desktop.ui.download import ModelDialog
 from botpsy_desktop.ui.firstrun import FirstRunWizard, needs_first_run
 from botpsy_desktop.ui.hotkey import GlobalShortcut
 from botpsy_desktop.ui.settings import SettingsDialog
-from botpsy_desktop.ui.voice import MicButton, VoiceController
+from botpsy_desktop.ui.voice import MicButton, SpokenReplies, VoiceController
 
 if TYPE_CHECKING:
     from botpsy_desktop.agent.undo import UndoPlan
@@ -248,6 +248,8 @@ class MainWindow(QMainWindow):
         self.voice.partial.connect(self.input.setPlainText)
         self.voice.recognised.connect(self._on_spoken)
         self.voice.failed.connect(lambda _kind, message: self.statusBar().showMessage(message))
+        self.replies = SpokenReplies(self.app, self)
+        self.replies.failed.connect(lambda message: self.chat.add_note(message, kind="info"))
         side.addWidget(self.think)
         side.addWidget(self.mic_button)
         side.addWidget(self.send_button)
@@ -676,6 +678,7 @@ class MainWindow(QMainWindow):
         if not self._mine(request_id):
             return
         self.chat.finish_answer(answer.text)
+        self.replies.answer(answer.text, answer.note)
         if answer.note:
             self.chat.add_note(answer.note, kind="warning")
         if not answer.text.strip():

@@ -22,7 +22,7 @@ from botpsy_desktop.agent.store import ConversationStore
 from botpsy_desktop.llm.types import PromptProgress
 from botpsy_desktop.ui.approval import ApprovalDialog
 from botpsy_desktop.ui.bridge import EngineThread
-from botpsy_desktop.ui.voice import MicButton, VoiceController
+from botpsy_desktop.ui.voice import MicButton, SpokenReplies, VoiceController
 
 PLACEHOLDER = "Quick command — “timer 10 minutes”, “weather tomorrow”, “play some jazz”"
 QUICK_TITLE = "Quick commands"
@@ -114,6 +114,8 @@ class QuickCommandBox(QFrame):
         self.voice.partial.connect(self.line.setText)
         self.voice.recognised.connect(self._on_recognised)
         self.voice.failed.connect(self._on_voice_failed)
+        self.replies = SpokenReplies(engine.worker.app, self)
+        self.replies.failed.connect(self._on_reply_failed)
         w = engine.worker
         w.queued.connect(self._on_queued)
         w.requestStarted.connect(self._on_started)
@@ -274,6 +276,14 @@ class QuickCommandBox(QFrame):
             self.note.setText(answer.note)
             self.note.setVisible(bool(answer.note))
             self.adjustSize()
+            self.replies.answer(answer.text, answer.note)
+
+    def _on_reply_failed(self, message: str) -> None:
+        """The answer could not be read aloud: said under it (the answer stays)."""
+        shown = self.note.text() if self.note.isVisible() else ""
+        self.note.setText(f"{shown}\n{message}" if shown else message)
+        self.note.setVisible(True)
+        self.adjustSize()
 
     def _on_failed(self, request_id: str, kind: str, message: str) -> None:
         if self._mine(request_id):

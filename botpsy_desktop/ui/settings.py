@@ -33,6 +33,7 @@ from botpsy_desktop.core.config import Config, engine_origin, plain_http_problem
 from botpsy_desktop.core.errors import BotpsyError
 from botpsy_desktop.core.secrets import engine_entry
 from botpsy_desktop.llm.models import gpu_device
+from botpsy_desktop.speech import tts
 from botpsy_desktop.ui.accounts import AccountsPanel
 from botpsy_desktop.ui.style import style_for
 from botpsy_desktop.ui.tool_servers import ToolServersPanel
@@ -262,6 +263,15 @@ class SettingsDialog(QDialog):
         if c.voice.microphone and self.microphone.findData(c.voice.microphone) < 0:
             self.microphone.addItem(f"{c.voice.microphone} (not connected)", c.voice.microphone)
         self.microphone.setCurrentIndex(max(0, self.microphone.findData(c.voice.microphone)))
+        self.speech_engine = QComboBox()
+        self.speech_engine.setObjectName("speechEngine")
+        self.speech_engine.addItem("whisper.cpp (a Whisper model: many languages)", "whisper.cpp")
+        self.speech_engine.addItem(
+            "PocketSphinx (US English only, built in, less accurate)", "pocketsphinx"
+        )
+        if c.voice.engine == "replay":
+            self.speech_engine.addItem("replay (tests and demos: not speech recognition)", "replay")
+        self.speech_engine.setCurrentIndex(max(0, self.speech_engine.findData(c.voice.engine)))
         self.speech_model = QComboBox()
         for st in app.voice().models.states():
             shown = st.entry.name + ("" if st.present else " — not installed")
@@ -275,6 +285,33 @@ class SettingsDialog(QDialog):
             "The quick-command key opens the box listening (Enter, or the key again, sends)"
         )
         self.listen_on_shortcut.setChecked(c.voice.listen_on_shortcut)
+        self.speak_replies = QCheckBox("Read answers aloud (espeak-ng; off by default)")
+        self.speak_replies.setObjectName("speakReplies")
+        self.speak_replies.setChecked(c.voice.speak_replies)
+        self.reply_voice = QLineEdit(c.voice.reply_voice)
+        self.reply_voice.setObjectName("replyVoice")
+        self.reply_voice.setPlaceholderText("en-us, de, es, fr… (`espeak-ng --voices` lists them)")
+        self.speaker = QComboBox()
+        self.speaker.setObjectName("speaker")
+        self.speaker.addItem("The system's default", None)
+        self.speaker_note = QLabel("")
+        self.speaker_note.setWordWrap(True)
+        problems = []
+        try:
+            tts.engine_path()
+        except BotpsyError as exc:
+            problems.append(str(exc))
+        try:  # the sound server is local: asking it is quick
+            outputs = tts.loudspeakers(app.config.device.pulse_server)
+        except BotpsyError as exc:
+            outputs = []
+            problems.append(str(exc))
+        self.speaker_note.setText("\n".join(problems))
+        for out in outputs:
+            self.speaker.addItem(out.name, out.id)
+        if c.voice.speaker and self.speaker.findData(c.voice.speaker) < 0:
+            self.speaker.addItem(f"{c.voice.speaker} (not connected)", c.voice.speaker)
+        self.speaker.setCurrentIndex(max(0, self.speaker.findData(c.voice.speaker)))
         languages = QLabel(
             "Whisper models understand many languages (set one, or auto-detect); accuracy "
             "differs between them. A model is downloaded only when you ask: "
@@ -283,11 +320,16 @@ class SettingsDialog(QDialog):
         languages.setWordWrap(True)
         vf.addRow("Microphone:", self.microphone)
         vf.addRow("", self.microphone_note)
+        vf.addRow("Speech engine:", self.speech_engine)
         vf.addRow("Speech model:", self.speech_model)
         vf.addRow("Language:", self.speech_language)
         vf.addRow("", self.keep_audio)
         vf.addRow("", self.listen_on_shortcut)
         vf.addRow("", languages)
+        vf.addRow("", self.speak_replies)
+        vf.addRow("Reply voice:", self.reply_voice)
+        vf.addRow("Loudspeaker:", self.speaker)
+        vf.addRow("", self.speaker_note)
         tabs.addTab(voice, "Voice")
 
         self.accounts = AccountsPanel(app)
@@ -450,11 +492,15 @@ class SettingsDialog(QDialog):
         )
         data["music"]["folders"] = self.music.folders()
         data["voice"].update(
+            engine=self.speech_engine.currentData() or data["voice"]["engine"],
             microphone=self.microphone.currentData(),
             model=self.speech_model.currentData() or data["voice"]["model"],
             language=self.speech_language.text().strip().lower() or "auto",
             keep_audio=self.keep_audio.isChecked(),
             listen_on_shortcut=self.listen_on_shortcut.isChecked(),
+            speak_replies=self.speak_replies.isChecked(),
+            reply_voice=self.reply_voice.text().strip() or "en-us",
+            speaker=self.speaker.currentData(),
         )
         wait = self.background_wait.value()
         data["agent"].update(
@@ -508,7 +554,9 @@ class SettingsDialog(QDialog):
         if self.engine_key.text().strip():
             model_changed = True  # reconnect with the new key
         later = new.files != old.files or new.weather != old.weather or new.music != old.music
-        for section in ("model", "engine", "files", "weather", "music", "ui", "agent"):
+        if (new.voice.model, new.voice.engine) != (old.voice.model, old.voice.engine):
+            self.app.voice().close()  # the next recognition loads the newly chosen model
+        for section in ("model", "engine", "files", "weather", "music", "ui", "agent", "voice"):
             setattr(old, section, getattr(new, section))
         old.save(self.app.paths)
         gate = self.app.gate

@@ -1,9 +1,10 @@
-"""The microphone button: hold it (or click it, then click again) to speak a request."""
+"""The microphone button (hold, or click twice, to speak a request), and spoken replies."""
 
 from __future__ import annotations
 
 import threading
 import time
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, Signal
 from PySide6.QtWidgets import QPushButton, QWidget
@@ -11,6 +12,9 @@ from PySide6.QtWidgets import QPushButton, QWidget
 from botpsy_desktop.app import App
 from botpsy_desktop.speech.capture import Microphone
 from botpsy_desktop.speech.recognizer import SpeechError
+
+if TYPE_CHECKING:
+    from botpsy_desktop.speech.tts import ReplySpeaker
 
 HOLD_S = 0.4
 """A press held this long is push-to-talk (release stops); a shorter one is a click (toggle)."""
@@ -45,6 +49,7 @@ class VoiceController(QObject):
         return self._thread is not None and self._thread.is_alive()
 
     def start(self) -> bool:
+        self.app.stop_speaking()  # pressing push-to-talk ends the reply being read aloud
         if self._busy():
             return False
         self._recording = True
@@ -128,3 +133,30 @@ class MicButton(QPushButton):
 
     def _on_finished(self) -> None:
         self.setText("🎤")
+
+
+class SpokenReplies(QObject):
+    """Reads a face's final answers aloud when voice.speak_replies is on. Speaking runs on the
+    speaker's own thread (the GUI thread only starts it); a reply that cannot be heard (no
+    espeak-ng, no loudspeaker) is reported by ``failed`` and the answer stays on screen."""
+
+    failed = Signal(str)
+    spoken = Signal()  # a reply was played to its end, or stopped
+
+    def __init__(self, app: App, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.app = app
+
+    def answer(self, text: str, note: str = "") -> bool:
+        """Speak a final answer if spoken replies are on; True when speaking started. The
+        answer's note (it describes an action that was not carried out) is spoken after it:
+        whoever only listens must hear it too."""
+        if not self.app.config.voice.speak_replies:
+            return False
+        speaker: ReplySpeaker = self.app.speaker()
+        return speaker.say(f"{text}\n{note}" if note else text, on_done=self._done)
+
+    def _done(self, error: SpeechError | None) -> None:  # on the speaker's thread
+        if error is not None:
+            self.failed.emit(str(error))
+        self.spoken.emit()

@@ -27,6 +27,7 @@ from botpsy_desktop.adapters.alarms import AlarmKind, AlarmService
 from botpsy_desktop.app import build_app
 from botpsy_desktop.speech.recognizer import SpeechError
 from botpsy_desktop.speech.replay import ReplayRecognizer, read_wav
+from botpsy_desktop.speech.tts import speakable
 from botpsy_desktop.speech.whisper import WhisperRecognizer
 from tests.helpers import desktop_session, voice
 from tests.helpers.desktop_session import DesktopSession
@@ -67,14 +68,23 @@ def make_profile(tmp_path: Path, session: DesktopSession, **settings: Any) -> Pa
 
 
 def listen(
-    session: DesktopSession, home: Path, *args: str, play: Path | None = None, enter: bool = True
+    session: DesktopSession,
+    home: Path,
+    *args: str,
+    play: Path | None = None,
+    enter: bool = True,
+    path: str | None = None,
 ) -> tuple[int, str, str]:
     """Run `botpsy listen`; once it listens, play ``play`` into the microphone, then press
-    Enter (or not, for the time limit). Returns (exit code, stdout, stderr)."""
+    Enter (or not, for the time limit). ``path``: its PATH. Returns (exit code, stdout,
+    stderr)."""
+    env = {**os.environ, **session.env, "PYTHONPATH": str(ROOT)}
+    if path is not None:
+        env["PATH"] = path
     proc = subprocess.Popen(
         [sys.executable, "-m", "botpsy_desktop", "--home", str(home), "listen", *args],
         cwd=ROOT,
-        env={**os.environ, **session.env, "PYTHONPATH": str(ROOT)},
+        env=env,
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -123,6 +133,51 @@ def test_a_spoken_request_sets_a_timer(
         store.shutdown()
     # nothing of the recording was kept (voice.keep_audio is off)
     assert not list(home.rglob("*.wav"))
+
+
+ANSWER = "A **5-minute** timer is set: it rings at `12:05`."
+
+
+def test_speak_to_writes_the_answer_read_aloud(
+    tmp_path: Path, session: DesktopSession, spoken: Path
+) -> None:
+    replay = voice.replay_file(tmp_path, (spoken, WORDS))
+    home = make_profile(tmp_path, session, engine="replay", replay_file=str(replay))
+    answers = tmp_path / "answers.json"
+    answers.write_text(json.dumps([xml_call("set_timer", duration="5 minutes"), ANSWER]), "utf-8")
+    reply = tmp_path / "reply.wav"
+    code, out, err = listen(
+        session, home, "--replay", str(answers), "--speak-to", str(reply), play=spoken
+    )
+    assert code == 0, err
+    assert ANSWER in out
+    app = build_app(home)
+    try:  # what the answer's words (not its stars and backquotes, nor the tool call) take
+        words = voice.voiced_s(*app.speaker().synthesise(speakable(ANSWER)))
+        raw = voice.voiced_s(*app.speaker().synthesise(ANSWER))
+    finally:
+        app.close()
+    heard = voice.voiced_s(*voice.read_wav(reply))
+    assert words < raw - 0.5
+    assert heard > 1.0 and abs(heard - words) <= 0.2, (heard, words)
+
+
+def test_spoken_replies_without_espeak_say_what_to_install(
+    tmp_path: Path, session: DesktopSession, spoken: Path
+) -> None:
+    replay = voice.replay_file(tmp_path, (spoken, WORDS))
+    home = make_profile(
+        tmp_path, session, engine="replay", replay_file=str(replay), speak_replies=True
+    )
+    answers = tmp_path / "answers.json"
+    answers.write_text(json.dumps([ANSWER]), "utf-8")
+    code, out, err = listen(
+        session, home, "--replay", str(answers), play=spoken, path=voice.without_espeak(tmp_path)
+    )
+    assert code == 0, err  # the answer was given: only the reading of it failed
+    assert ANSWER in out
+    assert "Spoken replies need espeak-ng, which is not installed" in err
+    assert "sudo apt install espeak-ng" in err
 
 
 def test_words_only_prints_them_and_a_recording_is_kept_only_when_asked(
