@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Build BotPsy for Linux and test what was built, end to end:
 #   1. a portable llama-cpp-python wheel (CPU backends for every x86-64 level, picked at run
-#      time; cached, 15 min on 2 cores the first time),
+#      time; cached, 15 min on 2 cores the first time), and llama.cpp's Vulkan backend as a
+#      module loaded at run time where there is a GPU (cached, about 20 min the first time),
 #   2. the PyInstaller one-folder bundle (packaging/botpsy.spec) in a build venv,
 #   3. the .deb (/opt/botpsy-desktop, botpsy and botpsy-desktop on PATH, desktop entry, icons),
 #      a portable tarball and an AppImage (when appimagetool is on PATH),
 #   4. installs the .deb into a fresh root with dpkg, runs `botpsy-desktop --self-test` from the
 #      installed files with a clean environment and a small GGUF, checks the CLI, removes and
-#      purges the package and checks that user data is left alone,
+#      purges the package and checks that user data is left alone; with the Vulkan module,
+#      runs the model on it from the installed files on Mesa's lavapipe (Vulkan on the CPU),
 #   5. prints sizes and times (also written to OUT/report.txt).
 #
 #   bash packaging/linux/build.sh            # as root on Debian/Ubuntu (installs build tools)
@@ -15,7 +17,9 @@
 # Environment: BOTPSY_BUILD_DIR (default ~/.cache/botpsy-desktop-build; never inside the repo),
 # BOTPSY_SELFTEST_MODEL (a GGUF for the self-test; default: the test suite's tiny qwen35 model,
 # built by tests/helpers/models.py with the test extra installed), BOTPSY_LLAMA_CMAKE_ARGS
-# (override the portable CMake options), PYTHON (default python3).
+# (override the portable CMake options), PYTHON (default python3), BOTPSY_VULKAN: `build` (the
+# default: build the Vulkan module if it is not cached), `cached` (carry it only when already
+# built, as CI does: its own step builds it within a time budget) or `off` (a CPU-only bundle).
 #
 # Under pipefail a reader that stops early (head -1, grep -q, awk '{...; exit}') can kill the
 # writer with SIGPIPE and fail the whole pipeline (exit 141) at random: every filter here reads
@@ -72,6 +76,13 @@ NEED=(binutils dpkg-dev desktop-file-utils bc libpulse0 libxcb-cursor0 libxkbcom
       libxcb-icccm4 libxcb-keysyms1 libxcb-shape0 libxcb-render-util0 libxcb-image0 libegl1
       libgl1 libfontconfig1 libdbus-1-3 cmake ninja-build
       xvfb xauth libxcb-xinerama0 libxcb-xkb1 libxcb-randr0)
+VULKAN=${BOTPSY_VULKAN:-build}
+case "$VULKAN" in
+    build) NEED+=(libvulkan-dev glslc spirv-headers libvulkan1 mesa-vulkan-drivers) ;;
+    cached) NEED+=(libvulkan1 mesa-vulkan-drivers) ;;
+    off) ;;
+    *) echo "BOTPSY_VULKAN must be build, cached or off (not $VULKAN)" >&2; exit 2 ;;
+esac
 MISSING=()
 for pkg in "${NEED[@]}"; do
     [ "$(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null || true)" = "install ok installed" ] \
@@ -116,6 +127,30 @@ if not variants:
     sys.exit(f"{sys.argv[1]} has no per-CPU backends: not a portable build")
 print(f"llama.cpp CPU backends: {len(variants)} ({', '.join(v[11:-3] for v in variants)})")
 EOF
+
+# llama.cpp's Vulkan backend, a module (libggml-vulkan.so) built from the same version's
+# sources with GGML_BACKEND_DL: it links only to libggml-base, which the wheel's libllama
+# loaded, and to the system's libvulkan.so.1. The bundle carries it in llama_cpp/lib/gpu,
+# where only an engine worker that runs the model on a GPU loads it
+# (botpsy_desktop/llm/models/gpu_device.py). It is built and cached by the test helper the
+# Vulkan tests use (tests/helpers/vulkan_backend.py), so CI builds it once for both.
+VULKAN_MODULE=
+if [ "$VULKAN" = build ]; then
+    step_start "llama.cpp Vulkan backend module"
+    (cd "$ROOT" && "$PYTHON" -m tests.helpers.vulkan_backend --progress) | tee "$LOG/vulkan.log"
+    step_end "llama.cpp Vulkan backend module"
+fi
+if [ "$VULKAN" != off ]; then
+    VULKAN_MODULE=$(cd "$ROOT" && "$PYTHON" -c \
+        "from tests.helpers.vulkan_backend import cached_module; print(cached_module() or '')" \
+        | tail -1)
+fi
+if [ -n "$VULKAN_MODULE" ]; then
+    say "Vulkan backend: $VULKAN_MODULE"
+else
+    say "Vulkan backend: not carried (BOTPSY_VULKAN=$VULKAN; the bundle runs on the CPU only)"
+fi
+export BOTPSY_BUNDLE_GPU_MODULES=$VULKAN_MODULE
 
 # -- 2. build venv and bundle -------------------------------------------------------------------
 step_start "build venv"
@@ -183,7 +218,10 @@ EOF
 # Dependencies: the libraries the bundle's binaries link to but do not carry (glibc, libGL and
 # libEGL, libdrm, Wayland's client libraries, libxcb), by the Debian package that holds each on
 # this machine; glibc at the newest symbol version any binary uses.
-mapfile -t ELVES < <(find "$BUNDLE" -type f \( -name '*.so*' -o -perm -u+x \) -exec sh -c \
+# The GPU modules (_internal/llama_cpp/lib/gpu) are left out: without libvulkan1 the module
+# does not load and the model runs on the CPU, so Vulkan is recommended, not required.
+mapfile -t ELVES < <(find "$BUNDLE" -type f \( -name '*.so*' -o -perm -u+x \) \
+    -not -path '*/llama_cpp/lib/gpu/*' -exec sh -c \
     'head -c4 "$1" | grep -q ELF && echo "$1"' _ {} \;)
 MULTIARCH=$(dpkg-architecture -qDEB_HOST_MULTIARCH)
 EXTERNAL=$(comm -23 \
@@ -206,6 +244,9 @@ for lib in $EXTERNAL; do
 done
 GLIBC=$(for f in "${ELVES[@]}"; do objdump -T "$f" 2>/dev/null | grep -o 'GLIBC_[0-9.]*'; done \
     | sed 's/GLIBC_//' | sort -uV | tail -1)
+# with the Vulkan module: the Vulkan loader, and Mesa's drivers for AMD and Intel GPUs (NVIDIA's
+# driver brings its own)
+RECOMMENDS=${VULKAN_MODULE:+libvulkan1, mesa-vulkan-drivers}
 DEPENDS=$(printf '%s\n' "${DEPS[@]}" | sort -u | sed "s/^libc6\$/libc6 (>= $GLIBC)/" | paste -sd, | sed 's/,/, /g')
 cat >"$STAGE/DEBIAN/control" <<EOF
 Package: botpsy-desktop
@@ -214,14 +255,15 @@ Architecture: $ARCH
 Maintainer: botpsy-desktop maintainers <maintainers@botpsy.invalid>
 Installed-Size: $(du -sk --exclude=DEBIAN "$STAGE" | cut -f1)
 Depends: $DEPENDS
-Section: utils
+${RECOMMENDS:+Recommends: $RECOMMENDS
+}Section: utils
 Priority: optional
 Homepage: https://github.com/botpsy/botpsy-desktop
 Description: private desktop assistant running a small language model locally
  BotPsy runs the BotPsy-0.8B model on this computer through llama.cpp and acts for you
  with local tools (files, alarms, weather, music). Anything that is not read-only waits
  for your approval. Includes its own Python, Qt and llama.cpp (CPU backend chosen at run
- time for the processor). Removing the package leaves your settings, conversations and
+ time for the processor${VULKAN_MODULE:+; a GPU through Vulkan where there is one}). Removing the package leaves your settings, conversations and
  models in your home folder.
 EOF
 DEB=$OUT/$PKG.deb
@@ -320,6 +362,38 @@ env -i HOME="$FRESH/home/user" PATH=/usr/bin:/bin LANG=C.UTF-8 "$APP/botpsy" doc
     >"$LOG/doctor.txt" 2>&1 || true  # no model configured: doctor says so and exits non-zero
 grep -i -m 2 "llama" "$LOG/doctor.txt"
 step_end "CLI from the installed files"
+
+if [ -n "$VULKAN_MODULE" ]; then
+    step_start "the model on Vulkan from the installed files"
+    # the engine's worker loads the bundled module from llama_cpp/lib/gpu and decodes there, on
+    # Mesa's lavapipe (Vulkan on the CPU; llama.cpp hides a CPU-type device unless
+    # GGML_VK_VISIBLE_DEVICES names it); doctor's device check says where the model ran
+    GPU_HOME=$FRESH/home/user/gpu-test
+    mkdir -p "$GPU_HOME/config"
+    printf '{"model": {"path": "%s", "device": "vulkan", "n_ctx": 2048, "max_tokens": 8}}\n' \
+        "$MODEL" >"$GPU_HOME/config/config.json"
+    LAVAPIPE=$(compgen -G "/usr/share/vulkan/icd.d/lvp_icd.*.json" | sort | sed -n 1p || true)
+    [ -n "$LAVAPIPE" ] || { echo "Mesa's lavapipe is missing: apt install mesa-vulkan-drivers" >&2; exit 1; }
+    env -i HOME="$FRESH/home/user" PATH=/usr/bin:/bin LANG=C.UTF-8 GGML_VK_VISIBLE_DEVICES=0 \
+        VK_ICD_FILENAMES="$LAVAPIPE" "$APP/botpsy" --home "$GPU_HOME" doctor --json \
+        >"$LOG/doctor-vulkan.json" 2>"$LOG/doctor-vulkan.stderr" || true
+    "$PYTHON" - "$LOG/doctor-vulkan.json" <<'EOF' | tee -a "$REPORT" \
+        || { cat "$LOG/doctor-vulkan.stderr"; exit 1; }
+import json, re, sys
+try:
+    checks = {c["name"]: c for c in json.load(open(sys.argv[1], encoding="utf-8"))}
+except ValueError as exc:
+    sys.exit(f"botpsy doctor printed no JSON ({exc}); see its stderr below")
+engine, device = checks.get("engine", {}), checks.get("device", {})
+print(f"vulkan: engine {engine.get('status')}: {engine.get('detail')}")
+print(f"vulkan: device {device.get('status')}: {device.get('detail')}")
+layers = re.search(r"(\d+) of (\d+) layers offloaded", str(device.get("detail")))
+if engine.get("status") != "ok" or "Vulkan" not in str(device.get("detail")) \
+        or not layers or layers[1] != layers[2]:
+    sys.exit("the installed bundle did not run the whole model on its Vulkan backend")
+EOF
+    step_end "the model on Vulkan from the installed files"
+fi
 
 step_start "remove and purge keep user data"
 USERDATA=$FRESH/home/user/.config/botpsy-desktop
