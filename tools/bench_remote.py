@@ -104,7 +104,13 @@ def _direct_decode(url: str, body: dict[str, Any]) -> tuple[float, float]:
 
 
 def measure(
-    model: Path, *, n_ctx: int, decode_tokens: int, repeats: int, threads: int
+    model: Path,
+    *,
+    n_ctx: int,
+    decode_tokens: int,
+    repeats: int,
+    threads: int,
+    opened_tokens: int = 400,
 ) -> dict[str, Any]:
     tools, system = _tools()
     settings = ModelSettings(temperature=0.0, max_tokens=16, seed=1)
@@ -197,7 +203,7 @@ def measure(
                 "app_rates": [round(r, 2) for r in app_rates],
                 "direct_rates": [round(r, 2) for r in direct_rates],
             }
-            out["tool_calls"] = _tool_calls(backend, system, CALL_TOOLS)
+            out["tool_calls"] = _tool_calls(backend, system, CALL_TOOLS, opened_tokens)
         finally:
             backend.close()
     return out
@@ -246,11 +252,15 @@ CALL_QUESTIONS = (
 )
 
 
-def _tool_calls(backend: RemoteBackend, system: str, tools: Any) -> dict[str, Any]:
+def _tool_calls(
+    backend: RemoteBackend, system: str, tools: Any, opened_tokens: int = 400
+) -> dict[str, Any]:
     """Tool calls under the grammar the app sends, greedy, one per question: forced (grammar
-    from the first token) and opened by the model itself (the lazy grammar from <tool_call>,
-    made likely with a logit bias: random weights would never open a call). A call cut off by
-    the token limit (random weights may write a string value forever) is counted apart."""
+    from the first token, up to 400 tokens) and opened by the model itself (the lazy grammar
+    from <tool_call>, made likely with a logit bias: random weights would never open a call).
+    A call cut off by the token limit (random weights may write a string value forever) is
+    counted apart. The bias opens call after call, so each opened request runs to its limit,
+    ``opened_tokens``: at a few tokens a second under the grammar, most of the bench's time."""
     grammar = backend._grammar_for(tools)
     if grammar is None:
         return {"grammar": "none (the model's template has no XML tool calls)"}
@@ -266,7 +276,9 @@ def _tool_calls(backend: RemoteBackend, system: str, tools: Any) -> dict[str, An
                 done = item
         assert done is not None
         _count(counts["forced"], done.text, tools, done.finish_reason == "length")
-        body = backend.request_body(backend.tokenize(text), 400, None, grammar, False, False)
+        body = backend.request_body(
+            backend.tokenize(text), opened_tokens, None, grammar, False, False
+        )
         body.update(stream=False, logit_bias=bias)
         answer = httpx.post(f"{backend.url}/completion", json=body, timeout=600).json()
         # the bias also opens call after call until the limit: the finished ones must parse
@@ -303,6 +315,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--decode-tokens", type=int, default=128)
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--threads", type=int, default=1, help="llama-server threads (default 1)")
+    ap.add_argument(
+        "--opened-tokens",
+        type=int,
+        default=400,
+        help="token limit of each request in which the model opens tool calls itself (default "
+        "400; each runs to it, a few tokens a second under the grammar)",
+    )
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
     models = args.model or [tiny_qwen35_gguf(), smollm2_gguf()]
@@ -314,6 +333,7 @@ def main(argv: list[str] | None = None) -> int:
             decode_tokens=args.decode_tokens,
             repeats=args.repeats,
             threads=args.threads,
+            opened_tokens=args.opened_tokens,
         )
         for m in models
     ]

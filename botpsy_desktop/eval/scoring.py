@@ -89,12 +89,21 @@ def tool_schema(tool: Tool) -> dict[str, Any]:
 
 def schema_defaults(registry: ToolRegistry) -> dict[str, dict[str, Any]]:
     """Each tool's argument defaults, from its arguments model's JSON schema (the prompt's
-    schemas leave defaults out)."""
+    schemas leave defaults out), worked out once per arguments model: pydantic builds the schema
+    anew on each call, and every case scores against a new app's registry of the same models
+    (a third of `botpsy eval --replay-oracle`'s time before)."""
     out: dict[str, dict[str, Any]] = {}
     for tool in registry:
-        props = tool.args_model.model_json_schema().get("properties", {})
-        out[tool.name] = {k: v["default"] for k, v in props.items() if "default" in v}
+        defaults = _DEFAULTS.get(tool.args_model)
+        if defaults is None:
+            props = tool.args_model.model_json_schema().get("properties", {})
+            defaults = {k: v["default"] for k, v in props.items() if "default" in v}
+            _DEFAULTS[tool.args_model] = defaults
+        out[tool.name] = copy.deepcopy(defaults)
     return out
+
+
+_DEFAULTS: weakref.WeakKeyDictionary[type[BaseModel], dict[str, Any]] = weakref.WeakKeyDictionary()
 
 
 def call_problems(

@@ -239,6 +239,7 @@ ssl_cert = <{certs.cert}
 ssl_key = <{certs.key}
 disable_plaintext_auth = no
 auth_mechanisms = plain login
+auth_failure_delay = 0
 mail_location = maildir:~/Maildir
 passdb {{
   driver = passwd-file

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -373,6 +374,10 @@ def test_the_remote_bench_runs(tmp_path: Path) -> None:
             "8",
             "--repeats",
             "1",
+            # the requests in which the model opens calls itself run to this limit, under the
+            # grammar (a few tokens a second): 128 here, 400 for the figures
+            "--opened-tokens",
+            "128",
             "--json",
         ],
         capture_output=True,
@@ -387,3 +392,6 @@ def test_the_remote_bench_runs(tmp_path: Path) -> None:
     assert result["new_process"]["evaluated"] < 100
     assert result["decode"]["app_tok_s"] > 0 and result["decode"]["direct_tok_s"] > 0
     assert result["tool_calls"]["forced"].startswith("5/5 parsed")
+    # the calls the model opened itself and finished within the limit all parse
+    opened = re.match(r"(\d+)/(\d+) finished", result["tool_calls"]["opened_by_the_model"])
+    assert opened and opened[1] == opened[2] and int(opened[2]) >= 1, result["tool_calls"]
