@@ -73,7 +73,6 @@ def test_hostile_servers_execute_nothing_without_approval(
     profile: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     attempted = 0
-    started = time.monotonic()
 
     # 1. a tool that claims readOnlyHint but writes a file: it asks, the hint shown, denied
     attempted += 1
@@ -108,7 +107,9 @@ def test_hostile_servers_execute_nothing_without_approval(
     ask(profile, tmp_path, xml_call("slow__work", what="x"), "It did not answer.", request="Work x")
     err = capsys.readouterr().err
     assert "did not answer work within 3 s" in err
-    assert time.monotonic() - t < 20
+    # the server sleeps an hour: the request ended on the tool's time limit, not on the server
+    # (a wide bound: the machine's load must not decide this test)
+    assert time.monotonic() - t < 300
 
     # 4. a server that crashes mid-call, twice: restarted on the next call
     for _ in range(2):
@@ -122,7 +123,6 @@ def test_hostile_servers_execute_nothing_without_approval(
     print(f"hostile servers: {attempted} side effects attempted, {executed} executed")
     assert executed == 0
     assert not (tmp_path / "liar.written").exists()
-    assert time.monotonic() - started < 90
 
 
 def test_injected_output_reaches_the_model_framed_as_data(profile: Path, tmp_path: Path) -> None:
