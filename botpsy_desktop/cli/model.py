@@ -37,6 +37,12 @@ def add_command(sub: Any) -> None:
     imp.add_argument("--name", metavar="ID", help="the model's id (default: the file name)")
     for sp in (pull, imp):
         sp.add_argument("--use", action="store_true", help="make it active (default: if none is)")
+        sp.add_argument(
+            "--no-prepare",
+            action="store_true",
+            help="do not prepare the active model for its first question now (that question "
+            "will, and take longer)",
+        )
     act.add_parser("use", help="check a model's SHA-256 and make it active").add_argument("id")
     act.add_parser("verify", help="re-check installed files' SHA-256").add_argument("id", nargs="?")
     act.add_parser("remove", help="forget a model and delete its copy").add_argument("id")
@@ -92,12 +98,14 @@ def cmd_model(app: App, args: argparse.Namespace, out: TextIO, err: TextIO) -> i
                 print(f"To use it: set voice.model to {speech.id!r} in the settings.", file=out)
         elif action == "pull":
             pulled = models.pull(args.ref, args.quant, use=args.use or None, on_event=show)
-            _prepare_if_active(app, models.path_of(pulled), show, err)
+            if not args.no_prepare:
+                _prepare_if_active(app, models.path_of(pulled), show, err)
         elif action == "import":
             imported = models.import_file(
                 args.path, link=args.link, name=args.name, use=args.use or None, on_event=show
             )
-            _prepare_if_active(app, models.path_of(imported), show, err)
+            if not args.no_prepare:
+                _prepare_if_active(app, models.path_of(imported), show, err)
         elif action == "use":
             models.use(args.id, on_event=show)
         elif action == "remove":
