@@ -11,7 +11,7 @@
 # 3. a llama-server built from the llama.cpp that llama-cpp-python vendors, for the remote-engine
 #    tests (10-15 minutes on two cores the first time, with its progress shown; cached in
 #    ~/.cache/botpsy-desktop-tests after that),
-# 4. pytest in two worker processes (pytest-xdist; about 30 minutes on two cores).
+# 4. pytest in two worker processes (pytest-xdist; about 21 minutes on two cores).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_ROOT_USER_ACTION=ignore
