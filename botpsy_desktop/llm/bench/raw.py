@@ -20,7 +20,7 @@ import numpy as np
 import numpy.typing as npt
 
 from botpsy_desktop.core.errors import ModelError
-from botpsy_desktop.llm.bench.measure import (
+from botpsy_desktop.llm.bench.common import (
     REQUESTS,
     OwnCpu,
     RawStep,
@@ -93,6 +93,23 @@ class RawContext:
             token = llama_cpp.llama_sampler_sample(sampler, self.ctx, -1) if sample else 198
             self._decode([token])
         return time.perf_counter() - started
+
+    def greedy(self, prompt: Sequence[int], n: int) -> list[int]:
+        """From an empty context: ``prompt``, then ``n`` tokens at temperature 0 (the most likely
+        each time, whatever the app's sampling settings), as token ids: what two devices must
+        agree on."""
+        self.clear()
+        self.prefill(prompt)
+        sampler = llama_cpp.llama_sampler_init_greedy()
+        try:
+            tokens: list[int] = []
+            for _ in range(n):
+                token = int(llama_cpp.llama_sampler_sample(sampler, self.ctx, -1))
+                tokens.append(token)
+                self._decode([token])
+        finally:
+            llama_cpp.llama_sampler_free(sampler)
+        return tokens
 
     def save(self) -> tuple[npt.NDArray[np.uint8], int]:
         size = int(llama_cpp.llama_state_seq_get_size_ext(self.ctx, SEQ, PARTIAL_ONLY))
@@ -306,6 +323,9 @@ def worker_op(engine: LlamaBackend, op: str, *args: Any) -> Any:
         prompt = engine.renderer.render(messages, tools).text
         tokens = engine.tokenize(prompt)
         return len(tokens), raw.prefill(tokens)
+    if op == "greedy":  # the request's prompt, then n tokens at temperature 0: their ids
+        messages, tools, n = rest
+        return raw.greedy(engine.tokenize(engine.renderer.render(messages, tools).text), n)
     if op == "generate":
         n, sample = rest
         return raw.generate(n, sample=sample)
