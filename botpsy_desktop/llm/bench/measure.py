@@ -87,6 +87,8 @@ class BenchOptions:
     devices: tuple[str, ...] = ()
     """``model.device`` values to compare side by side (llm/bench/device.py); empty: the
     whole bench on the CPU."""
+    prefill_tokens: int = 512
+    """Raw prefill from an empty context (pp512), at most ``n_batch``."""
     gpu_backend_dir: str | None = None
     """Where the GPU backend module is (``model.gpu_backend_dir``), for ``devices``."""
 
@@ -272,10 +274,12 @@ class RawContext:
         fixed token: llama_decode alone)."""
         return float(self._op("generate", n, sample))
 
-    def greedy(self, messages: Sequence[Message], tools: Sequence[Any], n: int) -> list[int]:
-        """From an empty context: the prompt the app renders for ``messages``, then ``n``
-        tokens at temperature 0, as token ids."""
-        return [int(t) for t in self._op("greedy", [dict(m) for m in messages], list(tools), n)]
+    def greedy(self, n: int) -> tuple[list[int], list[list[tuple[int, float]]]]:
+        """``n`` tokens at temperature 0 after what the context holds, as token ids, and the five
+        most likely tokens with their logits at each step; right after a prefill (a restore
+        brings back the state, not the last token's logits)."""
+        tokens, tops = self._op("greedy", n)
+        return [int(t) for t in tokens], [[(int(i), float(x)) for i, x in step] for step in tops]
 
     def save(self) -> int:
         return int(self._op("save"))
@@ -450,7 +454,8 @@ def _measure(
         run = harness.run(short, REQUESTS[i % len(REQUESTS)], conversation)
         conversation = run.conversation_id
         harness.warm(short, conversation)
-        rss_after.append(rss_bytes() + int(engine.call("bench", "memory")["rss"]))
+        both = rss_bytes() + int(engine.call("bench", "memory")["rss"])
+        rss_after.append(both - shared_file_bytes(("self", engine.pid or 0)))
     est = engine.memory_estimate
     # the weights' own bytes: the file less its header (the vocabulary, ~8 MiB for BotPsy),
     # which llama.cpp keeps in tables of its own, an overhead like any other
@@ -467,13 +472,13 @@ def _measure(
     checkpoints = int(engine.state()["checkpoints_nbytes"])
     result["memory"] = {
         "how": "peak RSS of the app's process plus that of its engine worker, less the file "
-        "pages resident in both; weights: the tensors' bytes",
+        "pages resident in both, over the tensors' bytes + KV cache + recurrent state",
         "app_peak_rss_mib": round(app_peak / MiB, 1),
         "worker_peak_rss_mib": round(int(worker["peak"]) / MiB, 1),
         "shared_file_pages_mib": round(shared / MiB, 1),
         "rss_before_load_mib": round(rss_start / MiB, 1),
-        "weights_mib": round(weights / MiB, 1),
-        "file_mib": round(est["weights"] / MiB, 1),
+        "weights_mib": round(est["weights"] / MiB, 1),  # the file
+        "tensor_data_mib": round(weights / MiB, 1),  # of which the tensors: the ratio's
         "kv_cache_mib": round(est["kv_cache"] / MiB, 1),
         "recurrent_state_mib": round(est["recurrent_state"] / MiB, 1),
         "checkpoints_mib": round(checkpoints / MiB, 1),
@@ -612,7 +617,7 @@ def _raw_and_app(
     log: Callable[[str], None],
 ) -> None:
     tools = harness.tools
-    pp_tokens = min(512, engine.settings.n_batch)
+    pp_tokens = min(o.prefill_tokens, engine.settings.n_batch)
     pp: list[float] = []
     for r in range(o.repeats):
         log(f"raw prefill pp{pp_tokens}, {r + 1}/{o.repeats}")
@@ -846,7 +851,8 @@ def format_table(result: Mapping[str, Any]) -> str:
     """The results as a plain-text table (the JSON has everything, this the headline)."""
     mem = result.get("memory", {})
     newp = result.get("new_process", {})
-    expected = sum(mem.get(k, 0) for k in ("weights_mib", "kv_cache_mib", "recurrent_state_mib"))
+    weights = mem.get("tensor_data_mib", mem.get("weights_mib", 0))
+    expected = weights + mem.get("kv_cache_mib", 0) + mem.get("recurrent_state_mib", 0)
     rows: list[tuple[str, str]] = [
         ("model", f"{result['model']} ({result['model_size_mib']} MiB)"),
         ("threads / context", f"{result['threads']} / {result['n_ctx']}"),
