@@ -17,6 +17,22 @@ def available() -> bool:
     return bool(shutil.which("dbus-daemon") and shutil.which("gnome-keyring-daemon"))
 
 
+BUS_CONFIG = """<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+ "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+<busconfig>
+  <type>session</type>
+  <listen>{address}</listen>
+  <auth>EXTERNAL</auth>
+  <policy context="default">
+    <allow send_destination="*" eavesdrop="true"/>
+    <allow eavesdrop="true"/>
+    <allow own="*"/>
+  </policy>
+</busconfig>
+"""
+"""The session bus's own configuration less its service folders (no activation)."""
+
+
 @dataclass
 class SecretService:
     """The environment a process needs to reach the keyring (DBUS_SESSION_BUS_ADDRESS...)."""
@@ -43,14 +59,14 @@ def secret_service(folder: Path) -> Iterator[SecretService]:
         "XDG_DATA_HOME": str(home / "data"),
         "XDG_CONFIG_HOME": str(home / "config"),
     }
+    # a session bus that starts no service by itself: with the system's service files, a
+    # client asking for the Secret Service before our daemon had registered (a loaded machine)
+    # made the bus start a second gnome-keyring without the password, which took the name and
+    # kept its login keyring locked ("another secret service is running")
+    config = folder / "bus.conf"
+    config.write_text(BUS_CONFIG.format(address=f"unix:path={runtime}/bus"), encoding="utf-8")
     bus = subprocess.Popen(
-        [
-            "dbus-daemon",
-            "--session",
-            "--nofork",
-            "--print-address=1",
-            f"--address=unix:path={runtime}/bus",
-        ],
+        ["dbus-daemon", f"--config-file={config}", "--nofork", "--print-address=1"],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         env={**os.environ, **env},
@@ -131,10 +147,9 @@ def _wait_for_secrets(
     attempt through keyring's backend leaves a connection open for the garbage collector to
     warn about in some later test.
 
-    A login keyring the daemon left locked (on a CI machine it once stayed locked through three
-    fresh starts, "failed to unlock login keyring on startup") is set aside after a few seconds:
-    a new collection is made with the throwaway password through gnome-keyring's own
-    no-prompt call, as its tools do, and becomes the default one.
+    A login keyring the daemon left locked ("failed to unlock login keyring on startup") is set
+    aside after a few seconds: a new collection is made with the throwaway password through
+    gnome-keyring's own no-prompt call, as its tools do, and becomes the default one.
     """
     from jeepney.io.blocking import open_dbus_connection
     from secretstorage.collection import get_collection_by_alias
