@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import shlex
+import threading
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -260,6 +261,7 @@ class ToolServersPanel(QWidget):
         self.pool = QThreadPool.globalInstance()
         self._filling = False
         self.busy = False
+        self._book_lock = threading.Lock()  # one change of mcp.json at a time
         self.refresh()
 
     # -- jobs -------------------------------------------------------------------------------
@@ -358,13 +360,19 @@ class ToolServersPanel(QWidget):
         row = self.selected()
         if row is None:
             return
-        server = replace(
-            row[0], enabled=self.enabled.isChecked(), trust_read_only_hints=self.trust.isChecked()
+        enabled, trust = self.enabled.isChecked(), self.trust.isChecked()
+        self._job(
+            "Saving…",
+            lambda: self._change(
+                row[0].name, lambda s: replace(s, enabled=enabled, trust_read_only_hints=trust)
+            ),
         )
-        self._job("Saving…", lambda: self._update(server))
 
-    def _update(self, server: ServerConfig) -> str:
-        self.hub.book.update(server)
+    def _change(self, name: str, change: Callable[[ServerConfig], ServerConfig]) -> str:
+        """Apply ``change`` to the server as saved now, not as last listed: a second switch
+        flipped before the first one's save was listed again must not undo the first."""
+        with self._book_lock:
+            self.hub.book.update(change(self.hub.book.get(name)))
         return RESTART_NOTE
 
     def _tool_changed(self, item: QTableWidgetItem) -> None:
@@ -378,12 +386,15 @@ class ToolServersPanel(QWidget):
         name = str(first.data(Qt.ItemDataRole.UserRole))
         on = first.checkState() == Qt.CheckState.Checked
         read = second.checkState() == Qt.CheckState.Checked
-        previous = server.switch(name).effects
-        effects = frozenset({Effect.READ}) if read else None
-        if not read and previous is not None and previous != frozenset({Effect.READ}):
-            effects = previous  # declared otherwise in the file: keep it
-        updated = server.with_tool(name, ToolSwitch(enabled=on, effects=effects))
-        self._job("Saving…", lambda: self._update(updated))
+
+        def switched(current: ServerConfig) -> ServerConfig:
+            previous = current.switch(name).effects
+            effects = frozenset({Effect.READ}) if read else None
+            if not read and previous is not None and previous != frozenset({Effect.READ}):
+                effects = previous  # declared otherwise in the file: keep it
+            return current.with_tool(name, ToolSwitch(enabled=on, effects=effects))
+
+        self._job("Saving…", lambda: self._change(server.name, switched))
 
     def _save_serve(self) -> None:
         serve = ServeConfig(

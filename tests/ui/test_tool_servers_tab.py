@@ -45,6 +45,27 @@ def app(tmp_path: Path) -> Iterator[App]:
     built.close()
 
 
+def test_two_switches_flipped_at_once_are_both_saved(app: App, qtbot: QtBot) -> None:
+    """The second switch is flipped before the first one's save came back: each change is made
+    to mcp.json as it is then, so neither undoes the other."""
+    dialog = SettingsDialog(app)
+    qtbot.addWidget(dialog)
+    panel = dialog.tool_servers
+    assert panel is not None
+    qtbot.waitUntil(lambda: panel.tools.rowCount() == 2, timeout=10_000)
+    panel.tools.item(1, 0).setCheckState(Qt.CheckState.Unchecked)  # convert_time off
+    panel.tools.item(0, 1).setCheckState(Qt.CheckState.Checked)  # get_current_time read-only
+    book = app.tool_servers.book  # type: ignore[union-attr]
+
+    def saved() -> bool:
+        server = book.get("time")
+        return server.switch("convert_time").enabled is False and server.switch(
+            "get_current_time"
+        ).effects == frozenset({Effect.READ})
+
+    qtbot.waitUntil(lambda: not panel.busy and saved(), timeout=20_000)
+
+
 def test_tool_servers_tab(app: App, qtbot: QtBot, tmp_path: Path) -> None:
     dialog = SettingsDialog(app)
     qtbot.addWidget(dialog)
