@@ -71,6 +71,10 @@ def serve(model_path: str, threads: int, inp: BinaryIO, out: BinaryIO) -> int:
         print_realtime=False,
         no_context=True,
         single_segment=False,
+        # no "[MUSIC]", "(applause)" or "♪" in a spoken request (they were heard in commands)
+        suppress_nst=True,
+        # the temperature fallback stays (temperature_inc 0.2): without it one command in twenty
+        # looped until the token limit ("Remind me to call them...", 140 word errors)
     )
     _send(out, {"ready": round(time.monotonic() - start, 3)})
     while True:
