@@ -5,7 +5,7 @@ same tools as the words spoken.
     python tools/bench_speech.py [--engine whisper.cpp|pocketsphinx|faster-whisper]
                                  [--home DIR] [--model whisper-base] [--ct2-model DIR]
                                  [--languages en,de,es,fr] [--count 100] [--threads 2]
-                                 [--commands FILE] [--json FILE]
+                                 [--commands FILE] [--rate WPM] [--json FILE]
 
 Engines: ``whisper.cpp`` (the default engine; its model from `botpsy model pull`, 2 exits if
 it is not installed: nothing here downloads anything), ``pocketsphinx`` (the second engine, US
@@ -195,6 +195,8 @@ DIGITS = {
 }
 PERCENT = {"en": "percent", "de": "prozent", "es": "por ciento", "fr": "pour cent"}
 """What "%" is said as: the recognisers write "5%" for "five percent"."""
+RATE: list[str] = []
+"""espeak-ng's ``-s WPM`` when --rate is given."""
 VOICES = {"en": "en-us", "de": "de", "es": "es", "fr": "fr"}
 
 
@@ -274,7 +276,11 @@ def describe(args: argparse.Namespace, model_id: str) -> dict[str, Any]:
     """Which engine and model give the numbers, and on what machine."""
     import platform
 
-    info: dict[str, Any] = {"engine": args.engine, "threads": args.threads}
+    info: dict[str, Any] = {
+        "engine": args.engine,
+        "threads": args.threads,
+        "espeak_ng_rate_wpm": args.rate or 175,
+    }
     if args.engine == "whisper.cpp" and args.model_file:
         import hashlib
 
@@ -347,6 +353,13 @@ def main() -> int:
         "built-in ones)",
     )
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument(
+        "--rate",
+        type=int,
+        default=None,
+        metavar="WPM",
+        help="espeak-ng's speaking rate in words a minute (default: its own, 175)",
+    )
     p.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     args = p.parse_args()
     if hasattr(os, "sched_setaffinity"):  # the issue's target is for 2 cores: use no more
@@ -355,6 +368,8 @@ def main() -> int:
     languages = (
         args.languages or ("en" if args.engine == "pocketsphinx" else "en,de,es,fr")
     ).split(",")
+    if args.rate:
+        RATE[:] = ["-s", str(args.rate)]
     own: list[str] | None = None
     if args.commands:
         if len(languages) != 1:
