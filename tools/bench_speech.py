@@ -447,6 +447,7 @@ def main() -> int:
                     "cpu_rtf_5s_command": round(five_cpu / five[0].audio_s / engine_threads, 3),
                     "five_s_command_audio_s": round(five[0].audio_s, 2),
                     "five_s_command_audio_ctx": five[0].audio_ctx,
+                    "five_s_command_heard": [r.text for r in five],
                     "release_to_request_s_5s_command": round(
                         statistics.median(r.elapsed_s for r in five), 3
                     ),
