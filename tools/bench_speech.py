@@ -487,9 +487,8 @@ def top_domain(selection: Any, text: str) -> str:
 
 
 def speak(text: str, language: str, wav: Path) -> None:
-    subprocess.run(
-        ["espeak-ng", "-v", VOICES.get(language, language), "-w", str(wav), text], check=True
-    )
+    voice = VOICES.get(language, language)  # espeak-ng names most voices by language code
+    subprocess.run(["espeak-ng", "-v", voice, *RATE, "-w", str(wav), text], check=True)
 
 
 if __name__ == "__main__":
