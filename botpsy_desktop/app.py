@@ -253,6 +253,7 @@ class App:
     """Timed ways back ("mute for an hour"), carried out when due while the alarms run."""
     _approvals: ApprovalQueue | None = field(default=None, init=False, repr=False)
     busy: Busy = field(default_factory=Busy)
+    prepare_yielded: bool = False  # the last prepare_model stopped for another's request
     """Held while the model writes a reply or is prepared (sessions made here hold it); the
     documents index waits meanwhile (:meth:`start_indexing`)."""
     _voice: VoiceInput | None = field(default=None, init=False, repr=False)
@@ -502,19 +503,37 @@ class App:
         the prefixes of its usual tool sets (what :meth:`warm` does after a load) and keep their
         states on disk (llm/cache/prefix_store.py), so that the first request after installing,
         in whatever process, restores them instead of evaluating them, as a later one does.
-        ``cancel`` stops it between two small batches (what was written stays good); only for
-        llama.cpp run here (a llama-server keeps its own cache). Whether it finished."""
+        ``cancel`` stops it between two small batches (what was written stays good), and so
+        does a request that another process of the profile starts meanwhile (the window,
+        `botpsy ask`: :meth:`Busy.answering_elsewhere`), which then has the computer to itself;
+        :attr:`prepare_yielded` says so. Only for llama.cpp run here (a llama-server keeps its
+        own cache). Whether it finished."""
+        self.prepare_yielded = False
         if self.config.engine.url:
             return False
+        cancel = cancel or threading.Event()
+        done = threading.Event()
+
+        def yield_to_requests() -> None:
+            while not done.wait(0.25):
+                if self.busy.answering_elsewhere():
+                    self.prepare_yielded = True
+                    cancel.set()
+                    return
+
+        watcher = threading.Thread(target=yield_to_requests, name="prepare-yield", daemon=True)
         backend = self.backend(model=path or self.config.model.path)
+        watcher.start()
         try:
             self.warm(backend, cancel=cancel, progress=progress)
             flush = getattr(backend, "flush_prefix_writes", None)
             if flush is not None:
                 flush()  # the states are on disk before the worker goes
         finally:
+            done.set()
+            watcher.join()
             backend.close()
-        return cancel is None or not cancel.is_set()
+        return not cancel.is_set()
 
     def keep_for_next(self, backend: Backend, conversation_id: str) -> bool:
         """After a request in a process that ends with it (`botpsy ask`): warm the conversation
@@ -700,6 +719,8 @@ def build_app(
     )
     gate = build_gate(config, contacts)
     restores = Restores(alarms, AuditLog(store), registry, gate)
+    # requests of every process of the profile are seen by the others (core/busy.py)
+    busy = Busy(shared=paths.data_dir / "answering.lock")
     return App(
         paths,
         config,
@@ -713,4 +734,5 @@ def build_app(
         documents=documents,
         contacts=contacts,
         restores=restores,
+        busy=busy,
     )

@@ -503,12 +503,13 @@ def session_job(
         else:
             events = session.run(text, cancel=ctx.cancel, think=think, origin=origin)
         for event in events:
-            yield event
             if isinstance(event, ApprovalNeeded) and event.request.background:
                 approval = event.request
                 timeout = session.settings.background_approval_timeout_s
                 held: tuple[ApprovalQueue, int] | None = None  # its row, when stored
                 if queue is not None and not approval.decided:
+                    # stored before the run's event goes out: whoever hears of the approval
+                    # (the daemon's line, a notification) can count on a restart keeping it
                     row = queue.park(
                         approval,
                         conversation_id=session.conversation_id,
@@ -517,6 +518,7 @@ def session_job(
                         think=think,
                     )
                     held = (queue, row.id)
+                yield event
                 if not approval.decided and not ctx.cancel.is_set():
                     yield Park(approval, timeout, keep=held is not None)
                 if held is not None and not ctx.cancel.is_set():
@@ -533,7 +535,9 @@ def session_job(
                         approval.deny(by="stopped" if ctx.cancel.is_set() else NOBODY_IN_TIME)
                 if held is not None and ctx.cancel.is_set():
                     held[0].take(held[1])
-            elif isinstance(event, ApprovalNeeded):
+            else:
+                yield event
+            if isinstance(event, ApprovalNeeded) and not event.request.background:
                 while not event.request.decided:
                     if ctx.cancel.is_set():
                         with contextlib.suppress(RuntimeError):  # decided meanwhile

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import threading
 from typing import TextIO
 
 from botpsy_desktop.app import App
@@ -86,3 +87,13 @@ def first_run(app: App, args: argparse.Namespace, err: TextIO) -> bool:
     finally:
         show.end_line()
     return True
+
+
+def set_from_signal_handler(event: threading.Event) -> None:
+    """Set ``event`` from a signal handler without the risk of a deadlock.
+
+    A handler runs in the main thread between two of its bytecodes, possibly while that thread
+    holds the event's internal lock (inside ``event.wait``); ``event.set()`` there waits for that
+    lock forever. A short-lived thread sets it instead, as soon as the lock is free.
+    """
+    threading.Thread(target=event.set, name="signal-set", daemon=True).start()

@@ -12,7 +12,7 @@ from typing import Any, TextIO
 
 from botpsy_desktop.agent.routines import DaemonRoutines
 from botpsy_desktop.app import App
-from botpsy_desktop.cli.common import EXIT_OK
+from botpsy_desktop.cli.common import EXIT_OK, set_from_signal_handler
 from botpsy_desktop.core.errors import BotpsyError
 
 
@@ -60,7 +60,7 @@ def cmd_daemon(app: App, args: argparse.Namespace, out: TextIO, err: TextIO) -> 
     previous: dict[signal.Signals, Any] = {}
     if threading.current_thread() is threading.main_thread():
         for sig in (signal.SIGINT, signal.SIGTERM):
-            previous[sig] = signal.signal(sig, lambda *_: stop.set())
+            previous[sig] = signal.signal(sig, lambda *_: set_from_signal_handler(stop))
     alarms.add_listener(on_ring)
     routines = _daemon_routines(app, args, emit, err)
     app.start_indexing()  # the documents index catches up, then follows changes, until stopped

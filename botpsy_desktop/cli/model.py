@@ -152,4 +152,13 @@ def _prepare_if_active(app: App, path: Path, show: EventPrinter, err: TextIO) ->
         seconds = time.monotonic() - started
         show(Status(f"Prepared in {seconds:.1f} s: the first question starts as a later one does."))
     else:
-        show(Status("Preparing stopped; the first question will finish it."))
+        if app.prepare_yielded:
+            show(
+                Status(
+                    "Preparing stopped: a question is being answered (in the window or another "
+                    "`botpsy`), and it gets the computer to itself; the model's first question "
+                    "there finishes preparing it."
+                )
+            )
+        else:
+            show(Status("Preparing stopped; the first question will finish it."))

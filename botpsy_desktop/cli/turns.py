@@ -29,7 +29,12 @@ from botpsy_desktop.agent.events import (
 )
 from botpsy_desktop.agent.loop import AgentSession
 from botpsy_desktop.app import App
-from botpsy_desktop.cli.common import EXIT_CANCELLED, EXIT_ERROR, EXIT_OK
+from botpsy_desktop.cli.common import (
+    EXIT_CANCELLED,
+    EXIT_ERROR,
+    EXIT_OK,
+    set_from_signal_handler,
+)
 from botpsy_desktop.core.text import terminal_safe
 from botpsy_desktop.llm.backend import Backend
 from botpsy_desktop.llm.types import PromptProgress
@@ -148,7 +153,7 @@ class CtrlC:
     def _on_sigint(self, signum: int, frame: Any) -> None:
         if self.cancel.is_set() or not self.working:
             raise KeyboardInterrupt
-        self.cancel.set()
+        set_from_signal_handler(self.cancel)  # the main thread may be inside cancel.wait
 
 
 def drive(events: Iterator[Event], ctrl_c: CtrlC) -> Iterator[Event]:

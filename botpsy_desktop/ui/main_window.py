@@ -339,6 +339,8 @@ class MainWindow(QMainWindow):
 
     # -- conversations ------------------------------------------------------------------
     def refresh_conversations(self) -> None:
+        if self.engine_closed:  # a run's last signal after shutdown: the store may be closed
+            return
         query = self.search.text().strip()
         allowed = set(self.app.store.search(query)) if query else None
         self.conversations.clear()

@@ -14,33 +14,6 @@ from tests.helpers.demo_package import smollm2_site
 pytestmark = pytest.mark.model
 
 
-def test_the_demo_model_answers_a_simple_request(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    monkeypatch.syspath_prepend(str(smollm2_site()))  # as if `botpsy-desktop[demo]` installed
-    home = tmp_path / "profile"
-    (home / "config").mkdir(parents=True)
-    (tmp_path / "files").mkdir()
-    # the shipped defaults (2,048 tokens kept for the reply), a fixed seed for a repeatable run
-    # one thread: llama.cpp threads waiting on each other crawl on a shared, loaded CPU
-    model = {"seed": 1, "n_threads": 1, "n_threads_batch": 1}
-    settings = {"files": {"roots": [str(tmp_path / "files")]}, "model": model}
-    (home / "config" / "config.json").write_text(json.dumps(settings), encoding="utf-8")
-    # the request is this test's point: the model is not prepared ahead here (preparing the
-    # demo's usual tool sets takes minutes on 2 cores; tests/cli/test_model_cli.py tests it)
-    pull = ["model", "pull", "smollm2-135m-demo", "--no-prepare"]
-    assert main(["--home", str(home), *pull]) == 0
-    out, err = capsys.readouterr()
-    assert "Preparing" not in out + err
-
-    # names no domain: every tool is offered, and the prompt still fits the 8,192 tokens
-    code = main(["--home", str(home), "ask", "Say hello in one short sentence."])
-    out, err = capsys.readouterr()
-    assert code == 0, err
-    assert "does not fit" not in out + err
-    assert out.strip(), err
-
-
 def test_with_no_model_set_up_the_first_answer_comes_from_the_demo(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -63,14 +36,30 @@ def test_with_no_model_set_up_the_first_answer_comes_from_the_demo(
         "pull`.\n"
     )
     assert out.strip() or "[tool]" in err
-    # said once: the next request answers without it
+    # said once: the next request answers without it; it names no domain, so every tool is
+    # offered, and with the shipped defaults (2,048 tokens kept for the reply) the prompt still
+    # fits the 8,192 tokens
+    saved = json.loads(config.read_text(encoding="utf-8"))
+    del saved["model"]["max_tokens"]
+    config.write_text(json.dumps(saved), encoding="utf-8")
     code = main(["--home", str(home), "ask", "Say hello in one short sentence."])
     out, err = capsys.readouterr()
     assert code == 0, err
     assert "tiny offline demo" not in err and out.strip()
+    assert "does not fit" not in out + err
     # the demo is installed (linked in place) but not made active: BotPsy, once pulled or
     # imported, becomes the active model
     assert json.loads(config.read_text(encoding="utf-8"))["model"].get("path") is None
     assert main(["--home", str(home), "model", "list", "--json"]) == 0
     (installed,) = json.loads(capsys.readouterr().out)["installed"]
     assert installed["id"] == "smollm2-135m-demo" and not installed["active"]
+
+    # pulled, the demo becomes the active model; the model is not prepared ahead here
+    # (preparing the demo's usual tool sets takes minutes on 2 cores; tests/cli/test_model_cli.py
+    # tests it)
+    assert main(["--home", str(home), "model", "pull", "smollm2-135m-demo", "--no-prepare"]) == 0
+    out, err = capsys.readouterr()
+    assert "Preparing" not in out + err
+    assert main(["--home", str(home), "model", "list", "--json"]) == 0
+    (installed,) = json.loads(capsys.readouterr().out)["installed"]
+    assert installed["id"] == "smollm2-135m-demo" and installed["active"]

@@ -6,6 +6,7 @@ import json
 import os
 import pty
 import select
+import signal
 import subprocess
 import sys
 import time
@@ -326,3 +327,58 @@ def test_the_first_question_after_an_import_starts_from_the_prefix_prepared_then
     assert code == 0, err
     log = "".join(f.read_text(encoding="utf-8") for f in log_files(Paths.resolve(home)))
     assert "restored from disk" in log, log[-3000:]
+
+
+def test_preparing_a_model_yields_to_a_question_another_process_is_answering(
+    tmp_path: Path,
+) -> None:
+    """While `botpsy ask` (a new process) answers, `botpsy model import` stops preparing the
+    model as soon as it starts (the computer is the question's), says so, and still installs
+    the model; the question is not disturbed."""
+    from botpsy_desktop.core.busy import Busy
+
+    home = profile(tmp_path, model={"n_threads": 1, "n_threads_batch": 1, "max_tokens": 2})
+    # a question whose prompt takes a minute to read (replayed), so it is still being answered
+    replay = tmp_path / "replay.json"
+    turns = [{"text": "Hello.", "prompt_progress": [[50, 100, 60.0]]}]
+    replay.write_text(json.dumps(turns), encoding="utf-8")
+    run = [sys.executable, "-m", "botpsy_desktop", "--home", home]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    ask = subprocess.Popen(
+        [*run, "ask", "--replay", str(replay), "Say hello."],
+        cwd=REPO_ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        watching = Busy(shared=Path(home) / "data" / "answering.lock")
+        deadline = time.monotonic() + 60
+        while not watching.answering_elsewhere():
+            assert ask.poll() is None, ask.communicate()
+            assert time.monotonic() < deadline, "the question never started"
+            time.sleep(0.1)
+        imported = subprocess.run(
+            [*run, "model", "import", str(tiny_qwen35_long_gguf()), "--link"],
+            cwd=REPO_ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+        assert imported.returncode == 0, imported.stderr
+        assert "Preparing the model for its first question" in imported.stderr
+        assert "Preparing stopped: a question is being answered" in imported.stderr, imported.stderr
+        assert "Prepared in " not in imported.stderr
+        assert ask.poll() is None  # still reading its prompt: nothing disturbed it
+    finally:
+        ask.send_signal(signal.SIGINT)  # Ctrl-C: the question stops cleanly
+        _, err = ask.communicate(timeout=60)
+    assert "Traceback" not in err, err
+    listed = subprocess.run(
+        [*run, "model", "list", "--json"], cwd=REPO_ROOT, env=env, capture_output=True, text=True
+    )
+    (installed,) = json.loads(listed.stdout)["installed"]
+    assert installed["active"]  # installed and in use: only the head start was given up

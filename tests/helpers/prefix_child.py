@@ -32,7 +32,10 @@ def main() -> int:
     ap.add_argument("--bound-mb", type=int, default=512)
     ap.add_argument("--user", default=USER)
     args = ap.parse_args()
-    settings = ModelSettings(n_ctx=args.ctx, temperature=0.0, max_tokens=8, seed=1)
+    # one thread: llama.cpp threads waiting on each other crawl on a shared, loaded CPU
+    settings = ModelSettings(
+        n_ctx=args.ctx, temperature=0.0, max_tokens=8, seed=1, n_threads=1, n_threads_batch=1
+    )
     store = PrefixStore(args.store, bound_bytes=args.bound_mb * 2**20)
     backend = LlamaBackend(settings, args.model, prefix_store=store)
     try:

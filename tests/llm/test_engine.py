@@ -212,9 +212,11 @@ def test_a_context_overflow_is_a_clear_error(tmp_path: Path) -> None:
 
 def test_smollm2_answers_through_the_whole_loop(tmp_path: Path) -> None:
     (tmp_path / "files").mkdir()
-    backend = LlamaBackend(
-        ModelSettings(n_ctx=2048, temperature=0.0, max_tokens=48, seed=1), smollm2_gguf()
+    # one thread: llama.cpp threads waiting on each other crawl on a shared, loaded CPU
+    settings = ModelSettings(
+        n_ctx=2048, temperature=0.0, max_tokens=48, seed=1, n_threads=1, n_threads_batch=1
     )
+    backend = LlamaBackend(settings, smollm2_gguf())
     assert backend.renderer.uses_fallback and backend.renderer.call_format == "json"
     session = AgentSession(
         backend,
