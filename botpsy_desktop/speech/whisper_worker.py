@@ -30,8 +30,11 @@ POSITIONS_PER_S = 50
 WINDOW_POSITIONS = 1500
 CONTEXT_MARGIN_S = 1.0
 """Audio read past a clip's end: less than a second cut words off at the end (measured)."""
-SHORTEST_CONTEXT_S = 2.0
-"""The least audio read, however short the clip (a word or two)."""
+SHORTEST_CONTEXT_S = 5.0
+"""The least audio read, however short the clip. Reading less after a clip under a second long
+("stop", "hello": 3 or 4 s read) left this whisper.cpp 3-4 times slower on every longer clip
+after it (a 5.8 s command: 10-25 CPU s on one thread instead of 3.5, once 78 s); with 5 s or more
+read it never did in the probes (the cause inside whisper.cpp is not known)."""
 
 
 def audio_ctx_for(samples: int, sample_rate: int = 16_000) -> int:
