@@ -10,8 +10,8 @@ answers are ``{"ready": load_s}`` once, ``{"partial": text}`` per segment, and `
 Whisper's encoder reads a 30-second window; whisper.cpp pads shorter audio with silence and
 encodes the whole window unless ``audio_ctx`` says how much of it to read (50 encoder positions
 a second). A spoken command lasts a few seconds, so each request reads only its own length plus
-a margin (:func:`audio_ctx_for`): on two cores this cut the time of a 5.8 s command about
-threefold at the same word error rate (docs/PERFORMANCE.md, "Speech to text").
+a margin (:func:`audio_ctx_for`): this cut the CPU time of a 5.8 s command about fourfold, and
+of a 2 s one fivefold, at a word error rate no worse (docs/PERFORMANCE.md, "Speech to text").
 """
 
 from __future__ import annotations
