@@ -4,12 +4,15 @@
     python tools/bench.py --quant q8_0 --depths 1024,4096,16384
     python tools/bench.py --model FILE.gguf --threads 4 --json
     python tools/bench.py --remote [--model FILE.gguf]     # through a llama-server on 127.0.0.1
+    python tools/bench.py --device [cpu,auto]              # the CPU and the GPU side by side
 
 Every other option is `botpsy bench`'s (`botpsy bench --help`). Prints a table and JSON: raw
 llama.cpp prefill and decode through the low-level API against the app's agent path, time to
 first token cold and warm, tokens re-evaluated per request, a three-step request against its
-new-token arithmetic, peak RSS and RSS growth. It runs with a temporary profile (`--home`), so
-nothing of yours is read or changed. docs/PERFORMANCE.md has the figures for this machine class.
+new-token arithmetic, peak RSS and RSS growth; with `--device`, the CPU and the GPU backend the
+app would choose, one after the other in one run (llm/bench/device.py). It runs with a
+temporary profile (`--home`), so nothing of yours is read or changed. docs/PERFORMANCE.md has
+the figures for this machine class.
 """
 
 from __future__ import annotations

@@ -23,6 +23,9 @@ def add_command(sub: Any) -> None:
     bench.add_argument("--n-ctx", type=int, default=16384, metavar="N", help="context (16384)")
     bench.add_argument("--repeats", type=int, default=3, metavar="N", help="runs per figure (3)")
     bench.add_argument("--decode-tokens", type=int, default=64, metavar="N", help="(64)")
+    bench.add_argument(
+        "--prefill-tokens", type=int, default=512, metavar="N", help="raw prefill size (512)"
+    )
     bench.add_argument("--requests", type=int, default=100, metavar="N", help="memory run (100)")
     bench.add_argument("--follow-ups", type=int, default=4, metavar="N", help="(4)")
     bench.add_argument(
@@ -31,8 +34,26 @@ def add_command(sub: Any) -> None:
     bench.add_argument(
         "--thread-counts", default="", metavar="N,N", help="also raw speed per thread count"
     )
-    bench.add_argument("--tools", default="", metavar="NAMES", help="only these tools (a,b)")
+    bench.add_argument(
+        "--tools", default="", metavar="NAMES", help="only these tools (a,b), or none"
+    )
     bench.add_argument("--json", action="store_true", help="print only the JSON")
+    bench.add_argument(
+        "--device",
+        nargs="?",
+        const="cpu,auto",
+        default="",
+        metavar="D,D",
+        help="compare devices side by side instead (model.device values: cpu, auto = the GPU "
+        "the app would choose, vulkan; default cpu,auto): prefill, decode and time to first "
+        "token, raw against the app on each, and the tokens at temperature 0",
+    )
+    bench.add_argument(
+        "--gpu-backend-dir",
+        metavar="DIR",
+        help="folder of llama.cpp's GPU backend module (default: the config's "
+        "model.gpu_backend_dir)",
+    )
     bench.add_argument(
         "--new-process-only",
         action="store_true",
@@ -67,7 +88,9 @@ class BenchHarness:
         config.agent.tool_selection = False
         config.save(paths)
         self.app = build_app(home)
-        if only:
+        if list(only) == ["none"]:  # no tools: the shortest prompt (a software GPU's bench)
+            self.app.registry = ToolRegistry([])
+        elif only:
             unknown = sorted(set(only) - set(self.app.registry.names()))
             if unknown:
                 self.app.close()
@@ -132,6 +155,15 @@ def cmd_bench(app: App, args: argparse.Namespace, out: TextIO, err: TextIO) -> i
             "of numbers.",
             "Use e.g. --depths 1024,4096 --thread-counts 1,2",
         ) from None
+    from botpsy_desktop.llm.bench.device import DEVICES, format_device_table, run_device_bench
+
+    devices = tuple(d.strip() for d in args.device.split(",") if d.strip())
+    unknown = [d for d in devices if d not in DEVICES]
+    if unknown or (args.device and not devices):
+        raise BotpsyError(
+            f"--device {args.device!r}: {', '.join(unknown) or 'no device'} is not a device.",
+            f"Name some of {', '.join(DEVICES)}, e.g. --device cpu,auto",
+        )
     options = BenchOptions(
         threads=args.threads,
         n_ctx=args.n_ctx,
@@ -142,6 +174,9 @@ def cmd_bench(app: App, args: argparse.Namespace, out: TextIO, err: TextIO) -> i
         depths=depths,
         thread_counts=counts,
         new_process_only=args.new_process_only,
+        devices=devices,
+        prefill_tokens=max(args.prefill_tokens, 1),
+        gpu_backend_dir=args.gpu_backend_dir or app.config.model.gpu_backend_dir,
     )
     started = time.perf_counter()
 
@@ -151,10 +186,13 @@ def cmd_bench(app: App, args: argparse.Namespace, out: TextIO, err: TextIO) -> i
     with tempfile.TemporaryDirectory(prefix="botpsy-bench-") as home:
         harness = BenchHarness(home, [t for t in args.tools.split(",") if t.strip()])
         try:
-            result = run_bench(Path(model).expanduser(), harness, options, log=log)
+            if devices:
+                result = run_device_bench(Path(model).expanduser(), harness, options, log=log)
+            else:
+                result = run_bench(Path(model).expanduser(), harness, options, log=log)
         finally:
             harness.close()
     if not args.json:
-        print(format_table(result), file=out)
+        print((format_device_table if devices else format_table)(result), file=out)
     print(json.dumps(result), file=out)
     return EXIT_OK

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from botpsy_desktop import cli
+from botpsy_desktop.llm.bench.common import shared_file_bytes
 from botpsy_desktop.llm.bench.measure import TARGETS
 from tests.helpers.models import REPO_ROOT, tiny_qwen35_gguf
 
@@ -146,3 +147,35 @@ def test_the_bench_can_time_only_a_new_process_with_the_prefix_on_disk() -> None
     assert len(newp["ttft_cold_all_s"]) == len(newp["ttft_disk_all_s"]) == 2
     assert all(n > r["prefix_tokens"] for n in newp["evaluated_tokens_cold"])
     assert r["targets"]["new_process.ttft_disk_over_cold"]["value"] > 0
+
+
+def _rss_file_kib(pid: int | str) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text(encoding="ascii").splitlines():
+        if line.startswith("RssFile:"):
+            return int(line.split()[1])
+    raise AssertionError("no RssFile")
+
+
+@pytest.mark.skipif(not Path("/proc/self/pagemap").is_file(), reason="reads /proc (Linux)")
+def test_the_pages_of_a_library_two_processes_hold_are_counted_once() -> None:
+    """The memory figure adds the app's and the worker's resident sizes, less the file pages
+    resident in both (libpython, libc...): one page of memory, counted by both sizes."""
+    child = subprocess.Popen(
+        [sys.executable, "-c", "import sys; print('up', flush=True); sys.stdin.read()"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert child.stdout is not None and child.stdout.readline() == "up\n"
+        shared = shared_file_bytes(("self", child.pid))
+        # two interpreters share the interpreter's own pages at least, and no more than the
+        # smaller of their file-backed resident sizes
+        assert 1024 * 1024 < shared <= 1024 * min(_rss_file_kib("self"), _rss_file_kib(child.pid))
+        assert shared_file_bytes(("self",)) == 0  # one process shares nothing with itself
+        assert shared_file_bytes(("self", 2**31 - 1)) == 0  # no such process: nothing counted
+    finally:
+        assert child.stdin is not None and child.stdout is not None
+        child.stdin.close()
+        child.wait(10)
+        child.stdout.close()

@@ -86,6 +86,13 @@ def test_the_app_runs_the_engine_in_a_worker_that_streams_counts_and_cancels(app
         assert completion.finish_reason == "length" and completion.text == text
         assert completion.stats.completion_tokens == 24
         assert backend.last_prompt_tokens == tokens
+        # the worker takes the settings the app validated as plain data (the context and token
+        # limit above are theirs): pydantic and the settings' models, about 11 MiB of its
+        # memory, stay in the app's process
+        maps = Path(f"/proc/{backend.pid}/maps")
+        if maps.is_file():  # Linux
+            text_maps = maps.read_text(encoding="utf-8")
+            assert "libllama" in text_maps and "pydantic_core" not in text_maps
 
         # cancel within a token: set after the first piece
         cancel = threading.Event()

@@ -198,3 +198,24 @@ def test_a_damaged_header_is_refused_as_damaged(tmp_path: Path, kind: str) -> No
     assert "is damaged" in said, said
     assert "was interrupted" not in said and "is incomplete" not in said
     assert "download it again" in said or "choose another model" in said
+
+
+def test_the_weights_own_bytes_leave_out_the_header_and_its_vocabulary(tmp_path: Path) -> None:
+    plain = read_gguf_info(_write(tmp_path / "m.gguf"))
+    # the tensors as written: 16 x 64 halves and 64 floats
+    assert plain.tensor_bytes == 16 * 64 * 2 + 64 * 4
+    assert plain.estimate_memory(4096)["tensor_data"] == plain.tensor_bytes
+    # a vocabulary in the header makes the file larger, not the weights
+    writer = gguf.GGUFWriter(str(tmp_path / "v.gguf"), "qwen35")
+    writer.add_block_count(4)
+    writer.add_token_list([f"token-{i}" for i in range(5000)])
+    writer.add_tensor("token_embd.weight", np.zeros((16, 64), dtype=np.float16))
+    writer.add_tensor("output_norm.weight", np.ones(64, dtype=np.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    vocab = read_gguf_info(tmp_path / "v.gguf")
+    assert vocab.tensor_bytes == plain.tensor_bytes
+    assert vocab.file_size - vocab.tensor_bytes > 5000 * len("token-0000")
+    assert vocab.estimate_memory(4096)["weights"] == vocab.file_size  # the fit check: the file

@@ -7,7 +7,6 @@ import math
 import os
 import re
 import socket
-import ssl
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -348,6 +347,8 @@ def _display_name(cal: Any) -> Outside:
 
 def _reason(exc: BaseException) -> str:
     """Why a connection failed, in a few words, from the exception or anything it wraps."""
+    import ssl  # here, not at start: about 4 MiB with OpenSSL in the app's process
+
     pending: list[BaseException] = [exc]
     seen: set[int] = set()
     while pending:

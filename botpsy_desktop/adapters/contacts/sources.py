@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import unquote, urljoin, urlsplit
-from xml.sax.saxutils import escape
 
 from botpsy_desktop.adapters.contacts.cache import BookState, ContactCache
 from botpsy_desktop.adapters.contacts.vcard import (
@@ -372,6 +371,8 @@ class CardDAVSource:
     def _multiget(self, client: Any, url: str, hrefs: list[str]) -> list[tuple[str, str, bytes]]:
         if not hrefs:
             return []
+        from xml.sax.saxutils import escape  # here: xml.sax, urllib.request and http.client
+
         listed = "".join(f"<D:href>{escape(h)}</D:href>" for h in hrefs)
         body = (
             f'<?xml version="1.0" encoding="utf-8"?><C:addressbook-multiget {_NS}>'

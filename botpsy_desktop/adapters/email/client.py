@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import re
-import smtplib
-import ssl
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -27,7 +25,11 @@ from botpsy_desktop.core.accounts import MailAccount
 from botpsy_desktop.core.errors import BotpsyError, ToolError
 
 if TYPE_CHECKING:
-    # imapclient (~9 MiB) is imported where a connection is made, not when the app starts
+    # imapclient (~9 MiB), smtplib and ssl (~4 MiB with OpenSSL) are imported where a
+    # connection is made, not when the app starts
+    import smtplib
+    import ssl
+
     from imapclient import IMAPClient
 
 PasswordProvider = Callable[[], str]
@@ -111,6 +113,8 @@ class MailClient:
     # --- connecting ---------------------------------------------------------------------------
 
     def _tls(self) -> ssl.SSLContext:
+        import ssl
+
         context = ssl.create_default_context()
         if self.account.ca_file:
             try:
@@ -168,6 +172,9 @@ class MailClient:
 
     @contextmanager
     def _errors(self, where: str, side: str) -> Iterator[None]:
+        import smtplib
+        import ssl
+
         from imapclient.exceptions import IMAPClientAbortError, IMAPClientError
 
         cap = where[0].upper() + where[1:]
@@ -412,6 +419,8 @@ class MailClient:
     # --- sending ---------------------------------------------------------------------------------
 
     def send(self, message: EmailMessage, recipients: list[str]) -> None:
+        import smtplib
+
         a = self.account
         where = f"the SMTP server {a.smtp_host}:{a.smtp_port_or_default} of account '{a.name}'"
         password = self._password()
@@ -472,6 +481,8 @@ class MailClient:
         return f"IMAP ok (INBOX: {total} messages, {unseen} unread; {len(folders)} folders)"
 
     def check_smtp(self) -> str:
+        import smtplib
+
         a = self.account
         where = f"the SMTP server {a.smtp_host}:{a.smtp_port_or_default} of account '{a.name}'"
         password = self._password()

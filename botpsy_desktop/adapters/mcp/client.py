@@ -11,7 +11,6 @@ call. A stdio server's stderr goes to the log, line by line.
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import json
 import logging
@@ -20,11 +19,17 @@ import threading
 from collections.abc import Coroutine, Mapping
 from contextlib import AsyncExitStack, suppress
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from botpsy_desktop import __version__
 from botpsy_desktop.adapters.mcp.config import ServerBook, ServerConfig
 from botpsy_desktop.core.errors import BotpsyError, ToolError
+
+if TYPE_CHECKING:
+    import asyncio
+
+# asyncio (and the ssl module it imports, about 5 MiB with OpenSSL) is imported where a
+# connection is made: the app's process holds no event loop until a tool server is used.
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -72,6 +77,8 @@ class LoopThread:
     """One asyncio event loop on a daemon thread; ``run`` waits for a coroutine with a limit."""
 
     def __init__(self) -> None:
+        import asyncio
+
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="mcp-loop", daemon=True)
         self._thread.start()
@@ -81,6 +88,8 @@ class LoopThread:
         return self._loop
 
     def run(self, coro: Coroutine[Any, Any, T], timeout: float) -> T:
+        import asyncio
+
         future = asyncio.run_coroutine_threadsafe(coro, self._loop)
         try:
             return future.result(timeout)
@@ -200,6 +209,8 @@ class ServerConnection:
 
     async def _own(self, ready: asyncio.Future[None]) -> None:
         """Hold the session open until asked to stop (enter and exit in this one task)."""
+        import asyncio
+
         from mcp import Client
         from mcp.types import Implementation
 
@@ -234,6 +245,8 @@ class ServerConnection:
                 self._pump = None
 
     async def _connect(self) -> None:
+        import asyncio
+
         ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._owner = asyncio.ensure_future(self._own(ready))
         await ready
@@ -254,6 +267,8 @@ class ServerConnection:
         return out
 
     async def _disconnect(self) -> None:
+        import asyncio
+
         if self._stop is not None:
             self._stop.set()
         owner, self._owner = self._owner, None
@@ -316,6 +331,8 @@ class ServerConnection:
                     f"`botpsy mcp test {self.config.name}`."
                 )
             timeout = self.config.timeout_s
+            import asyncio
+
             try:
                 result = self._loop.run(
                     asyncio.wait_for(self._client.call_tool(listed.name, dict(arguments)), timeout),

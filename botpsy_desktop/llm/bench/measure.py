@@ -12,7 +12,6 @@ import json
 import math
 import os
 import platform
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -26,10 +25,19 @@ from typing import Any, Protocol
 from botpsy_desktop.core.config import ModelSettings
 from botpsy_desktop.core.errors import ModelError
 from botpsy_desktop.llm.backend import Backend, BackendWrapper, Message
+from botpsy_desktop.llm.bench.common import (
+    REQUESTS,
+    MiB,
+    OwnCpu,
+    RawStep,
+    median,
+    peak_rss_bytes,
+    ratio,
+    rss_bytes,
+    shared_file_bytes,
+)
 from botpsy_desktop.llm.engines.engine_process import EngineProcess
 from botpsy_desktop.llm.types import Completion, GenerationStats, PromptProgress, TextPiece
-
-MiB = 2**20
 
 
 @dataclass
@@ -76,43 +84,13 @@ class BenchOptions:
     this (a GPU's pace for BotPsy-0.8B: 3-5 ms); 0: not."""
     new_process_only: bool = False
     """Only the prefix and the new-process rows (cold against prefix on disk)."""
-
-
-# -- measuring helpers ------------------------------------------------------------------------
-def _status_kib(field_name: str) -> int | None:
-    try:
-        with open("/proc/self/status", encoding="ascii") as f:
-            for line in f:
-                if line.startswith(field_name + ":"):
-                    return int(line.split()[1])
-    except OSError:
-        return None
-    return None
-
-
-def rss_bytes() -> int:
-    """Resident memory now (Linux); elsewhere the peak, which is what the OS reports."""
-    kib = _status_kib("VmRSS")
-    return kib * 1024 if kib is not None else peak_rss_bytes()
-
-
-def peak_rss_bytes() -> int:
-    kib = _status_kib("VmHWM")
-    if kib is not None:
-        return kib * 1024
-    import resource
-
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return int(peak if platform.system() == "Darwin" else peak * 1024)
-
-
-def median(values: Sequence[float]) -> float:
-    finite = [v for v in values if math.isfinite(v)]
-    return statistics.median(finite) if finite else math.nan
-
-
-def ratio(a: float, b: float) -> float:
-    return a / b if b and math.isfinite(a) and math.isfinite(b) else math.nan
+    devices: tuple[str, ...] = ()
+    """``model.device`` values to compare side by side (llm/bench/device.py); empty: the
+    whole bench on the CPU."""
+    prefill_tokens: int = 512
+    """Raw prefill from an empty context (pp512), at most ``n_batch``."""
+    gpu_backend_dir: str | None = None
+    """Where the GPU backend module is (``model.gpu_backend_dir``), for ``devices``."""
 
 
 def _assistant_turns_since_user(messages: Sequence[Message]) -> int:
@@ -123,25 +101,6 @@ def _assistant_turns_since_user(messages: Sequence[Message]) -> int:
             return n
         n += role == "assistant"
     return n
-
-
-@dataclass(frozen=True)
-class RawStep:
-    """The raw context's decode step the worker took between two of the app's pieces, and the
-    app's time for the piece before (NaN for the first), both measured in the worker."""
-
-    seconds: float
-    app_seconds: float = math.nan
-
-
-@dataclass(frozen=True)
-class OwnCpu:
-    """The worker's CPU time over a generation outside llama.cpp's decode and sampling calls
-    (from the first piece of text to the end) and the tokens decoded meanwhile (raw.py)."""
-
-    seconds: float
-    tokens: int
-    wall_seconds: float = math.nan
 
 
 class ScriptedBackend(BackendWrapper[EngineProcess]):
@@ -315,6 +274,13 @@ class RawContext:
         fixed token: llama_decode alone)."""
         return float(self._op("generate", n, sample))
 
+    def greedy(self, n: int) -> tuple[list[int], list[list[tuple[int, float]]]]:
+        """``n`` tokens at temperature 0 after what the context holds, as token ids, and the five
+        most likely tokens with their logits at each step; right after a prefill (a restore
+        brings back the state, not the last token's logits)."""
+        tokens, tops = self._op("greedy", n)
+        return [int(t) for t in tokens], [[(int(i), float(x)) for i, x in step] for step in tops]
+
     def save(self) -> int:
         return int(self._op("save"))
 
@@ -329,16 +295,6 @@ class RawContext:
 
 
 # -- the bench ------------------------------------------------------------------------------
-REQUESTS = (
-    "What is on my calendar today?",
-    "Find my tax PDFs from 2025.",
-    "Set a timer for ten minutes.",
-    "What is the weather in Lyon tomorrow?",
-    "Play some jazz.",
-    "List the files in my Documents folder.",
-)
-
-
 def run_bench(
     model: Path,
     harness: AgentHarness,
@@ -498,24 +454,42 @@ def _measure(
         run = harness.run(short, REQUESTS[i % len(REQUESTS)], conversation)
         conversation = run.conversation_id
         harness.warm(short, conversation)
-        rss_after.append(rss_bytes() + int(engine.call("bench", "memory")["rss"]))
+        both = rss_bytes() + int(engine.call("bench", "memory")["rss"])
+        rss_after.append(both - shared_file_bytes(("self", engine.pid or 0)))
     est = engine.memory_estimate
-    expected = est["weights"] + est["kv_cache"] + est["recurrent_state"]
+    # the weights' own bytes: the file less its header (the vocabulary, ~8 MiB for BotPsy),
+    # which llama.cpp keeps in tables of its own, an overhead like any other
+    weights = est.get("tensor_data", est["weights"])
+    expected = weights + est["kv_cache"] + est["recurrent_state"]
     worker = engine.call("bench", "memory")
-    # the app's peak and the worker's, added (each at its own moment: an upper bound)
-    peak = peak_rss_bytes() + int(worker["peak"])
+    app_peak = peak_rss_bytes()
+    # The two processes' peaks, added (each at its own moment: an upper bound), less the file
+    # pages resident in both (libpython, libc...: one page of memory each, counted by both
+    # resident sizes). On a CPU the weights are read, not mapped (engine.py), so all of them
+    # are the worker's own anonymous memory, counted once.
+    shared = shared_file_bytes(("self", engine.pid or 0))
+    peak = app_peak + int(worker["peak"]) - shared
     checkpoints = int(engine.state()["checkpoints_nbytes"])
     result["memory"] = {
-        "how": "peak RSS of the app's process plus that of its engine worker",
-        "app_peak_rss_mib": round(peak_rss_bytes() / MiB, 1),
+        "how": "peak RSS of the app's process plus that of its engine worker, less the file "
+        "pages resident in both, over the tensors' bytes + KV cache + recurrent state",
+        "app_peak_rss_mib": round(app_peak / MiB, 1),
         "worker_peak_rss_mib": round(int(worker["peak"]) / MiB, 1),
+        "shared_file_pages_mib": round(shared / MiB, 1),
         "rss_before_load_mib": round(rss_start / MiB, 1),
-        "weights_mib": round(est["weights"] / MiB, 1),
+        "weights_mib": round(est["weights"] / MiB, 1),  # the file
+        "tensor_data_mib": round(weights / MiB, 1),  # of which the tensors: the ratio's
         "kv_cache_mib": round(est["kv_cache"] / MiB, 1),
         "recurrent_state_mib": round(est["recurrent_state"] / MiB, 1),
         "checkpoints_mib": round(checkpoints / MiB, 1),
         "peak_rss_mib": round(peak / MiB, 1),
         "peak_over_weights_kv_state": round(peak / expected, 3),
+        # the figure as earlier releases computed it: both peaks added, the file as weights
+        "peak_over_weights_kv_state_before": round(
+            (app_peak + int(worker["peak"]))
+            / (est["weights"] + est["kv_cache"] + est["recurrent_state"]),
+            3,
+        ),
         "requests": o.requests,
         "rss_after_first_mib": round(rss_after[0] / MiB, 1) if rss_after else None,
         "rss_after_last_mib": round(rss_after[-1] / MiB, 1) if rss_after else None,
@@ -643,7 +617,7 @@ def _raw_and_app(
     log: Callable[[str], None],
 ) -> None:
     tools = harness.tools
-    pp_tokens = min(512, engine.settings.n_batch)
+    pp_tokens = min(o.prefill_tokens, engine.settings.n_batch)
     pp: list[float] = []
     for r in range(o.repeats):
         log(f"raw prefill pp{pp_tokens}, {r + 1}/{o.repeats}")
@@ -877,7 +851,8 @@ def format_table(result: Mapping[str, Any]) -> str:
     """The results as a plain-text table (the JSON has everything, this the headline)."""
     mem = result.get("memory", {})
     newp = result.get("new_process", {})
-    expected = sum(mem.get(k, 0) for k in ("weights_mib", "kv_cache_mib", "recurrent_state_mib"))
+    weights = mem.get("tensor_data_mib", mem.get("weights_mib", 0))
+    expected = weights + mem.get("kv_cache_mib", 0) + mem.get("recurrent_state_mib", 0)
     rows: list[tuple[str, str]] = [
         ("model", f"{result['model']} ({result['model_size_mib']} MiB)"),
         ("threads / context", f"{result['threads']} / {result['n_ctx']}"),
@@ -968,9 +943,10 @@ def format_table(result: Mapping[str, Any]) -> str:
             f"{result.get('three_step_wall_s')} s / {result.get('three_step_arithmetic_s')} s",
         ),
         (
-            "peak RSS (app + worker) / weights+KV+state",
+            "peak RSS (app + worker - shared) / weights+KV+state",
             f"{mem.get('peak_rss_mib')} MiB ({mem.get('app_peak_rss_mib')} + "
-            f"{mem.get('worker_peak_rss_mib')}) / {expected:.1f} MiB",
+            f"{mem.get('worker_peak_rss_mib')} - {mem.get('shared_file_pages_mib')}) / "
+            f"{expected:.1f} MiB",
         ),
         (
             f"RSS after 1 / {mem.get('requests')} requests",

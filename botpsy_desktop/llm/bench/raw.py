@@ -20,7 +20,7 @@ import numpy as np
 import numpy.typing as npt
 
 from botpsy_desktop.core.errors import ModelError
-from botpsy_desktop.llm.bench.measure import (
+from botpsy_desktop.llm.bench.common import (
     REQUESTS,
     OwnCpu,
     RawStep,
@@ -60,6 +60,7 @@ class RawContext:
         self.memory = llama_cpp.llama_get_memory(self.ctx)
         self.batch = llama_cpp.llama_batch_init(self.n_batch, 0, 1)
         self.sampler = engine._sampler()
+        self.n_vocab = int(engine._n_vocab)
         self.pos = 0
 
     def _decode(self, tokens: Sequence[int]) -> None:
@@ -93,6 +94,29 @@ class RawContext:
             token = llama_cpp.llama_sampler_sample(sampler, self.ctx, -1) if sample else 198
             self._decode([token])
         return time.perf_counter() - started
+
+    def greedy(self, n: int, top: int = 5) -> tuple[list[int], list[list[tuple[int, float]]]]:
+        """``n`` tokens at temperature 0 (the most likely each time, whatever the app's sampling
+        settings) after what the context holds, as token ids, and at each step the ``top`` most
+        likely tokens with their logits: what two devices must agree on. Right after a prefill
+        (its last token's logits are the context's), not after a ``restore``, which brings back
+        the state but not the logits."""
+        sampler = llama_cpp.llama_sampler_init_greedy()
+        try:
+            tokens: list[int] = []
+            tops: list[list[tuple[int, float]]] = []
+            for _ in range(n):
+                logits = np.ctypeslib.as_array(
+                    llama_cpp.llama_get_logits_ith(self.ctx, -1), shape=(self.n_vocab,)
+                )
+                best = np.argsort(-logits, kind="stable")[:top]
+                tops.append([(int(i), float(logits[i])) for i in best])
+                token = int(llama_cpp.llama_sampler_sample(sampler, self.ctx, -1))
+                tokens.append(token)
+                self._decode([token])
+        finally:
+            llama_cpp.llama_sampler_free(sampler)
+        return tokens, tops
 
     def save(self) -> tuple[npt.NDArray[np.uint8], int]:
         size = int(llama_cpp.llama_state_seq_get_size_ext(self.ctx, SEQ, PARTIAL_ONLY))
@@ -306,6 +330,9 @@ def worker_op(engine: LlamaBackend, op: str, *args: Any) -> Any:
         prompt = engine.renderer.render(messages, tools).text
         tokens = engine.tokenize(prompt)
         return len(tokens), raw.prefill(tokens)
+    if op == "greedy":  # n tokens at temperature 0 after what the context holds: their ids
+        (n,) = rest
+        return raw.greedy(n)
     if op == "generate":
         n, sample = rest
         return raw.generate(n, sample=sample)

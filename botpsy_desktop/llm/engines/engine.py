@@ -13,7 +13,7 @@ import threading
 import time
 from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import llama_cpp
 import numpy as np
@@ -21,7 +21,6 @@ import numpy.typing as npt
 from llama_cpp import _internals as internals
 from llama_cpp._ggml import libggml
 
-from botpsy_desktop.core.config import ModelSettings
 from botpsy_desktop.core.errors import ModelError
 from botpsy_desktop.llm.backend import Message
 from botpsy_desktop.llm.cache.prefix_cache import (
@@ -42,6 +41,9 @@ from botpsy_desktop.llm.models import cpu_layout, gpu_device
 from botpsy_desktop.llm.models.gguf_info import GGUFInfo, check_fits, read_gguf_info
 from botpsy_desktop.llm.request import Request, ShapedEngine, ToolCallGrammars
 from botpsy_desktop.llm.types import Completion, GenerationStats, PromptProgress, TextPiece
+
+if TYPE_CHECKING:  # the engine worker reads its settings as plain data (worker.py: load)
+    from botpsy_desktop.core.config import ModelSettings
 
 _TEXT_STOPS = ("<|im_end|>", "<|endoftext|>")
 PREFIX, TURN = "prefix", "turn"  # checkpoint labels: system prompt + tools; end of a user turn

