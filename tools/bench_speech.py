@@ -5,7 +5,7 @@ same tools as the words spoken.
     python tools/bench_speech.py [--engine whisper.cpp|pocketsphinx|faster-whisper]
                                  [--home DIR] [--model whisper-base] [--ct2-model DIR]
                                  [--languages en,de,es,fr] [--count 100] [--threads 2]
-                                 [--json FILE]
+                                 [--commands FILE] [--rate WPM] [--json FILE]
 
 Engines: ``whisper.cpp`` (the default engine; its model from `botpsy model pull`, 2 exits if
 it is not installed: nothing here downloads anything), ``pocketsphinx`` (the second engine, US
@@ -14,6 +14,11 @@ a reference measurement of the same Whisper weights through CTranslate2 where no
 model can be had; it needs the faster-whisper package (not a dependency of the app: install it
 in a separate environment) and a CTranslate2 Whisper folder (``--ct2-model``). Every report
 names the engine and model that gave its numbers.
+
+The commands are built in for English, German, Spanish and French (templates times fillers:
+timers, alarms, weather, music, reminders, volume, mail, calendar, files, messages); ``--commands
+FILE`` reads your own instead, one a line (blank lines and lines starting with # skipped), for
+the one language given with ``--languages``.
 
 The audio goes straight to the recogniser (the microphone is measured by the tests, not here).
 Synthetic speech is cleaner and more regular than a person's, so its WER says little about real
@@ -188,6 +193,10 @@ DIGITS = {
         "fr": ["trois", "cinq", "six", "sept", "huit", "neuf", "dix", "vingt"],
     }.items()
 }
+PERCENT = {"en": "percent", "de": "prozent", "es": "por ciento", "fr": "pour cent"}
+"""What "%" is said as: the recognisers write "5%" for "five percent"."""
+RATE: list[str] = []
+"""espeak-ng's ``-s WPM`` when --rate is given."""
 VOICES = {"en": "en-us", "de": "de", "es": "es", "fr": "fr"}
 
 
@@ -207,11 +216,12 @@ def commands(language: str, count: int) -> list[str]:
 
 def normalise(text: str, language: str) -> list[str]:
     text = unicodedata.normalize("NFC", text.lower())
+    text = text.replace("%", f" {PERCENT.get(language, '%')} ")
     text = re.sub(r"[^\w\s'-]", " ", text).replace("-", " ")
     words = []
     for w in text.split():
         w = w.strip("'")
-        words.extend(DIGITS[language].get(w, w).split())
+        words.extend(DIGITS.get(language, {}).get(w, w).split())
     return words
 
 
@@ -266,7 +276,11 @@ def describe(args: argparse.Namespace, model_id: str) -> dict[str, Any]:
     """Which engine and model give the numbers, and on what machine."""
     import platform
 
-    info: dict[str, Any] = {"engine": args.engine, "threads": args.threads}
+    info: dict[str, Any] = {
+        "engine": args.engine,
+        "threads": args.threads,
+        "espeak_ng_rate_wpm": args.rate or 175,
+    }
     if args.engine == "whisper.cpp" and args.model_file:
         import hashlib
 
@@ -332,7 +346,20 @@ def main() -> int:
     )
     p.add_argument("--languages", default=None, help="default: en,de,es,fr (pocketsphinx: en)")
     p.add_argument("--count", type=int, default=100, help="commands per language")
+    p.add_argument(
+        "--commands",
+        metavar="FILE",
+        help="commands to speak, one a line, in the one language of --languages (default: the "
+        "built-in ones)",
+    )
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument(
+        "--rate",
+        type=int,
+        default=None,
+        metavar="WPM",
+        help="espeak-ng's speaking rate in words a minute (default: its own, 175)",
+    )
     p.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     args = p.parse_args()
     if hasattr(os, "sched_setaffinity"):  # the issue's target is for 2 cores: use no more
@@ -341,6 +368,23 @@ def main() -> int:
     languages = (
         args.languages or ("en" if args.engine == "pocketsphinx" else "en,de,es,fr")
     ).split(",")
+    if args.rate:
+        RATE[:] = ["-s", str(args.rate)]
+    own: list[str] | None = None
+    if args.commands:
+        if len(languages) != 1:
+            p.error("--commands needs exactly one language in --languages (the file's)")
+        try:
+            lines = Path(args.commands).read_text(encoding="utf-8").splitlines()
+        except (OSError, UnicodeDecodeError) as exc:
+            p.error(f"cannot read --commands {args.commands}: {exc}")
+        own = [ln.strip() for ln in lines if ln.strip() and not ln.lstrip().startswith("#")]
+        if not own:
+            p.error(f"--commands {args.commands} has no command in it")
+        own = own[: args.count]
+    for language in languages:
+        if own is None and language not in COMMANDS:
+            p.error(f"no built-in commands in {language!r}: give them with --commands FILE")
     app = build_app(args.home)
     selection = shipped_model()
     try:
@@ -380,7 +424,7 @@ def main() -> int:
                 five_cpu = (cpu_s(rec) - before) / 3
                 errors = words = same_tools = 0
                 rtfs, latencies, audio_s = [], [], []
-                for text in commands(language, args.count):
+                for text in own if own is not None else commands(language, args.count):
                     speak(text, language, wav)
                     audio = read_wav(wav)
                     got = rec.transcribe(audio, language=language)
@@ -402,6 +446,8 @@ def main() -> int:
                     # on that many otherwise idle cores if the engine kept them all busy
                     "cpu_rtf_5s_command": round(five_cpu / five[0].audio_s / engine_threads, 3),
                     "five_s_command_audio_s": round(five[0].audio_s, 2),
+                    "five_s_command_audio_ctx": five[0].audio_ctx,
+                    "five_s_command_heard": [r.text for r in five],
                     "release_to_request_s_5s_command": round(
                         statistics.median(r.elapsed_s for r in five), 3
                     ),
@@ -441,7 +487,8 @@ def top_domain(selection: Any, text: str) -> str:
 
 
 def speak(text: str, language: str, wav: Path) -> None:
-    subprocess.run(["espeak-ng", "-v", VOICES[language], "-w", str(wav), text], check=True)
+    voice = VOICES.get(language, language)  # espeak-ng names most voices by language code
+    subprocess.run(["espeak-ng", "-v", voice, *RATE, "-w", str(wav), text], check=True)
 
 
 if __name__ == "__main__":

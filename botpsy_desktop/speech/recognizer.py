@@ -48,6 +48,9 @@ class Recognition:
     """Seconds the engine took, loading the model included when this was its first use."""
     load_s: float
     engine: str
+    audio_ctx: int | None = None
+    """whisper.cpp: the encoder positions read (50 a second; 0: its whole 30-second window);
+    None for the other engines."""
 
 
 class Recognizer(Protocol):

@@ -153,6 +153,7 @@ class WhisperRecognizer:
                     elapsed_s=time.monotonic() - begin,
                     load_s=self.load_s if first else 0.0,
                     engine=self.name,
+                    audio_ctx=answer.get("audio_ctx"),
                 )
 
     def close(self) -> None:
