@@ -253,8 +253,11 @@ def test_a_routine_parked_in_the_window_waits_through_a_restart_of_the_window(
         assert alarms is not None
         qtbot.waitUntil(lambda: bool(alarms.fire_due()), timeout=10000)  # the routine is due
         qtbot.waitUntil(lambda: first.window.pending.count() == 1, timeout=15000)
-        # the gate shows the request as it asks; the run stores it a moment later
+        # the gate shows the request as it asks; the run stores it, then parks (a window quit
+        # before the run is parked stops the run, as its Stop would)
         qtbot.waitUntil(lambda: len(first.queue.waiting()) == 1, timeout=5000)
+        scheduler = first.window.engine.worker.scheduler
+        qtbot.waitUntil(lambda: bool(scheduler.parked()), timeout=10000)
         [waiting] = first.queue.waiting()
         assert waiting.owner == first.queue.me
     finally:
