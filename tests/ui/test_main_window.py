@@ -200,7 +200,15 @@ def test_the_gui_thread_stays_responsive_while_the_real_model_streams(
     timer = QTimer()
     timer.timeout.connect(tick)
     timer.start(10)
-    ask(qtbot, window, "Tell me a long story.", timeout=120000)
+    # The tiny model's weights are random: at temperature 1 it picks among 248k nearly equal
+    # choices, so the last bit of a float (llama.cpp's threads do not give bit-identical logits
+    # from run to run) changes which token comes, and about one reply in eight samples an end
+    # token within 50 (measured). That is the model's luck, not the window's: a reply cut short
+    # is asked again, and one of them must stream more than 50 tokens.
+    for _attempt in range(3):
+        ask(qtbot, window, "Tell me a long story.", timeout=120000)
+        if window.last_stats is not None and window.last_stats.stats.completion_tokens > 50:
+            break
     timer.stop()
     bubbles = window.chat.bubbles()
     notes = [w.text() for w in window.chat.widget().findChildren(type(window.model_label))]
