@@ -74,8 +74,10 @@ def test_ask_sets_a_real_alarm_that_a_second_process_lists(profile: Path, tmp_pa
     assert tool_call["name"] == "set_alarm" and tool_call["ok"], tool_call
     assert tool_call["decision"] == "allowed"  # asked for directly: runs at once
     result = json.loads(tool_call["result"])
-    tomorrow = datetime.now(PARIS).date() + timedelta(days=1)
-    expected_day = f"{tomorrow:%a} {tomorrow.day} {tomorrow:%b} 07:30"
+    today = datetime.now(PARIS).date()
+    tomorrow = today + timedelta(days=1)
+    year = f" {tomorrow.year}" if tomorrow.year != today.year else ""  # said on 31 December
+    expected_day = f"{tomorrow:%a} {tomorrow.day} {tomorrow:%b}{year} 07:30"
     assert result["summary"].startswith(f"Alarm set (Wake up): rings {expected_day} (in ")
     assert data["answer"] == "Your alarm is set for 7:30 tomorrow."
     assert (profile / "data" / "alarms.sqlite3").is_file()
