@@ -114,6 +114,13 @@ class EngineContext:
         """The model everyone shares (None until one is loaded)."""
         return self._scheduler._backend
 
+    def storing(self, on: bool) -> None:
+        """Say that this run's approval is being stored, on its way to park (``True``), or
+        that it parked or went on (``False``): a scheduler that closes in between leaves the
+        run to park and be suspended (its stored approval waits for the next start) instead
+        of stopping it, which would deny the approval the row already holds."""
+        self._scheduler._set_storing(self.request, on)
+
     def replace_backend(self, backend: Backend | None) -> None:
         """Close the current model (if any) and use ``backend`` from the next request on."""
         old, self._scheduler._backend = self._scheduler._backend, backend
@@ -164,16 +171,18 @@ class Request:
         self._items_left: Iterator[Event | Park] | None = None  # a started job's iterator
         self._parked_until: float | None = None  # monotonic deadline while parked
         self._keep = False  # parked with a stored approval: suspended, not denied, at close
+        self._storing = False  # its approval stored, not yet parked: closing lets it park
 
     def cancel(self) -> None:
         """Stop it: a queued request is dropped at once, a running one stops within a token."""
         self._scheduler._cancel(self)
 
     @property
-    def stored_while_parked(self) -> bool:
-        """Parked with its approval stored: closing the scheduler suspends it (it goes on
-        after a restart), so a closing face leaves it alone instead of stopping it."""
-        return self.state == "parked" and self._keep
+    def kept_at_close(self) -> bool:
+        """Parked with its approval stored, or storing it on its way to park: closing the
+        scheduler suspends it (it goes on after a restart), so a closing face leaves it alone
+        instead of stopping it."""
+        return (self.state == "parked" and self._keep) or self._storing
 
     @property
     def finished(self) -> bool:
@@ -292,8 +301,8 @@ class RequestScheduler:
             for request in self._parked:  # ended on the engine thread once it stops
                 if not request._keep:
                     request.cancel_event.set()
-            if self._running is not None:
-                self._running.cancel_event.set()
+            if self._running is not None and not self._running._storing:
+                self._running.cancel_event.set()  # one storing its approval parks, then is kept
             self._wake.notify()
         if threading.current_thread() is not self._thread:
             self._thread.join(timeout)
@@ -341,6 +350,12 @@ class RequestScheduler:
             if ahead and request.ahead != ahead:  # nothing ahead: it starts right away
                 request.ahead = ahead
                 request._put(Queued(request.id, ahead))
+
+    def _set_storing(self, request: Request, on: bool) -> None:
+        with self._lock:
+            request._storing = on
+            if not on and self._closing and request.state == "running":
+                request.cancel_event.set()  # it went on instead of parking: stopped as close() does
 
     def _park(self, request: Request, park: Park) -> None:
         """Called on the engine thread when ``request``'s job yields ``park``."""
@@ -441,6 +456,12 @@ class RequestScheduler:
                     if not (self._closing or request.cancel_event.is_set()):
                         self._park(request, item)
                         return  # the iterator waits, as it stands, until it is queued again
+                    if item.keep and not request.cancel_event.is_set():
+                        # closing while its stored approval was on its way here: kept, as a
+                        # run parked before the close is
+                        request._storing = False
+                        self._suspend(request)
+                        return
                     continue  # stopped or closing: it goes on at once (and sees why)
                 request._put(item)
         except Exception as exc:  # one request's bug must not end the engine thread
@@ -509,18 +530,26 @@ def session_job(
                 held: tuple[ApprovalQueue, int] | None = None  # its row, when stored
                 if queue is not None and not approval.decided:
                     # stored before the run's event goes out: whoever hears of the approval
-                    # (the daemon's line, a notification) can count on a restart keeping it
-                    row = queue.park(
-                        approval,
-                        conversation_id=session.conversation_id,
-                        routine=routine,
-                        timeout_s=timeout,
-                        think=think,
-                    )
+                    # (the daemon's line, a notification) can count on a restart keeping it,
+                    # and a close from now until it parks keeps it too
+                    ctx.storing(True)
+                    try:
+                        row = queue.park(
+                            approval,
+                            conversation_id=session.conversation_id,
+                            routine=routine,
+                            timeout_s=timeout,
+                            think=think,
+                        )
+                    except BaseException:
+                        ctx.storing(False)
+                        raise
                     held = (queue, row.id)
                 yield event
                 if not approval.decided and not ctx.cancel.is_set():
                     yield Park(approval, timeout, keep=held is not None)
+                if held is not None:
+                    ctx.storing(False)
                 if held is not None and not ctx.cancel.is_set():
                     stored_in, row_id = held
                     if stored_in.settle_live(row_id, approval) is None:

@@ -175,13 +175,14 @@ class EngineWorker(QObject):
 
     def cancel_all(self) -> None:
         """Stop every request and any warm-up for good (the window is closing). A routine run
-        parked with its approval stored is left as it is: closing the scheduler suspends it,
-        and it goes on after the next start (agent/approvals.py)."""
+        parked with its approval stored, or storing it on its way to park, is left as it is:
+        closing the scheduler suspends it, and it goes on after the next start
+        (agent/approvals.py)."""
         with self._lock:
             self._closing = True
             requests = list(self._requests.values())
         for request in requests:
-            if not request.stored_while_parked:
+            if not request.kept_at_close:
                 request.cancel()
 
     def load(self, model: str, replay: str) -> None:

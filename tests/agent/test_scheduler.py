@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel, Field
 
+from botpsy_desktop.agent.approvals import ApprovalQueue
 from botpsy_desktop.agent.events import Answer, ApprovalNeeded, Error, ToolResult, ToolStarted
 from botpsy_desktop.agent.loop import AgentSession, LoopSettings
 from botpsy_desktop.agent.scheduler import (
@@ -443,6 +444,46 @@ def test_stop_or_close_winds_a_parked_run_up_with_its_approval_denied(harness: H
         assert items[-1].started
     assert harness.notes == [] and harness.gate.inbox.pending() == []
     assert not scheduler.thread.is_alive()
+
+
+def test_a_close_while_a_stored_approval_is_on_its_way_to_park_keeps_it_for_the_next_start(
+    harness: Harness,
+) -> None:
+    """The window quits (or the daemon stops) in the instant between the approval's row being
+    stored and the run parking: the run is suspended as a parked one is, its row left waiting
+    for the next start, its approval undecided; before, close() stopped it as Stop does, which
+    denied the approval and took the row."""
+    queue = ApprovalQueue(harness.store, inbox=harness.gate.inbox)
+    backend = ReplayBackend([xml_call("write_note", text="milk"), "Noted: milk."])
+    scheduler = RequestScheduler(backend)
+    asked: list[ApprovalNeeded] = []
+    closer: list[threading.Thread] = []
+    kept_while_asking: list[bool] = []
+
+    def on_item(item: Item) -> None:
+        # on the engine thread, after the row is stored and before the run parks
+        if isinstance(item, ApprovalNeeded):
+            asked.append(item)
+            kept_while_asking.append(routine.kept_at_close)
+            closer.append(threading.Thread(target=scheduler.close))
+            closer[0].start()
+            deadline = time.monotonic() + 10
+            while not scheduler._closing and time.monotonic() < deadline:
+                time.sleep(0.005)
+
+    job = session_job(harness.maker(background=True), "note milk", queue=queue)
+    routine = scheduler.submit(job, Priority.SCHEDULED, label="note milk", on_item=on_item)
+    try:
+        assert routine.wait(20), "the run never ended"
+        closer[0].join(20)
+    finally:
+        scheduler.close()
+    assert kept_while_asking == [True]
+    assert routine.state == "suspended" and not routine.cancel_event.is_set()
+    assert not asked[0].request.decided and harness.notes == []
+    [row] = queue.waiting()
+    assert row.call_id == asked[0].request.call_id and row.tool == "write_note"
+    queue.close()
 
 
 @pytest.mark.model
