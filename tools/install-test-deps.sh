@@ -26,6 +26,7 @@ PACKAGES=(
     gnome-keyring dbus   # a real Secret Service on a private D-Bus; D-Bus for notifications
     pulseaudio           # the device tools' sound: a real sound server with null sinks
     libglib2.0-bin dconf-service gsettings-desktop-schemas  # gio (open, launch), GNOME settings
+    gnome-settings-daemon-common  # GNOME's custom-shortcut schema (media-keys): the quick key on GNOME
     espeak-ng pulseaudio-utils  # push-to-talk: spoken commands as WAVs into a virtual mic; spoken replies
     xdg-desktop-portal xdg-desktop-portal-kde  # the Wayland shortcut: the real GlobalShortcuts portal
     libvulkan-dev glslc spirv-headers ninja-build  # llama.cpp's Vulkan backend module, built once
@@ -37,9 +38,9 @@ compiler, cmake, PulseAudio's client library (libpulse), mpv, aplay (ALSA utilit
 xauth, trayer, xdotool, the xcb libraries Qt 6 needs (xcb-cursor, icccm, keysyms, image,
 render-util, xkb, shape, xinerama, randr, xkbcommon-x11), Dovecot (IMAP), gnome-keyring,
 dbus-daemon, PulseAudio with its utilities (paplay), GLib's gio and gsettings with dconf and
-GNOME's desktop schemas, espeak-ng, xdg-desktop-portal with KDE's backend (kglobalaccel), the
-Vulkan headers and loader, glslc, SPIRV-Headers, ninja, Mesa's Vulkan drivers (lavapipe). Tests
-whose program is missing skip with the reason (and fail under CI=true)."
+GNOME's desktop and settings-daemon schemas, espeak-ng, xdg-desktop-portal with KDE's backend
+(kglobalaccel), the Vulkan headers and loader, glslc, SPIRV-Headers, ninja, Mesa's Vulkan
+drivers (lavapipe). Tests whose program is missing skip with the reason (and fail under CI=true)."
 
 if [ "${1:-}" = --list ]; then
     sed -n '/^PACKAGES=(/,/^)/p' "$0" | sed '1d;$d'

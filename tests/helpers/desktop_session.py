@@ -20,7 +20,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 PROGRAMS = ("dbus-daemon", "pulseaudio", "gsettings", "gio")
-INSTALL = "apt install dbus pulseaudio libglib2.0-bin dconf-service gsettings-desktop-schemas"
+INSTALL = (
+    "apt install dbus pulseaudio libglib2.0-bin dconf-service gsettings-desktop-schemas"
+    " gnome-settings-daemon-common"
+)
 
 
 def available() -> bool:

@@ -133,11 +133,14 @@ def test_on_gnome_the_key_is_registered_in_its_settings_and_removed_when_cleared
 
     if not desktop_session.available():
         missing("a desktop session (D-Bus, gsettings)", desktop_session.INSTALL)
+    media = "org.gnome.settings-daemon.plugins.media-keys"
+    schemas = subprocess.run(["gsettings", "list-schemas"], capture_output=True, text=True)
+    if media not in schemas.stdout.split():
+        missing(f"GNOME's {media} schema", desktop_session.INSTALL)
     with desktop_session.desktop_session(tmp_path / "session") as session:
         for key, value in session.env.items():
             monkeypatch.setenv(key, value)
         monkeypatch.setenv("XDG_CURRENT_DESKTOP", "ubuntu:GNOME")
-        media = "org.gnome.settings-daemon.plugins.media-keys"
         own = "/org/gnome/settings-daemon/plugins/media-keys/custom-keybindings/custom0/"
 
         def gsettings(*args: str) -> str:
