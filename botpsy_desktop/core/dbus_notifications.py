@@ -184,14 +184,19 @@ class DesktopNotifications:
                     self._give_up()
                     return
                 rule = MatchRule(type="signal", interface=NAME, path=PATH, sender=owner.body[0])
+                # jeepney's receiver thread walks the router's filters, unguarded, for every
+                # message it dispatches; adding or removing one meanwhile killed that thread
+                # ("dictionary changed size during iteration": no reply heard after it). So
+                # the filter is added before the bus is asked for these signals, while no reply
+                # is awaited, and never removed: closing the router ends that thread first.
+                router.filter(rule, queue=self._queue)
                 router.send_and_get_reply(message_bus.AddMatch(rule), timeout=CALL_TIMEOUT_S)
-                with router.filter(rule, queue=self._queue):
-                    self.actions = "actions" in caps.body[0]
-                    self.markup = "body-markup" in caps.body[0]
-                    self.available = True
-                    self.started.set()
-                    _call(self.on.ready, True)
-                    self._serve(router, address, Message, new_method_call, HeaderFields.member)
+                self.actions = "actions" in caps.body[0]
+                self.markup = "body-markup" in caps.body[0]
+                self.available = True
+                self.started.set()
+                _call(self.on.ready, True)
+                self._serve(router, address, Message, new_method_call, HeaderFields.member)
         except Exception as exc:  # no bus, refused, went away: never raised into the app
             if self.available:
                 self.available = False
