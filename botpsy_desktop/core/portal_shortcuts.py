@@ -160,9 +160,11 @@ class PortalShortcut:
                 self.version = int(version.body[0][1])
                 # every signal heard is the portal's own (a key press cannot be faked)
                 rule = MatchRule(type="signal", sender=sender)
+                # added before the bus is asked for the portal's signals, never removed: jeepney's
+                # receiver thread walks its filters unguarded (see core/dbus_notifications.py)
+                router.filter(rule, queue=self._queue)
                 router.send_and_get_reply(message_bus.AddMatch(rule), timeout=CALL_TIMEOUT_S)
-                with router.filter(rule, queue=self._queue):
-                    self._serve(router, call, DBusAddress, MessageType)
+                self._serve(router, call, DBusAddress, MessageType)
         except Exception as exc:  # the bus went away, a refused call: said, never raised
             if not self._answered.is_set():
                 self._fail(
