@@ -38,6 +38,7 @@ import copy
 import io
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -59,6 +60,13 @@ from botpsy_desktop.speech.replay import read_wav  # noqa: E402
 from botpsy_desktop.speech.whisper import WhisperRecognizer  # noqa: E402
 
 EVAL = ROOT / "tools" / "eval.py"
+WRITTEN_FORMS = {
+    "email addresses": r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+",
+    "clock times (h:mm)": r"\b\d{1,2}:\d{2}\b",
+    "paths (a/b)": r"\b[\w.-]+/[\w.-]+(?:/[\w.-]+)*",
+    "file names (name.ext)": r"\b[\w-]+\.(?:txt|md|pdf|docx?|xlsx?|csv|jpe?g|png|flac|mp3|zip)\b",
+}
+"""Written forms a tool call's arguments often need, which a recogniser must write back exactly."""
 RATES = (
     ("pass_rate", "pass"),
     ("tool_choice_accuracy", "tool choice"),
@@ -187,6 +195,24 @@ def recognise(
         rec.close()
 
 
+def written_forms(heard: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per kind of written form: how many the requests said, how many the words heard contain
+    as written (case and a trailing full stop ignored), and up to three that were lost."""
+    out: dict[str, dict[str, Any]] = {}
+    for kind, pattern in WRITTEN_FORMS.items():
+        said = kept = 0
+        lost: list[dict[str, str]] = []
+        for h in heard:
+            for form in re.findall(pattern, h["said"]):
+                said += 1
+                if form.rstrip(".").lower() in h["heard"].lower():
+                    kept += 1
+                elif len(lost) < 3:
+                    lost.append({"said": form, "heard": h["heard"]})
+        out[kind] = {"said": said, "heard_as_written": kept, "lost": lost}
+    return out
+
+
 def compare(
     typed: dict[str, Any],
     spoken: dict[str, Any],
@@ -258,6 +284,10 @@ def render(result: dict[str, Any]) -> str:
     r = cmp["selection_recall"]
     lines.append(f"{'tools offered (recall)':24}{pct(r['typed']):>10}{pct(r['spoken']):>10}")
     lines.append(f"same outcome: {cmp['same_outcome']}/{sp['requests']}")
+    lines.append("")
+    lines.append("written forms heard as written (what a right call's arguments often need):")
+    for kind, n in result["written_forms"].items():
+        lines.append(f"  {kind}: {n['heard_as_written']}/{n['said']}")
     for key, title in (
         ("typed_right_spoken_wrong", "typed right, spoken wrong"),
         ("typed_wrong_spoken_right", "typed wrong, spoken right"),
@@ -363,6 +393,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "wall_s": round(time.monotonic() - began, 1),
             "speech": speech,
             "comparison": compare(typed_report, spoken_report, sel_typed, sel_spoken, heard),
+            "written_forms": written_forms(heard),
             "heard": heard,
         }
     print(render(result))

@@ -74,5 +74,7 @@ def test_spoken_cases_are_the_typed_ones_with_the_words_heard(
     assert comparison["rates"]["pass_rate"] == {"typed": 1.0, "spoken": 1.0}
     assert comparison["same_outcome"] == 2 and not comparison["typed_right_spoken_wrong"]
     assert comparison["selection_recall"]["typed"] == 1.0
+    forms = result["written_forms"]  # "6:45" in the first request, none of the others
+    assert forms["clock times (h:mm)"]["said"] == 1 and forms["email addresses"]["said"] == 0
     printed = capsys.readouterr().out
-    assert "tool choice" in printed and "typed" in printed and "spoken" in printed
+    assert "tool choice" in printed and "spoken" in printed and "clock times (h:mm): " in printed
