@@ -25,8 +25,8 @@ Synthetic speech is cleaner and more regular than a person's, so its WER says li
 voices; a formant synthesiser such as espeak-ng is also far from the voices the models learnt
 from. "Same tools" compares the domain the shipped tool selection (agent/selection_model.py)
 picks for the recognised words with the one it picks for the words spoken: the first stage of
-a request, not a model's tool call (the replay model answers whatever it was given, and the
-demo model is too small to judge by).
+a request, not a model's tool call. tools/bench_speech_calls.py runs the evaluation cases typed
+and spoken through a model and counts the tool calls.
 """
 
 from __future__ import annotations
