@@ -194,6 +194,49 @@ class TestDaylightSaving:
 
 
 @pytest.mark.parametrize(
+    ("text", "hour", "minute"),
+    [
+        # as a speech recogniser writes what was said ("six forty-five" -> "645")
+        ("645", 6, 45),
+        ("at 645 tomorrow", 6, 45),
+        ("0730", 7, 30),
+        ("1030 pm", 22, 30),
+        ("7 30", 7, 30),
+        # as people say it
+        ("seven thirty", 7, 30),
+        ("six forty-five pm", 18, 45),
+        ("six forty five", 6, 45),
+        ("ten oh five", 10, 5),
+        ("seven o'clock", 7, 0),
+        ("tomorrow at seven", 7, 0),
+        ("half past six", 6, 30),
+        ("a quarter to seven", 6, 45),
+        ("ten past nine in the evening", 21, 10),
+        ("twelve thirty", 12, 30),
+    ],
+)
+def test_a_time_said_in_words_or_run_together_is_read(text: str, hour: int, minute: int) -> None:
+    at = parse_when(text, DEC1, PARIS).at  # 1 December, 01:18
+    day = 1 if (hour, minute) > (1, 18) and "tomorrow" not in text else 2
+    assert at == paris(2026, 12, day, hour, minute)
+
+
+@pytest.mark.parametrize("text", ["2530", "760", "7:75", "7 75", "twenty-five to"])
+def test_run_together_digits_that_are_no_time_are_not_read_as_one(text: str) -> None:
+    with pytest.raises(ToolError, match="Cannot read"):
+        parse_when(text, DEC1, PARIS)
+
+
+def test_an_event_end_said_in_words_is_the_first_such_time_after_its_start() -> None:
+    from botpsy_desktop.adapters.calendar.dates import parse_end, parse_start
+
+    start = parse_start("next friday at nine", DEC1, PARIS)
+    assert start.at == paris(2026, 12, 4, 9, 0)
+    assert parse_end(start, "eleven thirty", None, DEC1, PARIS) == paris(2026, 12, 4, 11, 30)
+    assert parse_end(start, "11:30", None, DEC1, PARIS) == paris(2026, 12, 4, 11, 30)
+
+
+@pytest.mark.parametrize(
     ("text", "message"),
     [
         ("soonish", "Cannot read"),

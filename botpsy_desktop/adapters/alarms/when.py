@@ -440,6 +440,15 @@ def parse_when(text: str, now: datetime, tz: tzinfo) -> When:
     return _resolve(parts, clock, plus_days, now, tz, raw)
 
 
+def is_clock_only(text: str) -> bool:
+    """Whether ``text`` is a time of day and nothing else ("11am", "at 9:30", "eleven thirty",
+    "noon"): no day, no relative time."""
+    s = re.sub(r"^at ", "", _normalise(text))
+    return s in ("noon", "midday", "midnight", "12 noon", "12 midday", "12 midnight") or (
+        _clock_or_none(s, None) is not None
+    )
+
+
 def _cannot_read(raw: str) -> ToolError:
     return ToolError(f"Cannot read {raw!r} as a time.", f"Give it like {TIME_EXAMPLES}.")
 
@@ -543,7 +552,39 @@ def _make_date(year: int, month: int, day: int, raw: str) -> date:
         ) from None
 
 
+_UNIT_WORDS = ("one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
+_CLOCK_WORDS: dict[str, int] = {w: i for i, w in enumerate(_UNIT_WORDS, start=1)}
+_TEEN_WORDS = "ten eleven twelve thirteen fourteen fifteen sixteen seventeen eighteen nineteen"
+for _i, _word in enumerate(_TEEN_WORDS.split(), start=10):
+    _CLOCK_WORDS[_word] = _i
+for _tens, _word in ((20, "twenty"), (30, "thirty"), (40, "forty"), (50, "fifty")):
+    _CLOCK_WORDS[_word] = _tens
+    for _i, _one in enumerate(_UNIT_WORDS, start=1):
+        _CLOCK_WORDS[f"{_word}-{_one}"] = _CLOCK_WORDS[f"{_word} {_one}"] = _tens + _i
+_CLOCK_WORD_ALT = "|".join(sorted(_CLOCK_WORDS, key=len, reverse=True))
+_OH_UNIT = re.compile(rf"\b(?:oh|o) ({'|'.join(_UNIT_WORDS)})\b")
+_CLOCK_WORD = re.compile(rf"\b(?:{_CLOCK_WORD_ALT})\b")
+
+
+def _clock_digits(s: str) -> str:
+    """A time of day said in words or run together, in the digits _CLOCK reads, as speech
+    recognisers and people write them: "seven thirty" and "six forty-five pm" (-> "7:30",
+    "6:45 pm"), "ten oh five" ("10:05"), "half past six" ("half past 6"), "645" and "0730 am"
+    ("6:45", "07:30 am"), "7 30" ("7:30"). Anything else comes back as it was."""
+    s = re.sub(r"^an? (?=(?:half|quarter)\b)", "", s)  # "a quarter to seven"
+    s = _OH_UNIT.sub(lambda m: f"0{_CLOCK_WORDS[m.group(1)]}", s)
+    s = _CLOCK_WORD.sub(lambda m: str(_CLOCK_WORDS[m.group(0)]), s)
+    together = re.fullmatch(r"(\d{1,2}) (\d{2})( ?(?:am|pm))?", s)  # "7 30", "6 45 pm"
+    if together is None:
+        together = re.fullmatch(r"(\d{1,2})(\d{2})( ?(?:am|pm))?", s)  # "645", "0730 am"
+    if together is not None:
+        hour, minute, suffix = together.groups()
+        return f"{hour}:{minute}{suffix or ''}"
+    return s
+
+
 def _clock_or_none(s: str, half: str | None) -> time | None:
+    s = _clock_digits(s)
     spoken = re.fullmatch(
         r"(half|quarter|\d{1,2})(?: minutes?)? (past|after|to) (\d{1,2})(?: ?(am|pm))?", s
     )

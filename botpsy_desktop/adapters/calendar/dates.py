@@ -12,6 +12,7 @@ from botpsy_desktop.adapters.alarms.when import (
     DAY_NAMES,
     TIME_EXAMPLES,
     format_time,
+    is_clock_only,
     localize,
     parse_day,
     parse_duration,
@@ -97,12 +98,8 @@ def parse_end(
         return (utc(start.at) + parse_duration(duration)).astimezone(start.at.tzinfo)
     if not end:
         return (utc(start.at) + timedelta(hours=1)).astimezone(start.at.tzinfo)
-    bare_clock = re.fullmatch(
-        r"(?:at )?(?:\d{1,2}(?:[:.h]\d{2})?\s*(?:am|pm|a\.m\.|p\.m\.)?|noon|midday|midnight)",
-        end.strip().lower(),
-    )
-    # "11am" about a later day means the first 11:00 after the start
-    at = parse_when(end, start.at if bare_clock else now, tz).at
+    # "11am" (or "eleven") about a later day means the first 11:00 after the start
+    at = parse_when(end, start.at if is_clock_only(end) else now, tz).at
     if utc(at) <= utc(start.at):
         raise ToolError("The end is not after the start.", "Give a later end or a duration.")
     return at
