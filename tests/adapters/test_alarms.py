@@ -221,6 +221,23 @@ def test_a_time_said_in_words_or_run_together_is_read(text: str, hour: int, minu
     assert at == paris(2026, 12, day, hour, minute)
 
 
+@pytest.mark.parametrize(
+    ("text", "minutes"),
+    [
+        ("twenty-five minutes", 25),
+        ("thirty five minutes", 35),
+        ("seventeen minutes", 17),
+        ("two and a half hours", 150),
+        ("one and a half hours", 90),
+        ("an hour and a half", 90),
+        ("a quarter of an hour", 15),
+        ("one hour thirty minutes", 90),
+    ],
+)
+def test_a_duration_said_in_words_is_read(text: str, minutes: int) -> None:
+    assert parse_duration(text) == timedelta(minutes=minutes)
+
+
 @pytest.mark.parametrize("text", ["2530", "760", "7:75", "7 75", "twenty-five to"])
 def test_run_together_digits_that_are_no_time_are_not_read_as_one(text: str) -> None:
     with pytest.raises(ToolError, match="Cannot read"):

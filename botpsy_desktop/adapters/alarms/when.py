@@ -226,11 +226,13 @@ def _duration_or_none(text: str, *, bare_number: bool = True) -> timedelta | Non
         return timedelta(hours=int(a), minutes=int(b), seconds=int(c))
     s = re.sub(r"\bhalf an? hour\b", "30 minutes", s)
     s = re.sub(r"\ba quarter of an hour\b|\ba quarter hour\b", "15 minutes", s)
-    s = re.sub(r"\b(an?|one) (hour|minute|day) and a half\b", r"1.5 \2", s)
+    # numbers in words ("twenty-five", "seventeen"), then "and a half" on digits
+    # ("two and a half hours"), then "a"/"an" as one ("an hour")
+    s = _COUNT_WORD.sub(lambda m: str(_COUNT_WORDS[m.group(0)]), s)
+    s = re.sub(r"\b(an?|1) (hour|minute|day) and a half\b", r"1.5 \2", s)
     s = re.sub(r"\b(\d+) (\w+) and a half\b", r"\1.5 \2", s)
     s = re.sub(r"\b(\d+) and a half (\w+)\b", r"\1.5 \2", s)
-    words = "|".join(sorted(_NUMBER_WORDS, key=len, reverse=True))
-    s = re.sub(rf"\b({words})\b", lambda m: str(_NUMBER_WORDS[m.group(1)]), s)
+    s = re.sub(r"\ban?\b", "1", s)
     s = re.sub(r"(\d)([a-z])", r"\1 \2", s)
     s = re.sub(r"([a-z])(\d)", r"\1 \2", s)
     tokens = [t for t in re.split(r"[\s,]+|\band\b|\+", s) if t]
@@ -562,6 +564,9 @@ for _tens, _word in ((20, "twenty"), (30, "thirty"), (40, "forty"), (50, "fifty"
     for _i, _one in enumerate(_UNIT_WORDS, start=1):
         _CLOCK_WORDS[f"{_word}-{_one}"] = _CLOCK_WORDS[f"{_word} {_one}"] = _tens + _i
 _CLOCK_WORD_ALT = "|".join(sorted(_CLOCK_WORDS, key=len, reverse=True))
+_COUNT_WORDS = {**_CLOCK_WORDS, "sixty": 60, "seventy": 70, "eighty": 80, "ninety": 90}
+"""Numbers in words from one to ninety, as durations say them ("twenty-five minutes")."""
+_COUNT_WORD = re.compile(rf"\b(?:{'|'.join(sorted(_COUNT_WORDS, key=len, reverse=True))})\b")
 _OH_UNIT = re.compile(rf"\b(?:oh|o) ({'|'.join(_UNIT_WORDS)})\b")
 _CLOCK_WORD = re.compile(rf"\b(?:{_CLOCK_WORD_ALT})\b")
 
