@@ -25,7 +25,6 @@ from botpsy_desktop.adapters.device.sound import Sound
 from botpsy_desktop.adapters.device.tools import device_tools
 from botpsy_desktop.adapters.documents import INDEX_NAME, DocumentIndex, documents_tools
 from botpsy_desktop.adapters.documents.index import Progress
-from botpsy_desktop.adapters.documents.watch import Watcher
 from botpsy_desktop.adapters.email import email_tools, mail_service
 from botpsy_desktop.adapters.files import files_tools
 from botpsy_desktop.adapters.mcp import ServerBook, ServerHub
@@ -39,10 +38,7 @@ from botpsy_desktop.adapters.music import (
 from botpsy_desktop.adapters.weather import OpenMeteo, weather_tools
 from botpsy_desktop.agent.audit import AuditLog
 from botpsy_desktop.agent.gate import ALWAYS_ASK, Gate
-from botpsy_desktop.agent.loop import AgentSession, LoopSettings
 from botpsy_desktop.agent.restores import Restores
-from botpsy_desktop.agent.selection import ToolSelector, stable_schemas
-from botpsy_desktop.agent.steps.tools_offered import stable_prompt
 from botpsy_desktop.agent.store import ConversationStore
 from botpsy_desktop.agent.tools import Tool, ToolRegistry
 from botpsy_desktop.core.accounts import AccountBook, MailAccount
@@ -51,20 +47,21 @@ from botpsy_desktop.core.config import Config, DocumentsSettings
 from botpsy_desktop.core.errors import ConfigError, ModelError
 from botpsy_desktop.core.paths import Paths
 from botpsy_desktop.core.secrets import SecretStore
-from botpsy_desktop.llm.backend import Backend
-from botpsy_desktop.llm.types import PromptProgress
 
 if TYPE_CHECKING:
     import httpx
 
     from botpsy_desktop.agent.approvals import ApprovalQueue
     from botpsy_desktop.agent.audit import Undone
+    from botpsy_desktop.agent.loop import AgentSession, LoopSettings
     from botpsy_desktop.agent.undo import UndoPlan
     from botpsy_desktop.core.config import ModelSettings
+    from botpsy_desktop.llm.backend import Backend
     from botpsy_desktop.llm.engines.engine_process import EngineProcess
     from botpsy_desktop.llm.engines.remote import RemoteBackend
     from botpsy_desktop.llm.engines.replay import ReplayBackend
     from botpsy_desktop.llm.models.installed import ModelService
+    from botpsy_desktop.llm.types import PromptProgress
     from botpsy_desktop.speech.tts import ReplySpeaker
     from botpsy_desktop.speech.voice import VoiceInput
 
@@ -375,6 +372,8 @@ class App:
         return ModelService(self.paths, self.config)
 
     def loop_settings(self) -> LoopSettings:
+        from botpsy_desktop.agent.loop import LoopSettings
+
         a = self.config.agent
         return LoopSettings(
             system_prompt=a.system_prompt,
@@ -395,6 +394,8 @@ class App:
         self, backend: Backend, conversation_id: str | None = None, *, background: bool = False
     ) -> AgentSession:
         """A session; ``background`` (scheduled runs): approvals wait for the user, never auto."""
+        from botpsy_desktop.agent.loop import AgentSession
+
         return AgentSession(
             backend,
             self.registry,
@@ -439,6 +440,9 @@ class App:
         progress: Callable[[PromptProgress, str], None] | None,
     ) -> None:
         import inspect
+
+        from botpsy_desktop.agent.selection import ToolSelector, stable_schemas
+        from botpsy_desktop.agent.steps.tools_offered import stable_prompt
 
         # a backend whose warm takes no ``progress`` (a wrapper, another process) warms silently
         hears = "progress" in inspect.signature(warm).parameters
@@ -580,6 +584,8 @@ class App:
         index = self.documents
         if index is None or (self._indexing is not None and self._indexing.is_alive()):
             return False
+
+        from botpsy_desktop.adapters.documents.watch import Watcher
 
         on_battery = _battery_check(Path(self.config.device.sysfs), self.config.documents)
         busy = self.busy

@@ -6,11 +6,13 @@ import argparse
 import json
 import time
 from datetime import datetime
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
-from botpsy_desktop.agent.approvals import StoredApproval
 from botpsy_desktop.app import App
 from botpsy_desktop.cli.common import EXIT_OK, row_id
+
+if TYPE_CHECKING:
+    from botpsy_desktop.agent.approvals import StoredApproval
 
 
 def add_command(sub: Any) -> None:

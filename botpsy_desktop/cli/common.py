@@ -5,11 +5,12 @@ from __future__ import annotations
 import argparse
 import sys
 import threading
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from botpsy_desktop.app import App
-from botpsy_desktop.llm.models.download import format_progress
-from botpsy_desktop.llm.models.installed import ModelEvent, Status
+
+if TYPE_CHECKING:
+    from botpsy_desktop.llm.models.installed import ModelEvent
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_CANCELLED = 0, 1, 2, 130
 
@@ -45,6 +46,9 @@ class EventPrinter:
             self.live = False
 
     def __call__(self, event: ModelEvent) -> None:
+        from botpsy_desktop.llm.models.download import format_progress
+        from botpsy_desktop.llm.models.installed import Status
+
         if isinstance(event, Status):
             self.end_line()
             print(event.message, file=self.err)

@@ -8,12 +8,14 @@ import shutil
 import subprocess
 import sys
 import threading
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
-from botpsy_desktop.agent.routines import DaemonRoutines
 from botpsy_desktop.app import App
 from botpsy_desktop.cli.common import EXIT_OK, set_from_signal_handler
 from botpsy_desktop.core.errors import BotpsyError
+
+if TYPE_CHECKING:
+    from botpsy_desktop.agent.routines import DaemonRoutines
 
 
 def add_command(sub: Any) -> None:

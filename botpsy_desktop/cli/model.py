@@ -12,7 +12,6 @@ from typing import Any, TextIO
 from botpsy_desktop.app import App
 from botpsy_desktop.cli.common import EXIT_CANCELLED, EXIT_ERROR, EXIT_OK, EventPrinter
 from botpsy_desktop.core.errors import BotpsyError
-from botpsy_desktop.llm.models.download import human_bytes
 
 
 def add_command(sub: Any) -> None:
@@ -49,6 +48,8 @@ def add_command(sub: Any) -> None:
 
 
 def cmd_model(app: App, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from botpsy_desktop.llm.models.download import human_bytes
+
     models, show, action = app.models(), EventPrinter(err), args.model_command
     if action == "list":
         active = models.active()

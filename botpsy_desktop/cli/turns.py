@@ -9,7 +9,7 @@ import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from botpsy_desktop.agent.events import (
     Answer,
@@ -27,7 +27,6 @@ from botpsy_desktop.agent.events import (
     outcome_line,
     progress_text,
 )
-from botpsy_desktop.agent.loop import AgentSession
 from botpsy_desktop.app import App
 from botpsy_desktop.cli.common import (
     EXIT_CANCELLED,
@@ -36,8 +35,11 @@ from botpsy_desktop.cli.common import (
     set_from_signal_handler,
 )
 from botpsy_desktop.core.text import terminal_safe
-from botpsy_desktop.llm.backend import Backend
 from botpsy_desktop.llm.types import PromptProgress
+
+if TYPE_CHECKING:
+    from botpsy_desktop.agent.loop import AgentSession
+    from botpsy_desktop.llm.backend import Backend
 
 
 def add_run_options(sp: argparse.ArgumentParser) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import math
 import os
@@ -325,6 +326,17 @@ def _write_file(case: Case, home: Path, spec: FileSpec) -> None:
         os.utime(path, (stamp, stamp))
 
 
+_TONE_RATE = 8000
+
+
+@functools.cache
+def _tone(frames: int) -> bytes:
+    """A 440 Hz tone of ``frames`` 16-bit mono samples at 8 kHz (the same for every track of
+    that length: computed once a process, not once a case)."""
+    step = 2 * math.pi * 440 / _TONE_RATE
+    return b"".join(struct.pack("<h", int(6000 * math.sin(i * step))) for i in range(frames))
+
+
 def _write_track(path: Path, track: TrackSpec) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tags = {
@@ -347,15 +359,11 @@ def _write_track(path: Path, track: TrackSpec) -> None:
                 audio[key] = value
         audio.save()
         return
-    rate = 8000
-    frames = int(rate * track.seconds)
-    step = 2 * math.pi * 440 / rate
-    data = b"".join(struct.pack("<h", int(6000 * math.sin(i * step))) for i in range(frames))
     with wave.open(str(path), "wb") as out:
         out.setnchannels(1)
         out.setsampwidth(2)
-        out.setframerate(rate)
-        out.writeframes(data)
+        out.setframerate(_TONE_RATE)
+        out.writeframes(_tone(int(_TONE_RATE * track.seconds)))
     wav: Any = WAVE(path)  # type: ignore[no-untyped-call]
     wav.add_tags()
     id3 = wav.tags

@@ -99,11 +99,15 @@ def unwritable(folder: Path) -> Iterator[None]:
 
 @pytest.fixture
 def other_fs(tmp_path: Path) -> Iterator[Path]:
-    """A folder on another filesystem than the temp folder (tmpfs /dev/shm), if there is one."""
-    shm = Path("/dev/shm")
-    if not shm.is_dir() or os.stat(shm).st_dev == os.stat(tmp_path).st_dev:
+    """A folder on another filesystem than the temp folder, if there is one: tmpfs /dev/shm, or
+    the disk (/var/tmp, the home folder) when the temp folder is on a tmpfs (tools/test.sh)."""
+    here = os.stat(tmp_path).st_dev
+    places = [Path("/dev/shm"), Path("/var/tmp"), Path.home()]
+    other = [p for p in places if p.is_dir() and os.access(p, os.W_OK)]
+    other = [p for p in other if os.stat(p).st_dev != here]
+    if not other:
         pytest.skip("no second filesystem to move across")
-    folder = Path(tempfile.mkdtemp(prefix="botpsy-test-", dir=shm)).resolve()
+    folder = Path(tempfile.mkdtemp(prefix="botpsy-test-", dir=other[0])).resolve()
     try:
         yield folder
     finally:

@@ -18,7 +18,9 @@ pytestmark = pytest.mark.model
 
 
 def _load(path: Path, n_ctx: int = 4096) -> LlamaBackend:
-    return LlamaBackend(ModelSettings(n_ctx=n_ctx, n_threads=2, n_threads_batch=2, seed=0), path)
+    # one thread: the suite runs in two processes on two cores, and two llama.cpp threads that
+    # wait for each other at every layer beside another busy process are several times slower
+    return LlamaBackend(ModelSettings(n_ctx=n_ctx, n_threads=1, n_threads_batch=1, seed=0), path)
 
 
 def test_the_scripted_conversation_has_every_part_of_a_prompt() -> None:
@@ -92,7 +94,7 @@ def test_a_smollm2_run_produces_a_well_formed_report(
             "--max-tokens",
             "24",
             "--threads",
-            "2",
+            "1",
             "--quiet",
             "--json",
             str(out),
@@ -131,7 +133,7 @@ def test_the_fidelity_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]
         "--n-ctx",
         "4096",
         "--threads",
-        "2",
+        "1",
     ]
     assert main([*args, "--json", str(out)]) == 0
     assert "10 prompts" in capsys.readouterr().out

@@ -36,9 +36,11 @@ MESSAGES = [
 
 @pytest.fixture(scope="module")
 def tiny() -> Iterator[LlamaBackend]:
-    backend = LlamaBackend(
-        ModelSettings(n_ctx=2048, temperature=0.0, max_tokens=48, seed=1), tiny_qwen35_gguf()
+    # one thread: llama.cpp threads waiting on each other crawl on a shared, loaded CPU
+    settings = ModelSettings(
+        n_ctx=2048, temperature=0.0, max_tokens=48, seed=1, n_threads=1, n_threads_batch=1
     )
+    backend = LlamaBackend(settings, tiny_qwen35_gguf())
     yield backend
     backend.close()
 

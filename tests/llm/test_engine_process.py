@@ -39,7 +39,15 @@ MESSAGES = [
     {"role": "system", "content": "You are a test."},
     {"role": "user", "content": "Say something long."},
 ]
-SETTINGS = {"n_ctx": 1024, "temperature": 0.0, "max_tokens": 24, "seed": 1, "n_threads": 1}
+# one thread, the prefill's too: llama.cpp threads waiting on each other crawl on a loaded CPU
+SETTINGS = {
+    "n_ctx": 1024,
+    "temperature": 0.0,
+    "max_tokens": 24,
+    "seed": 1,
+    "n_threads": 1,
+    "n_threads_batch": 1,
+}
 
 
 @pytest.fixture

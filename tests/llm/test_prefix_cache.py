@@ -28,7 +28,9 @@ pytestmark = pytest.mark.model
 
 
 def settings(**kw: Any) -> ModelSettings:
+    # one thread: llama.cpp threads waiting on each other crawl on a shared, loaded CPU
     values: dict[str, Any] = {"n_ctx": 2048, "temperature": 0.0, "max_tokens": 12, "seed": 1}
+    values.update(n_threads=1, n_threads_batch=1)
     values.update(kw)
     return ModelSettings(**values)
 

@@ -281,7 +281,9 @@ def test_a_state_llama_cpp_refuses_is_discarded_and_the_prefix_evaluated(tmp_pat
     from tests.helpers.prefix_prompts import SYSTEM, TOOLS, USER
 
     model = tiny_qwen35_gguf()
-    settings = ModelSettings(n_ctx=2048, temperature=0.0, max_tokens=8, seed=1)
+    settings = ModelSettings(  # one thread: threads waiting on each other crawl when loaded
+        n_ctx=2048, temperature=0.0, max_tokens=8, seed=1, n_threads=1, n_threads_batch=1
+    )
     store = PrefixStore(tmp_path, bound_bytes=512 * MiB)
     messages = [SYSTEM, {"role": "user", "content": USER}]
 

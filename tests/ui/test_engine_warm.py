@@ -31,6 +31,7 @@ def test_the_worker_warms_the_prefix_then_each_conversation(qtbot: QtBot, tmp_pa
         # the tiny model's context (4096 tokens) holds a few tools, not the whole set
         app.registry = ToolRegistry([t for t in app.registry if t.name == "list_folder"])
         app.config.model.max_tokens = 6
+        app.config.model.n_threads = app.config.model.n_threads_batch = 1  # one thread (loaded CPU)
         app.config.model.temperature = 0.0
         worker = EngineWorker(app)
         worker.load(str(tiny_qwen35_gguf()), "")
@@ -75,6 +76,8 @@ def test_the_window_and_quick_box_show_the_prefix_being_prepared(
     app.registry = ToolRegistry([t for t in app.registry if t.name in FILE_TOOLS])
     app.config.agent.tool_selection = False
     app.config.model.max_tokens = 6
+    # one thread: llama.cpp threads waiting on each other crawl on a loaded CPU
+    app.config.model.n_threads = app.config.model.n_threads_batch = 1
     window = MainWindow(app, model=str(tiny_qwen35_gguf()))
     qtbot.addWidget(window)
     quick = QuickCommandBox(window.engine)

@@ -37,6 +37,8 @@ def test_the_window_stays_up_when_the_engine_crashes_and_the_next_request_answer
     # the tiny model's context (4096 tokens) holds a few tools, not the whole set
     app.registry = ToolRegistry([t for t in app.registry if t.name == "list_folder"])
     app.config.model.max_tokens = 24
+    # one thread: llama.cpp threads waiting on each other crawl on a loaded CPU
+    app.config.model.n_threads = app.config.model.n_threads_batch = 1
     app.config.model.temperature = 1.0  # sampled: the random-weight model writes visible text
     app.config.model.seed = 3
     try:
@@ -75,6 +77,8 @@ def test_stop_ends_a_request_whose_engine_hangs_and_the_next_request_answers(
     app = build_app(tmp_path / "profile")
     app.registry = ToolRegistry([t for t in app.registry if t.name == "list_folder"])
     app.config.model.max_tokens = 200
+    # one thread: llama.cpp threads waiting on each other crawl on a loaded CPU
+    app.config.model.n_threads = app.config.model.n_threads_batch = 1
     app.config.model.temperature = 1.0
     app.config.model.seed = 3
     try:
