@@ -48,6 +48,9 @@ fi
 if [ -n "$BOTPSY_TEST_TMP" ]; then
     tmp=$(mktemp -d "$BOTPSY_TEST_TMP/botpsy-tests.XXXXXX")
     trap 'rm -rf "$tmp"' EXIT
+    # open to every user as /tmp is (sticky): as root the mail tests' Dovecot runs its mail
+    # processes as nobody, in a folder of $TMPDIR that nobody must reach (tests/helpers/mail_servers.py)
+    chmod 1777 "$tmp"
     export TMPDIR=$tmp
     set -- --basetemp "$tmp/pytest" "$@"
     echo "== test files in $tmp (BOTPSY_TEST_TMP= keeps them in \$TMPDIR)"

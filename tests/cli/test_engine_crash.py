@@ -80,13 +80,18 @@ def test_ask_survives_an_engine_crash_mid_answer_and_the_next_ask_answers(
     tmp_path: Path, how: str, reason: str
 ) -> None:
     # sampled (not greedy): the random-weight model then writes visible text before the crash
-    home = make_profile(tmp_path, tiny_qwen35_gguf(), n_ctx=8192, max_tokens=24, temperature=1.0)
+    # the model trained for a long context: with the 4096 tokens of the plain tiny model the
+    # follow-up below (the files tools, the profile's paths, two sampled replies) came within a
+    # few tokens of its end, and a longer temporary folder path took it past
+    home = make_profile(
+        tmp_path, tiny_qwen35_long_gguf(), n_ctx=8192, max_tokens=24, temperature=1.0
+    )
     crash = tmp_path / "crash-now"
     crash.write_text(f"{how} 12", encoding="utf-8")  # after 12 streamed pieces (env below)
     env = {CRASH_FILE_ENV: str(crash)}
-    # a request about files: only the files tools are offered, which the tiny model's 4096
-    # tokens of context hold. The model answers once first (a crash in a model's very first
-    # decode is blamed on the weight layout: tests/llm/test_engine_process.py)
+    # a request about files: only the files tools are offered. The model answers once first
+    # (a crash in a model's very first decode is blamed on the weight layout:
+    # tests/llm/test_engine_process.py)
     first = botpsy(home, "ask", "Show me the files in my Documents folder.")
     assert first.returncode == 0, first.stderr
     run = botpsy(home, "ask", "--json", "List the files in my Documents folder.", env=env)
