@@ -318,7 +318,6 @@ def test_the_agent_loop_follow_up_after_warm(tmp_path: Path, tiny: LlamaBackend)
         store.close()
 
 
-
 def _conversations(backend: LlamaBackend) -> list[Completion]:
     """A request, another conversation's first request (which restores the prefix
     checkpoint), and a follow-up in that one without warm-up (which restores its user-turn

@@ -196,9 +196,10 @@ class StateCache:
         try:
             if f is None:
                 self.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-                f = tempfile.TemporaryFile(dir=self.folder, buffering=0)
+                # kept open by the checkpoint, closed when it is forgotten
+                f = tempfile.TemporaryFile(dir=self.folder, buffering=0)  # noqa: SIM115
             f.seek(0)
-            view = memoryview(state)
+            view = memoryview(state.data)
             while view:
                 view = view[f.write(view) or 0 :]
             f.truncate(int(state.nbytes))
@@ -218,7 +219,7 @@ class StateCache:
         if checkpoint.file is None:
             return False
         buffer = self._buffer(checkpoint.size)
-        view, got = memoryview(buffer), 0
+        view, got = memoryview(buffer.data), 0
         try:
             checkpoint.file.seek(0)
             while got < checkpoint.size:
