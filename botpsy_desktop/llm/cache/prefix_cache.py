@@ -236,6 +236,17 @@ class StateCache:
         self.disk_reads += 1
         return True
 
+    def release(self) -> None:
+        """Hand back the state buffer of checkpoints that are on disk (the next save or restore
+        makes a new one): before llama.cpp writes or reads a state file, whose temporary
+        buffers (several MiB) would otherwise come on top of it at the process's peak."""
+        if self.folder is None:
+            return
+        for c in self._items:
+            if c.file is not None:
+                c.state = _empty()
+        self._spare.clear()
+
     def resident_state(self, checkpoint: Checkpoint) -> npt.NDArray[np.uint8] | None:
         """A kept checkpoint's state in memory (read from its file if need be), or None."""
         if not any(c is checkpoint for c in self._items) or not self._load(checkpoint):

@@ -293,6 +293,8 @@ class LlamaBackend(ShapedEngine):
         n = len(tokens)
         with entry:
             self.reset()
+            if self.states is not None:
+                self.states.release()
             llama_cpp.llama_memory_seq_rm(memory, SEQ, -1, -1)
             read_tokens = (llama_cpp.llama_token * n)()
             n_read = ctypes.c_size_t(0)
@@ -407,6 +409,8 @@ class LlamaBackend(ShapedEngine):
         n = len(tokens)
         ctx = self._llama._ctx.ctx
         token_array = (llama_cpp.llama_token * n)(*(int(t) for t in tokens))
+        if self.states is not None:
+            self.states.release()  # on disk: llama.cpp's temporary buffers take its place
         written = int(
             llama_cpp.llama_state_seq_save_file(ctx, os.fsencode(pending.path), SEQ, token_array, n)
         )
