@@ -59,6 +59,11 @@ def add_command(sub: Any) -> None:
         action="store_true",
         help="only time a new process's first request, cold and with the prefix on disk",
     )
+    bench.add_argument(
+        "--memory-only",
+        action="store_true",
+        help="only measure peak memory over --requests requests (a worker with a prefix store)",
+    )
 
 
 class BenchHarness:
@@ -174,6 +179,7 @@ def cmd_bench(app: App, args: argparse.Namespace, out: TextIO, err: TextIO) -> i
         depths=depths,
         thread_counts=counts,
         new_process_only=args.new_process_only,
+        memory_only=args.memory_only,
         devices=devices,
         prefill_tokens=max(args.prefill_tokens, 1),
         gpu_backend_dir=args.gpu_backend_dir or app.config.model.gpu_backend_dir,

@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -17,34 +18,12 @@ from tests.helpers.models import REPO_ROOT, tiny_qwen35_gguf
 
 @pytest.mark.model
 def test_the_bench_runs_small_on_the_tiny_model() -> None:
-    command = [
-        sys.executable,
-        str(REPO_ROOT / "tools" / "bench.py"),
-        "--model",
-        str(tiny_qwen35_gguf()),
-        "--tools",
+    table, r = _tiny_bench(
         "list_folder,find_files",  # the tiny model's context is 4096 tokens
-        "--n-ctx",
-        "4096",
-        "--threads",
-        "1",
-        "--repeats",
-        "1",
-        "--requests",
-        "6",
-        "--follow-ups",
-        "3",
-        "--decode-tokens",
-        "8",
-        "--depths",
-        "256",
-        "--thread-counts",
-        "1,2",
-    ]
-    proc = subprocess.run(command, capture_output=True, text=True, timeout=900, check=False)
-    assert proc.returncode == 0, proc.stderr
-    table, last_line = proc.stdout.rstrip().rsplit("\n", 1)
-    r = json.loads(last_line)
+        *("--n-ctx", "4096", "--repeats", "1", "--requests", "6", "--follow-ups", "3"),
+        *("--decode-tokens", "8", "--depths", "256", "--thread-counts", "1,2"),
+        timeout=900,
+    )
     assert "targets:" in table and "time to first token cold / warm" in table
     assert set(r["targets"]) == {key for key, *_ in TARGETS}
 
@@ -88,9 +67,34 @@ def test_the_bench_runs_small_on_the_tiny_model() -> None:
     mem = r["memory"]
     assert mem["requests"] == 6 and mem["peak_rss_mib"] >= mem["rss_after_last_mib"] > 0
     assert mem["weights_mib"] > 20 and mem["recurrent_state_mib"] >= 0
+    # measured through a worker with the app's prefix store: its checkpoints wait on disk
+    assert mem["prefix_cache_mb"] == 1024 and mem["checkpoints_on_disk"] >= 1
     assert [d["context"] for d in r["depths"]] == [256]
     assert [t["threads"] for t in r["threads_sweep"]] == [1, 2]
     assert len(r["load_average_start"]) == 3
+
+
+def _tiny_bench(tools: str, *options: str, timeout: int = 600) -> tuple[str, dict[str, Any]]:
+    """tools/bench.py on the tiny model with these tools and one thread: its table and JSON."""
+    model = str(tiny_qwen35_gguf())
+    command = [sys.executable, str(REPO_ROOT / "tools" / "bench.py"), "--model", model]
+    command += ["--tools", tools, "--threads", "1", *options]
+    proc = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)
+    assert proc.returncode == 0, proc.stderr
+    table, _, last_line = proc.stdout.rstrip().rpartition("\n")
+    result: dict[str, Any] = json.loads(last_line)
+    return table, result
+
+
+@pytest.mark.model
+def test_the_bench_measures_memory_alone() -> None:
+    _, r = _tiny_bench(
+        "list_folder", "--n-ctx", "4096", "--requests", "3", "--memory-only", "--json"
+    )
+    mem = r["memory"]
+    assert mem["requests"] == 3 and mem["peak_rss_mib"] >= mem["rss_after_last_mib"] > 0
+    assert mem["checkpoints_on_disk"] >= 1 and r["targets"]["memory.rss_growth"]["value"] < 1
+    assert "ttft_cold_s" not in r and "new_process" not in r  # nothing but the memory rows
 
 
 def test_bench_without_a_model_says_what_to_do(
@@ -121,25 +125,7 @@ def mem_floor_mib(result: dict[str, object]) -> float:
 
 @pytest.mark.model
 def test_the_bench_can_time_only_a_new_process_with_the_prefix_on_disk() -> None:
-    command = [
-        sys.executable,
-        str(REPO_ROOT / "tools" / "bench.py"),
-        "--model",
-        str(tiny_qwen35_gguf()),
-        "--tools",
-        "list_folder",
-        "--n-ctx",
-        "2048",
-        "--threads",
-        "1",
-        "--repeats",
-        "2",
-        "--new-process-only",
-    ]
-    proc = subprocess.run(command, capture_output=True, text=True, timeout=600, check=False)
-    assert proc.returncode == 0, proc.stderr
-    table, last_line = proc.stdout.rstrip().rsplit("\n", 1)
-    r = json.loads(last_line)
+    table, r = _tiny_bench("list_folder", "--n-ctx", "2048", "--repeats", "2", "--new-process-only")
     assert "new process: prefix on disk / cold" in table
     assert "warm / cold time to first token" not in table  # only what was measured
     newp = r["new_process"]

@@ -76,6 +76,30 @@ def answer(backend: EngineProcess, cancel: threading.Event | None = None) -> tup
     return text, completion
 
 
+@pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="reads /proc/PID/environ")
+@pytest.mark.parametrize("preset", [None, "65536"])
+def test_the_worker_starts_with_a_fixed_mmap_threshold_unless_one_is_set(
+    app: App, monkeypatch: pytest.MonkeyPatch, preset: str | None
+) -> None:
+    """glibc's allocator reads MALLOC_MMAP_THRESHOLD_ at start: the app sets it for its engine
+    worker (engine_process.WORKER_ENV) and keeps a value the person set."""
+    if preset is None:
+        monkeypatch.delenv("MALLOC_MMAP_THRESHOLD_", raising=False)
+    else:
+        monkeypatch.setenv("MALLOC_MMAP_THRESHOLD_", preset)
+    backend = app.backend(model=str(tiny_qwen35_gguf()))
+    assert isinstance(backend, EngineProcess)
+    try:
+        assert backend.pid is not None
+        environ = Path(f"/proc/{backend.pid}/environ").read_bytes().split(b"\0")
+        want = preset or engine_process.WORKER_ENV["MALLOC_MMAP_THRESHOLD_"]
+        assert f"MALLOC_MMAP_THRESHOLD_={want}".encode() in environ
+        assert answer(backend)[1].stats.completion_tokens > 0
+    finally:
+        backend.close()
+    assert "MALLOC_MMAP_THRESHOLD_" not in os.environ or preset is not None  # not this process
+
+
 def test_the_app_runs_the_engine_in_a_worker_that_streams_counts_and_cancels(app: App) -> None:
     backend = app.backend(model=str(tiny_qwen35_gguf()))
     assert isinstance(backend, EngineProcess)

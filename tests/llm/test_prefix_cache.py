@@ -18,6 +18,7 @@ from botpsy_desktop.agent.store import ConversationStore
 from botpsy_desktop.core.config import ModelSettings
 from botpsy_desktop.core.tools import ToolRegistry
 from botpsy_desktop.llm.cache.prefix_cache import StateCache
+from botpsy_desktop.llm.cache.prefix_store import MiB, PrefixStore
 from botpsy_desktop.llm.engines.engine import PREFIX, TURN, LlamaBackend
 from botpsy_desktop.llm.types import Completion, GenerationStats
 from tests.agent.gate_tools import shipped_gate
@@ -317,3 +318,81 @@ def test_the_agent_loop_follow_up_after_warm(tmp_path: Path, tiny: LlamaBackend)
         assert all(st.evaluated_tokens < 20 for st in stats), [s.as_dict() for s in stats]
     finally:
         store.close()
+
+
+def _conversations(backend: LlamaBackend) -> list[Completion]:
+    """A request, another conversation's first request (which restores the prefix
+    checkpoint), and a follow-up in that one without warm-up (which restores its user-turn
+    checkpoint), after the prefix's state was brought back into memory as a tool list's save
+    does (``LlamaBackend._save_partial``): with the disk cache, both restores read a file."""
+    assert backend.states is not None
+    done = [ask(backend, [SYSTEM, user("What is the weather in Paris?")], think=True)]
+    second = [SYSTEM, user("List my Documents folder.")]
+    done.append(ask(backend, second, think=True))
+    prefix, turn = backend.states.checkpoints
+    assert (prefix.label, turn.label) == (PREFIX, TURN)
+    assert backend.states.resident_state(prefix) is not None
+    done.append(ask(backend, [*_after(second, done[1]), user("And the Music one?")], think=True))
+    turn_end = backend.renderer.render(second, TOOLS, add_generation_prompt=False).text
+    assert done[2].stats.reused_tokens == n_tokens(backend, turn_end)
+    assert_consistent(backend)
+    return done
+
+
+def test_with_the_disk_cache_checkpoints_wait_on_disk_and_restore_the_same(
+    model_path: Path, tmp_path: Path
+) -> None:
+    """With the prefix store on, one state stays in memory and the others are read back from
+    their files: the same tokens are reused and evaluated as with every state in memory, and
+    the same text comes out at temperature 0."""
+    in_memory = LlamaBackend(settings(), model_path)
+    try:
+        expected = _conversations(in_memory)
+        assert in_memory.states is not None
+        size = in_memory.states.state_size()
+        assert in_memory.states.nbytes == 2 * size and in_memory.states.on_disk == 0
+    finally:
+        in_memory.close()
+
+    store = PrefixStore(tmp_path / "prefix-states", bound_bytes=64 * MiB)
+    on_disk = LlamaBackend(settings(), model_path, prefix_store=store)
+    try:
+        assert on_disk.states is not None
+        got = _conversations(on_disk)
+        # the second request restored the prefix and the follow-up its user turn, from files
+        assert on_disk.states.disk_reads >= 2 and on_disk.states.disk_failures == 0
+        assert on_disk.states.on_disk == 2 and on_disk.states.nbytes == size
+        for a, b in zip(expected, got, strict=True):
+            assert (b.stats.reused_tokens, b.stats.evaluated_tokens) == (
+                a.stats.reused_tokens,
+                a.stats.evaluated_tokens,
+            )
+            assert b.text == a.text
+        # the files have no name in the folder (the system removes them when they are closed)
+        names = [f.name for f in store.folder.iterdir()]
+        assert names and all(n.endswith(".prefix") or n == ".lock" for n in names), names
+    finally:
+        on_disk.close()
+
+
+@pytest.mark.parametrize("why", ["bound", "unwritable"])
+def test_checkpoints_stay_in_memory_when_the_disk_cache_has_no_room(
+    model_path: Path, tmp_path: Path, why: str
+) -> None:
+    """A bound too small for the states, or a folder that cannot be written (here a file where
+    the folder should be): the checkpoints stay in memory and nothing else changes."""
+    folder = tmp_path / "prefix-states"
+    if why == "bound":
+        store = PrefixStore(folder, bound_bytes=10_000)  # two tiny states are 19,400 bytes
+    else:
+        folder.write_bytes(b"not a folder")
+        store = PrefixStore(folder, bound_bytes=64 * MiB)
+    backend = LlamaBackend(settings(), model_path, prefix_store=store)
+    try:
+        assert backend.states is not None
+        _conversations(backend)
+        size = backend.states.state_size()
+        assert backend.states.on_disk == 0 and backend.states.nbytes == 2 * size
+        assert (backend.states.disk_failures > 0) == (why == "unwritable")
+    finally:
+        backend.close()

@@ -84,6 +84,8 @@ class BenchOptions:
     this (a GPU's pace for BotPsy-0.8B: 3-5 ms); 0: not."""
     new_process_only: bool = False
     """Only the prefix and the new-process rows (cold against prefix on disk)."""
+    memory_only: bool = False
+    """Only the memory rows (``requests`` requests through a worker with a prefix store)."""
     devices: tuple[str, ...] = ()
     """``model.device`` values to compare side by side (llm/bench/device.py); empty: the
     whole bench on the CPU."""
@@ -322,7 +324,12 @@ def run_bench(
         seed=o.seed,
         max_tokens=max(o.decode_tokens, 64),
     )
-    rss_start = rss_bytes()
+    if o.memory_only:
+        result["tools"] = len(harness.tools)
+        _memory(settings, model, harness, o, result, log)
+        result["load_average_end"] = [round(x, 2) for x in os.getloadavg()]
+        result["targets"] = _targets(result)
+        return result
     started = time.perf_counter()
     engine = EngineProcess(settings, model)
     result["load_s"] = round(time.perf_counter() - started, 2)
@@ -330,7 +337,7 @@ def run_bench(
         result.update(engine.call("bench", "info"))
         result["weight_layout"] = engine.layout
         _transport(engine, o, result)
-        _measure(engine, harness, o, result, rss_start, log)
+        _measure(engine, harness, o, result, log)
     finally:
         engine.close()
     result["load_average_end"] = [round(x, 2) for x in os.getloadavg()]
@@ -373,7 +380,6 @@ def _measure(
     harness: AgentHarness,
     o: BenchOptions,
     result: dict[str, Any],
-    rss_start: int,
     log: Callable[[str], None],
 ) -> None:
     system: list[Message] = [{"role": "system", "content": harness.system_prompt}]
@@ -443,8 +449,53 @@ def _measure(
     after_first += [r["prefix_reevaluated"] for r in result["follow_ups_without_warm"]]
     result["prefix_tokens_reevaluated_after_first_max"] = max(after_first)
 
-    # 3. memory over many requests (before the raw context exists, so the peak is the app's)
-    log(f"memory over {o.requests} requests")
+    # 3. memory over many requests, in a worker of its own as the app runs it (a prefix store)
+    _memory(engine.settings, engine.info.path, harness, o, result, log)
+
+    # 4. raw llama.cpp against the app, interleaved, at the depth of a real request
+    raw = RawContext(engine, o.n_ctx, o.threads)
+    try:
+        _raw_and_app(engine, harness, raw, o, result, system, log)
+        if o.depths:
+            _depths(engine, o, result, log)
+        if o.thread_counts:
+            _thread_sweep(engine, o, result, log)
+    finally:
+        raw.close()
+
+
+def _memory(
+    settings: ModelSettings,
+    model: Path,
+    harness: AgentHarness,
+    o: BenchOptions,
+    result: dict[str, Any],
+    log: Callable[[str], None],
+) -> None:
+    """Peak memory over ``o.requests`` requests (a new conversation every ten, each warmed
+    after its answer, as the window does) through an engine worker made as the app makes it:
+    with a prefix store on disk (a temporary folder, the default ``model.prefix_cache_mb``),
+    so that the engine keeps on disk what the app keeps there. Its own worker, started here:
+    the main worker's prefix store is off, so that its cold figures are cold."""
+    log(f"memory over {o.requests} requests (an engine worker with a prefix store)")
+    rss_start = rss_bytes()
+    with tempfile.TemporaryDirectory(prefix="botpsy-bench-memory-") as tmp:
+        engine = EngineProcess(
+            settings, model, prefix_cache_dir=Path(tmp), prefix_cache_mb=settings.prefix_cache_mb
+        )
+        try:
+            _memory_run(engine, harness, o, result, rss_start)
+        finally:
+            engine.close()
+
+
+def _memory_run(
+    engine: EngineProcess,
+    harness: AgentHarness,
+    o: BenchOptions,
+    result: dict[str, Any],
+    rss_start: int,
+) -> None:
     rss_after: list[int] = []
     conversation = None
     for i in range(o.requests):
@@ -469,7 +520,8 @@ def _measure(
     # are the worker's own anonymous memory, counted once.
     shared = shared_file_bytes(("self", engine.pid or 0))
     peak = app_peak + int(worker["peak"]) - shared
-    checkpoints = int(engine.state()["checkpoints_nbytes"])
+    state = engine.state()
+    checkpoints = int(state["checkpoints_nbytes"])
     result["memory"] = {
         "how": "peak RSS of the app's process plus that of its engine worker, less the file "
         "pages resident in both, over the tensors' bytes + KV cache + recurrent state",
@@ -482,6 +534,8 @@ def _measure(
         "kv_cache_mib": round(est["kv_cache"] / MiB, 1),
         "recurrent_state_mib": round(est["recurrent_state"] / MiB, 1),
         "checkpoints_mib": round(checkpoints / MiB, 1),
+        "checkpoints_on_disk": int(state.get("checkpoints_on_disk", 0)),
+        "prefix_cache_mb": engine.spec.prefix_cache_mb,
         "peak_rss_mib": round(peak / MiB, 1),
         "peak_over_weights_kv_state": round(peak / expected, 3),
         # the figure as earlier releases computed it: both peaks added, the file as weights
@@ -495,17 +549,6 @@ def _measure(
         "rss_after_last_mib": round(rss_after[-1] / MiB, 1) if rss_after else None,
         "rss_growth": round(rss_after[-1] / rss_after[0] - 1, 4) if rss_after else None,
     }
-
-    # 4. raw llama.cpp against the app, interleaved, at the depth of a real request
-    raw = RawContext(engine, o.n_ctx, o.threads)
-    try:
-        _raw_and_app(engine, harness, raw, o, result, system, log)
-        if o.depths:
-            _depths(engine, o, result, log)
-        if o.thread_counts:
-            _thread_sweep(engine, o, result, log)
-    finally:
-        raw.close()
 
 
 def _run_child(spec_file: Path) -> dict[str, Any]:

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import ctypes
+import logging
+import os
+import tempfile
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import Any, BinaryIO
 
 import llama_cpp
 import numpy as np
@@ -17,6 +21,12 @@ from botpsy_desktop.core.errors import ModelError
 PARTIAL_ONLY = llama_cpp.LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY
 SEQ = 0  # the engine evaluates everything in sequence 0
 
+log = logging.getLogger(__name__)
+
+
+def _empty() -> npt.NDArray[np.uint8]:
+    return np.empty(0, dtype=np.uint8)
+
 
 @dataclass(eq=False)
 class Checkpoint:
@@ -24,6 +34,8 @@ class Checkpoint:
 
     ``text`` is the text those tokens encode, when known (the engine then tokenizes only what
     follows it). ``pinned`` marks the system prompt + tool schemas prefix: it is evicted last.
+    ``state`` is the state in memory (empty when it is only on disk); ``file``, when set, holds
+    it on disk (see ``StateCache``); ``size`` is its size either way.
     """
 
     tokens: npt.NDArray[np.intc]
@@ -32,6 +44,8 @@ class Checkpoint:
     text: str | None = None
     pinned: bool = False
     last_used: int = 0
+    file: BinaryIO | None = None
+    size: int = 0
 
     @property
     def n_tokens(self) -> int:
@@ -39,6 +53,7 @@ class Checkpoint:
 
     @property
     def nbytes(self) -> int:
+        """The memory its state takes (0 while the state is on disk only)."""
         return int(self.state.nbytes)
 
 
@@ -72,19 +87,43 @@ class StateCache:
     buffers in all), so checkpointing every turn neither allocates nor frees tens of MiB each
     time: the allocator would hand such blocks back late or not at all, and the process's peak
     would grow by a checkpoint or two beyond the limit.
+
+    With a ``folder`` (the prefix store's: the disk cache is on), each checkpoint's state is also
+    written to a nameless temporary file there (the system removes it when it is closed or the
+    process ends; it is in the page cache, not in this process's memory), and **one** state
+    buffer stays in memory: the last saved or restored checkpoint's. Restoring another one reads
+    its file into that buffer first (about 20 MiB from the page cache: a few ms). So the cache
+    holds one state in memory instead of ``limit``. When a file cannot be written (the disk is
+    full, the folder is not writable) or ``limit`` states would not fit in ``room_bytes`` (the
+    store's bound, ``model.prefix_cache_mb``), the checkpoint stays in memory as without a
+    folder: the behaviour is the same, only the memory differs.
     """
 
-    def __init__(self, ctx: Any, memory: Any, *, limit: int) -> None:
+    def __init__(
+        self,
+        ctx: Any,
+        memory: Any,
+        *,
+        limit: int,
+        folder: str | os.PathLike[str] | None = None,
+        room_bytes: int = 0,
+    ) -> None:
         if limit < 1:
             raise ValueError("a state cache needs room for at least one checkpoint")
         self._ctx = ctx
         self._memory = memory
         self.limit = limit
+        self.folder = Path(folder) if folder is not None else None
+        self.room_bytes = room_bytes
         self._items: list[Checkpoint] = []
         self._spare: list[npt.NDArray[np.uint8]] = []  # buffers of forgotten checkpoints
+        self._spare_files: list[BinaryIO] = []  # files of forgotten checkpoints, written over
         self._clock = 0
         self.saves = 0
         self.restores = 0
+        self.disk_writes = 0  # states written to their files
+        self.disk_reads = 0  # restores that read the state from its file first
+        self.disk_failures = 0  # states kept in memory because their file could not be written
 
     def __len__(self) -> int:
         return len(self._items)
@@ -96,15 +135,34 @@ class StateCache:
 
     @property
     def nbytes(self) -> int:
-        """The memory the cache holds: its checkpoints and the buffers kept for the next."""
+        """The memory the cache holds: its checkpoints' states in memory and the buffers kept for
+        the next."""
         return sum(c.nbytes for c in self._items) + sum(int(b.nbytes) for b in self._spare)
+
+    @property
+    def on_disk(self) -> int:
+        """How many kept checkpoints have their state in a file."""
+        return sum(c.file is not None for c in self._items)
+
+    @property
+    def _resident_limit(self) -> int:
+        """How many state buffers are kept in memory at most (checkpoints whose file could not
+        be written come on top)."""
+        return 1 if self.folder is not None else self.limit
 
     def _forget(self, checkpoints: list[Checkpoint]) -> None:
         for c in checkpoints:
             self._items.remove(c)
-            if len(self._items) + len(self._spare) < self.limit:
+            resident = sum(1 for k in self._items if k.nbytes) + len(self._spare)
+            if c.nbytes and resident < self._resident_limit:
                 self._spare.append(c.state)
-            c.state = np.empty(0, dtype=np.uint8)  # a forgotten checkpoint can never restore
+            c.state = _empty()  # a forgotten checkpoint can never restore
+            if c.file is not None:
+                if len(self._items) + len(self._spare_files) < self.limit:
+                    self._spare_files.append(c.file)  # its pages are in the page cache already
+                else:
+                    c.file.close()
+                c.file = None
 
     def _tick(self) -> int:
         self._clock += 1
@@ -112,6 +170,88 @@ class StateCache:
 
     def state_size(self) -> int:
         return int(llama_cpp.llama_state_seq_get_size_ext(self._ctx, SEQ, PARTIAL_ONLY))
+
+    def _buffer(self, size: int) -> npt.NDArray[np.uint8]:
+        """A buffer of ``size`` bytes for a state: the one in memory of a checkpoint that is also
+        on disk (which then keeps its file only), a kept one, or a new one."""
+        for c in self._items:
+            if c.file is not None and c.nbytes == size:
+                buffer, c.state = c.state, _empty()
+                return buffer
+        reusable = [i for i, b in enumerate(self._spare) if b.nbytes == size]
+        if reusable:
+            return self._spare.pop(reusable[0])  # reuse the memory rather than allocate
+        self._spare.clear()  # another size: another context or model state
+        if self.folder is not None:  # one buffer in memory: the others' states are on disk
+            for c in self._items:
+                if c.file is not None:
+                    c.state = _empty()
+        return np.empty(size, dtype=np.uint8)
+
+    def _write(self, state: npt.NDArray[np.uint8]) -> BinaryIO | None:
+        """``state`` in a new nameless temporary file in the folder, or None (in memory then)."""
+        if self.folder is None or self.limit * int(state.nbytes) > self.room_bytes:
+            return None
+        f: BinaryIO | None = self._spare_files.pop() if self._spare_files else None
+        try:
+            if f is None:
+                self.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+                # kept open by the checkpoint, closed when it is forgotten
+                f = tempfile.TemporaryFile(dir=self.folder, buffering=0)  # noqa: SIM115
+            f.seek(0)
+            view = memoryview(state.data)
+            while view:
+                view = view[f.write(view) or 0 :]
+            f.truncate(int(state.nbytes))
+        except OSError as exc:
+            if f is not None:
+                f.close()
+            self.disk_failures += 1
+            log.warning("a model state checkpoint stays in memory: %s", exc)
+            return None
+        self.disk_writes += 1
+        return f
+
+    def _load(self, checkpoint: Checkpoint) -> bool:
+        """Bring a checkpoint's state into memory (from its file, into the one buffer)."""
+        if checkpoint.nbytes:
+            return True
+        if checkpoint.file is None:
+            return False
+        buffer = self._buffer(checkpoint.size)
+        view, got = memoryview(buffer.data), 0
+        try:
+            checkpoint.file.seek(0)
+            while got < checkpoint.size:
+                n = checkpoint.file.readinto(view[got:])  # type: ignore[attr-defined]
+                if not n:
+                    break
+                got += n
+        except OSError as exc:
+            log.warning("a model state checkpoint could not be read back: %s", exc)
+        if got != checkpoint.size:
+            self._spare.append(buffer)
+            return False
+        checkpoint.state = buffer
+        self.disk_reads += 1
+        return True
+
+    def release(self) -> None:
+        """Hand back the state buffer of checkpoints that are on disk (the next save or restore
+        makes a new one): before llama.cpp writes or reads a state file, whose temporary
+        buffers (several MiB) would otherwise come on top of it at the process's peak."""
+        if self.folder is None:
+            return
+        for c in self._items:
+            if c.file is not None:
+                c.state = _empty()
+        self._spare.clear()
+
+    def resident_state(self, checkpoint: Checkpoint) -> npt.NDArray[np.uint8] | None:
+        """A kept checkpoint's state in memory (read from its file if need be), or None."""
+        if not any(c is checkpoint for c in self._items) or not self._load(checkpoint):
+            return None
+        return checkpoint.state
 
     def save(
         self,
@@ -130,20 +270,23 @@ class StateCache:
         while len(self._items) >= self.limit:
             self._forget([min(self._items, key=lambda c: (c.pinned, c.last_used))])
         size = self.state_size()
-        reusable = [i for i, b in enumerate(self._spare) if b.nbytes == size]
-        if reusable:
-            buffer = self._spare.pop(reusable[0])  # reuse the memory rather than allocate
-        else:
-            self._spare.clear()  # another size: another context or model state
-            buffer = np.empty(size, dtype=np.uint8)
+        buffer = self._buffer(size)
         ptr = buffer.ctypes.data_as(ctypes.POINTER(ctypes.c_uint8))
         written = int(
             llama_cpp.llama_state_seq_get_data_ext(self._ctx, ptr, size, SEQ, PARTIAL_ONLY)
         )
         if written != size:
+            self._spare.append(buffer)
             raise ModelError(f"llama.cpp saved {written} of {size} bytes of the model state.")
         checkpoint = Checkpoint(
-            np.array(tokens, dtype=np.intc), buffer, label, text, pinned, self._tick()
+            np.array(tokens, dtype=np.intc),
+            buffer,
+            label,
+            text,
+            pinned,
+            self._tick(),
+            self._write(buffer),
+            size,
         )
         self._items.append(checkpoint)
         self.saves += 1
@@ -167,6 +310,8 @@ class StateCache:
         """
         if not any(c is checkpoint for c in self._items):
             return False  # forgotten: its memory may hold another checkpoint's state by now
+        if not self._load(checkpoint):
+            return False
         ptr = checkpoint.state.ctypes.data_as(ctypes.POINTER(ctypes.c_uint8))
         read = int(
             llama_cpp.llama_state_seq_set_data_ext(
@@ -192,3 +337,10 @@ class StateCache:
 
     def clear(self) -> None:
         self._forget(list(self._items))
+
+    def close(self) -> None:
+        """Forget every checkpoint and close their files (the system removes them)."""
+        self.clear()
+        for f in self._spare_files:
+            f.close()
+        self._spare_files.clear()

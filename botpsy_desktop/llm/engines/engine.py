@@ -222,8 +222,13 @@ class LlamaBackend(ShapedEngine):
         self.states: StateCache | None = None
         if self.hybrid and settings.state_checkpoints > 0:
             ctx = self._llama._ctx.ctx
+            # with the disk cache on, the checkpoints' states wait on disk, one in memory
             self.states = StateCache(
-                ctx, llama_cpp.llama_get_memory(ctx), limit=settings.state_checkpoints
+                ctx,
+                llama_cpp.llama_get_memory(ctx),
+                limit=settings.state_checkpoints,
+                folder=prefix_store.folder if prefix_store is not None else None,
+                room_bytes=prefix_store.bound_bytes if prefix_store is not None else 0,
             )
         self.disk = prefix_store
         self._disk_components: dict[str, Any] = {}
@@ -288,6 +293,8 @@ class LlamaBackend(ShapedEngine):
         n = len(tokens)
         with entry:
             self.reset()
+            if self.states is not None:
+                self.states.release()
             llama_cpp.llama_memory_seq_rm(memory, SEQ, -1, -1)
             read_tokens = (llama_cpp.llama_token * n)()
             n_read = ctypes.c_size_t(0)
@@ -330,11 +337,14 @@ class LlamaBackend(ShapedEngine):
         process restores the base, then this state, and cuts the attention cache back to the
         checkpoint (the same as restoring the checkpoint in memory). A process whose context
         still holds the checkpoint's tokens needs only this state."""
-        if self.disk is None or not self.hybrid:
+        if self.disk is None or not self.hybrid or self.states is None:
             return
         key = self._partial_key(checkpoint.tokens)
         if key in self._disk_known or self.disk.contains(key):
             self._disk_known.add(key)
+            return
+        state = self.states.resident_state(checkpoint)
+        if state is None:
             return
         meta = {
             **self._disk_components,
@@ -343,7 +353,7 @@ class LlamaBackend(ShapedEngine):
             "base_tokens": len(base),
             "saved_at": time.time(),
         }
-        if self.disk.save(key, base, checkpoint.state, meta) is not None:
+        if self.disk.save(key, base, state, meta) is not None:
             self._disk_known.add(key)
             self.partial_saves += 1
 
@@ -399,6 +409,8 @@ class LlamaBackend(ShapedEngine):
         n = len(tokens)
         ctx = self._llama._ctx.ctx
         token_array = (llama_cpp.llama_token * n)(*(int(t) for t in tokens))
+        if self.states is not None:
+            self.states.release()  # on disk: llama.cpp's temporary buffers take its place
         written = int(
             llama_cpp.llama_state_seq_save_file(ctx, os.fsencode(pending.path), SEQ, token_array, n)
         )
@@ -814,15 +826,17 @@ class LlamaBackend(ShapedEngine):
                 label, text = at_mark.pop(i)
                 # the tool list's end is kept only until the prefix's end, for the disk
                 keep = label in (PREFIX, TURN) or (label == TOOLS and self.disk is not None)
+                if label == PREFIX and self.states is not None:
+                    # the tool list's end, with this as its base (first: its state is the one
+                    # in memory when the others wait on disk)
+                    for c in self.states.checkpoints:
+                        if c.label == TOOLS and c.n_tokens < i:
+                            self._save_partial(c, llm.input_ids[:i])
+                            self.states.forget(c)
                 if self.states is not None and keep:
                     self.states.save(llm.input_ids[:i], label, text=text, pinned=label == PREFIX)
                 if label == PREFIX:
                     self._save_prefix(llm.input_ids[:i])
-                    if self.states is not None:  # the tool list's end, with this as its base
-                        for c in self.states.checkpoints:
-                            if c.label == TOOLS and c.n_tokens < i:
-                                self._save_partial(c, llm.input_ids[:i])
-                                self.states.forget(c)
             if i >= len(tokens):
                 return True
             if cancel.is_set():
@@ -1236,6 +1250,8 @@ class LlamaBackend(ShapedEngine):
         if not self._closed:
             self._closed = True
             self.flush_prefix_writes()
+            if self.states is not None:
+                self.states.close()  # and their files
             self._llama.close()
             llama_cpp.llama_batch_free(self._one)
 

@@ -121,6 +121,20 @@ def describe_exit(returncode: int | None) -> str:
     return f"exit code {returncode}"
 
 
+# glibc's allocator raises its mmap threshold to the size of each large block freed (up to 32
+# MiB), after which blocks of that size come from the heap and stay resident when freed: the
+# temporary buffers llama.cpp uses to write and read a state file (a layer's attention cache,
+# several MiB) would keep that memory. A fixed threshold keeps every block of 1 MiB or more in
+# its own mapping, handed back when freed. Measured: see docs/PERFORMANCE.md (issue 34, item
+# 3). Other C libraries ignore the variable; a value the person set is kept.
+WORKER_ENV = {"MALLOC_MMAP_THRESHOLD_": str(1 << 20)}
+
+
+def worker_env() -> dict[str, str]:
+    """The worker's environment: this process's, with ``WORKER_ENV`` where it is not set."""
+    return {**WORKER_ENV, **os.environ}
+
+
 def worker_command(address: str) -> list[str]:
     """How to start a worker with this interpreter (or this bundled program)."""
     if getattr(sys, "frozen", False):  # the installers' program (packaging/entry_*.py)
@@ -399,6 +413,7 @@ class EngineProcess:
             try:
                 proc = subprocess.Popen(
                     worker_command(address),
+                    env=worker_env(),
                     stdin=subprocess.PIPE,
                     stdout=fd,
                     stderr=fd,

@@ -291,6 +291,8 @@ def engine_state(engine: Any) -> dict[str, Any]:
         "last_disk_restore_s": engine.last_disk_restore_s,
         "last_prompt_tokens": list(engine.last_prompt_tokens),
         "checkpoints_nbytes": states.nbytes if states is not None else 0,
+        "checkpoints_on_disk": states.on_disk if states is not None else 0,
+        "checkpoint_disk_reads": states.disk_reads if states is not None else 0,
         "checkpoints": [
             {"label": c.label, "n_tokens": c.n_tokens, "pinned": c.pinned}
             for c in (states.checkpoints if states is not None else [])
