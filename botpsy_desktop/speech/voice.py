@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 import wave
@@ -22,6 +23,7 @@ from botpsy_desktop.speech.recognizer import (
     Recognizer,
     SpeechError,
 )
+from botpsy_desktop.speech.written import written_addresses
 
 OnStart = Callable[[Microphone], None]
 
@@ -185,7 +187,8 @@ class VoiceInput:
                 "Speak closer to the microphone, or type the request.",
                 kind="no_words",
             )
-        return result
+        # an address said aloud is written as the tools need it (speech/written.py)
+        return dataclasses.replace(result, text=written_addresses(result.text))
 
     def close(self) -> None:
         with self._lock:

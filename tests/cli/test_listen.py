@@ -196,6 +196,17 @@ def test_words_only_prints_them_and_a_recording_is_kept_only_when_asked(
     assert ReplayRecognizer(again).transcribe(read_wav(spoken)).text == "kept"
 
 
+def test_an_email_address_said_aloud_comes_out_written(
+    tmp_path: Path, session: DesktopSession, spoken: Path
+) -> None:
+    heard = "email ana at example dot org what I have on friday"
+    replay = voice.replay_file(tmp_path, (spoken, heard))
+    home = make_profile(tmp_path, session, engine="replay", replay_file=str(replay))
+    code, out, err = listen(session, home, "--words-only", play=spoken)
+    assert code == 0, err
+    assert out == "email ana@example.org what I have on friday\n"
+
+
 def test_silence_sends_nothing(tmp_path: Path, session: DesktopSession, spoken: Path) -> None:
     replay = voice.replay_file(tmp_path, (spoken, WORDS))
     home = make_profile(tmp_path, session, engine="replay", replay_file=str(replay))
