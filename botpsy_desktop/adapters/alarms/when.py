@@ -70,17 +70,8 @@ SMALL_NUMBERS: dict[str, int] = {
 }
 """Numbers people write as words, "a" to "twelve" ("a week ago", "in two hours")."""
 
-_NUMBER_WORDS = {
-    **SMALL_NUMBERS,
-    "fifteen": 15,
-    "twenty": 20,
-    "thirty": 30,
-    "forty": 40,
-    "forty-five": 45,
-    "fifty": 50,
-    "sixty": 60,
-    "ninety": 90,
-}
+NOON = ("noon", "midday", "12 noon", "12 midday")
+MIDNIGHT = ("midnight", "12 midnight")
 
 _UNITS: dict[str, float] = {}
 for _unit, _seconds in (
@@ -414,9 +405,9 @@ def parse_when(text: str, now: datetime, tz: tzinfo) -> When:
     s = re.sub(r"\s+", " ", s).strip()
 
     plus_days = 0
-    if s in ("noon", "midday", "12 noon", "12 midday"):
+    if s in NOON:
         clock = time(12, 0)
-    elif s in ("midnight", "12 midnight"):
+    elif s in MIDNIGHT:
         clock, plus_days = time(0, 0), 1
     elif not s:
         if (
@@ -446,9 +437,7 @@ def is_clock_only(text: str) -> bool:
     """Whether ``text`` is a time of day and nothing else ("11am", "at 9:30", "eleven thirty",
     "noon"): no day, no relative time."""
     s = re.sub(r"^at ", "", _normalise(text))
-    return s in ("noon", "midday", "midnight", "12 noon", "12 midday", "12 midnight") or (
-        _clock_or_none(s, None) is not None
-    )
+    return s in NOON or s in MIDNIGHT or (_clock_or_none(s, None) is not None)
 
 
 def _cannot_read(raw: str) -> ToolError:
@@ -567,6 +556,8 @@ _CLOCK_WORD_ALT = "|".join(sorted(_CLOCK_WORDS, key=len, reverse=True))
 _COUNT_WORDS = {**_CLOCK_WORDS, "sixty": 60, "seventy": 70, "eighty": 80, "ninety": 90}
 """Numbers in words from one to ninety, as durations say them ("twenty-five minutes")."""
 _COUNT_WORD = re.compile(rf"\b(?:{'|'.join(sorted(_COUNT_WORDS, key=len, reverse=True))})\b")
+_AGO_WORDS = {"a": 1, "an": 1, **_COUNT_WORDS}
+"""Counts of days or weeks back in words ("a week ago", "twenty days ago")."""
 _OH_UNIT = re.compile(rf"\b(?:oh|o) ({'|'.join(_UNIT_WORDS)})\b")
 _CLOCK_WORD = re.compile(rf"\b(?:{_CLOCK_WORD_ALT})\b")
 
@@ -690,9 +681,9 @@ def parse_day(text: str, now: datetime, tz: tzinfo, *, past: bool = False) -> da
         raise ToolError("The day is empty.", f"Give one like {DAY_EXAMPLES}.")
     if s == "yesterday":
         return today - timedelta(days=1)
-    words = "|".join(sorted(_NUMBER_WORDS, key=len, reverse=True))
+    words = "|".join(sorted(_AGO_WORDS, key=len, reverse=True))
     if m := re.fullmatch(rf"(\d+|{words}) (day|week)s? ago", s):
-        count = int(m.group(1)) if m.group(1).isdigit() else _NUMBER_WORDS[m.group(1)]
+        count = int(m.group(1)) if m.group(1).isdigit() else _AGO_WORDS[m.group(1)]
         if count > 3660:
             raise ToolError(f"{raw!r} is too far back.", f"Give a day like {DAY_EXAMPLES}.")
         return today - timedelta(days=count * (7 if m.group(2) == "week" else 1))
