@@ -99,6 +99,43 @@ def test_jail_relative_paths_use_the_first_root(tree: Path, tmp_path: Path) -> N
         jail.resolve("readme.md")
 
 
+def test_jail_takes_a_name_said_in_another_case_when_only_one_entry_matches(tree: Path) -> None:
+    jail = FolderJail([tree])
+    docs = tree / "Documents"
+    assert jail.resolve("documents/NOTES.TXT") == docs / "notes.txt"
+    assert jail.resolve("~/documents/report.pdf") == docs / "Report.PDF"
+    assert jail.resolve_entry("DOCUMENTS/invoices") == docs / "Invoices"
+    # a new entry: its folders are matched that way, its own name is kept as written
+    assert jail.resolve_new("documents/receipts/march.txt") == docs / "receipts" / "march.txt"
+    assert jail.resolve_new("~/documents/Notes.txt") == docs / "Notes.txt"
+    # two entries that differ only in case: neither is guessed
+    (tree / "PHOTOS").mkdir()
+    (tree / "Photos").mkdir()
+    with pytest.raises(ToolError) as info:
+        jail.resolve("photos")
+    assert "No such file or folder: 'photos'" in str(info.value)
+    assert "~/PHOTOS" in str(info.value) and "~/Photos" in str(info.value)
+    # outside the folders it still says "outside", whatever the case
+    with pytest.raises(ToolError, match="outside the folders"):
+        jail.resolve(str(tree.parent / "OUTSIDE" / "SECRET.TXT"))
+
+
+def test_jail_names_the_nearest_entries_when_a_name_is_not_there(tree: Path) -> None:
+    jail = FolderJail([tree])
+    with pytest.raises(ToolError) as info:
+        jail.resolve("~/Document/notes.txt")
+    assert str(info.value).startswith("No such file or folder: '~/Document/notes.txt'.")
+    assert f"Did you mean {Path('~/Documents')}?" in str(info.value)
+    with pytest.raises(ToolError) as info:
+        jail.resolve_entry("Documents/note.txt")
+    assert f"Did you mean {Path('~/Documents/notes.txt')}?" in str(info.value)
+    # hidden entries are not offered, and nothing far from the name is
+    with pytest.raises(ToolError) as info:
+        jail.resolve("~/config")
+    assert "Did you mean" not in str(info.value)
+    assert "Check the name with list_folder or find_files." in str(info.value)
+
+
 def test_jail_refuses_dotdot_even_inside(tree: Path) -> None:
     jail = FolderJail([tree])
     for path in ("Documents/../readme.md", "~/Documents/../readme.md", "../outside/secret.txt"):

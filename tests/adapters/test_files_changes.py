@@ -258,6 +258,21 @@ def test_move_into_a_folder_and_undo(home: Path, data: Path) -> None:
     assert not (home / "Documents" / "report.pdf").exists()
 
 
+def test_move_to_a_folder_named_in_another_case_goes_into_it(home: Path, data: Path) -> None:
+    t = tools(home, data=data)
+    summary = t["rename_or_move"].summarize(
+        {"source": "downloads/REPORT.pdf", "destination": "documents"}
+    )
+    assert f"(it becomes {Path('~/Documents/report.pdf')})" in summary
+    result = call(t["rename_or_move"], source="downloads/REPORT.pdf", destination="documents")
+    assert result["to"] == str(Path("~/Documents/report.pdf"))
+    assert (home / "Documents" / "report.pdf").read_bytes() == b"%PDF-1.7 report"
+    assert not (home / "documents").exists()
+    # a rename that only changes the case is a rename, not "already there"
+    call(t["rename_or_move"], source="Downloads/notes.txt", destination="Downloads/Notes.txt")
+    assert sorted(os.listdir(home / "Downloads")) == ["Notes.txt"]
+
+
 def test_rename_a_file_and_a_folder(home: Path, data: Path) -> None:
     t = tools(home, data=data)
     call(t["rename_or_move"], source="Downloads/notes.txt", destination="Downloads/old-notes.txt")

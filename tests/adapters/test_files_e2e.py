@@ -154,3 +154,27 @@ def test_tools_json_lists_the_file_tools_with_their_effects(
         assert listed[name]["needs_approval"] is (listed[name]["tier"] == "ask")
     assert listed["move_to_trash"]["needs_approval"] is True
     assert listed["write_text_note"]["needs_approval"] is False
+
+
+def test_folders_named_as_a_person_says_them_are_the_ones_on_disk(
+    profile: Path, files: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """ "move the invoice to documents" (typed, or heard by the recogniser in lower case) moves
+    it into Documents, not to a new file called "documents"; a name not there gets the nearest
+    ones back."""
+    turns = [
+        xml_call("rename_or_move", source="downloads/invoice.pdf", destination="documents"),
+        xml_call("list_folder", path="document"),
+        "I moved invoice.pdf into Documents.",
+    ]
+    data = ask(profile, tmp_path, turns, "all", capsys, text="move the invoice to documents")
+    calls = data["tool_calls"]
+    assert [(c["name"], c["ok"]) for c in calls] == [
+        ("rename_or_move", True),
+        ("list_folder", False),
+    ]
+    assert json.loads(calls[0]["result"])["to"].endswith("invoice.pdf")
+    assert "Did you mean" in calls[1]["result"] and "Documents" in calls[1]["result"]
+    after = tree(files)
+    assert after["Documents/invoice.pdf"] == b"%PDF-1.4 invoice"
+    assert "documents" not in after and "Downloads/invoice.pdf" not in after

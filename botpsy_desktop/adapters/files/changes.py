@@ -191,6 +191,16 @@ class FileChanges:
         shown_source = self.jail.display(source)
         dest_text = destination_text.strip()
         target = self.jail.resolve_new(dest_text)
+        if not os.path.lexists(target):
+            # "move it to documents" means into ~/Documents, not a new name "documents"
+            folder = self.jail.same_but_case(target)
+            if (
+                folder is not None
+                and folder != source
+                and folder.is_dir()
+                and not folder.is_symlink()
+            ):
+                target = folder
         if target.is_dir() and not os.path.islink(target):
             target = target / source.name
         elif not os.path.lexists(target) and dest_text.endswith(("/", os.sep)):

@@ -1,7 +1,14 @@
-"""A folder jail: user paths are resolved and must lie inside the configured folders."""
+"""A folder jail: user paths are resolved and must lie inside the configured folders.
+
+A name that is not there as written but differs only in case from the one entry of its folder
+that is ("documents/taxes" for ~/Documents/Taxes, as a person types or says it) means that
+entry; a name with no such entry gets the nearest names of its folder in the error, so that the
+model can ask again or the person can see what is there.
+"""
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
 from collections.abc import Sequence
@@ -22,6 +29,41 @@ def _real(path: str | os.PathLike[str]) -> Path:
 
 def _home() -> Path:
     return Path(os.path.expanduser("~"))
+
+
+def _entries(folder: Path) -> list[str]:
+    try:
+        return os.listdir(folder)
+    except OSError:
+        return []
+
+
+def _existing_start(path: Path) -> tuple[Path, int]:
+    """The longest start of ``path`` that exists, and how many of its parts that is."""
+    parts = path.parts
+    base, i = Path(parts[0]), 1
+    while i < len(parts) and os.path.lexists(base / parts[i]):
+        base, i = base / parts[i], i + 1
+    return base, i
+
+
+def _fold_case(path: Path, *, last: bool) -> Path:
+    """``path`` with each name that is not there as written replaced by the one entry of its
+    folder that differs from it only in case; from the first name with none (or several) on,
+    as written. ``last``: the final name too (an entry that must exist), else only its folders
+    (a new name is kept as written)."""
+    if os.path.lexists(path) or not path.parts:
+        return path
+    parts = path.parts
+    base, i = _existing_start(path)
+    limit = len(parts) if last else len(parts) - 1
+    while i < limit:
+        folded = parts[i].casefold()
+        same = [e for e in _entries(base) if e.casefold() == folded]
+        if len(same) != 1:
+            break
+        base, i = base / same[0], i + 1
+    return base.joinpath(*parts[i:])
 
 
 class FolderJail:
@@ -56,8 +98,10 @@ class FolderJail:
             return "~"
         return self.display(self._roots[0])
 
-    def _candidate(self, user_path: str) -> tuple[str, Path]:
-        """Check a path from the model and make it absolute (relative to the first folder)."""
+    def _candidate(self, user_path: str, *, fold_last: bool = True) -> tuple[str, Path]:
+        """Check a path from the model and make it absolute (relative to the first folder);
+        names that are there only in another case are taken as they are (``fold_last``: the
+        final name too)."""
         text = user_path.strip()
         if not text:
             raise ToolError(
@@ -78,7 +122,31 @@ class FolderJail:
             raw = Path(_BYTE.sub(lambda m: chr(0xDC00 + int(m.group(1), 16)), str(path)))
             if os.path.lexists(raw):
                 path = raw
-        return text, path
+        return text, _fold_case(path, last=fold_last)
+
+    def _not_found(self, text: str, path: Path) -> ToolError:
+        """No such entry, with the names nearest to the first missing one in its folder."""
+        base, i = _existing_start(path)
+        near: list[str] = []
+        if i < len(path.parts) and base.is_dir():
+            names: dict[str, list[str]] = {}
+            for e in sorted(_entries(base)):
+                if not e.startswith("."):
+                    names.setdefault(e.casefold(), []).append(e)
+            for folded in difflib.get_close_matches(path.parts[i].casefold(), names, 3, 0.6):
+                for name in names[folded]:
+                    entry = base / name
+                    if self.contains(Path(os.path.realpath(entry))):
+                        near.append(self.display(entry))
+        hint = "Check the name with list_folder or find_files."
+        if near:
+            hint = f"Did you mean {' or '.join(near)}? {hint}"
+        return ToolError(f"No such file or folder: '{text}'.", hint)
+
+    def same_but_case(self, path: Path) -> Path | None:
+        """The one existing entry whose path differs from ``path`` (missing) only in case."""
+        folded = _fold_case(path, last=True)
+        return folded if folded != path and os.path.lexists(folded) else None
 
     def _inside(self, text: str, path: str | os.PathLike[str]) -> Path:
         """``path`` with every symlink resolved, or ToolError when that leaves the folders."""
@@ -98,10 +166,7 @@ class FolderJail:
         text, candidate = self._candidate(user_path)
         resolved = self._inside(text, candidate)
         if not resolved.exists():
-            raise ToolError(
-                f"No such file or folder: '{text}'.",
-                "Check the name with list_folder or find_files.",
-            )
+            raise self._not_found(text, candidate)
         return resolved
 
     def resolve_entry(self, user_path: str, *, must_exist: bool = True) -> Path:
@@ -131,17 +196,15 @@ class FolderJail:
                 "Create it first with create_folder, or check the name with list_folder.",
             )
         if must_exist and not os.path.lexists(entry):
-            raise ToolError(
-                f"No such file or folder: '{text}'.",
-                "Check the name with list_folder or find_files.",
-            )
+            raise self._not_found(text, candidate)
         return entry
 
     def resolve_new(self, user_path: str) -> Path:
         """Where a new entry named by ``user_path`` goes: its nearest existing folder resolved
         (it must be inside the jail), the missing names after it kept as written. An entry that
-        exists already is resolved like ``resolve`` does."""
-        text, candidate = self._candidate(user_path)
+        exists already is resolved like ``resolve`` does. Its folders are matched regardless
+        of case as ``resolve`` matches them; the new name itself is kept as written."""
+        text, candidate = self._candidate(user_path, fold_last=False)
         missing: list[str] = []
         base = candidate
         while not os.path.lexists(base) and base.parent != base:
