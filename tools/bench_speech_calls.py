@@ -10,7 +10,9 @@ from each domain in turn so that a ``--limit`` covers every domain) has its requ
 espeak-ng (tools/bench_speech.py's voice) and recognised by the shipped recogniser
 (``WhisperRecognizer``, its worker process). A case file identical to the original but for the
 request, now the words heard (the scored last turn of a multi-turn case; the given history stays
-typed), is written next to the typed one; then ``botpsy eval`` (tools/eval.py) runs both with
+typed) as the app sends it (the recogniser's text with addresses, paths and file names said aloud
+written, speech/written.py; the word error rate is the recogniser's own), is written next to the
+typed one; then ``botpsy eval`` (tools/eval.py) runs both with
 the same model and settings, and ``botpsy eval --selection`` checks which tools the app offers
 for each. Printed side by side: tool choice, arguments, end state and pass rate typed against
 spoken, the selection's recall, the word error rate over those requests, and the cases speech
@@ -58,6 +60,7 @@ from botpsy_desktop.eval.report import load_report  # noqa: E402
 from botpsy_desktop.eval.spec import case_files, load_cases  # noqa: E402
 from botpsy_desktop.speech.replay import read_wav  # noqa: E402
 from botpsy_desktop.speech.whisper import WhisperRecognizer  # noqa: E402
+from botpsy_desktop.speech.written import written_forms as written_forms_of  # noqa: E402
 
 EVAL = ROOT / "tools" / "eval.py"
 WRITTEN_FORMS = {
@@ -161,6 +164,8 @@ def recognise(
             bench_speech.speak(text, language, wav)
             got = rec.transcribe(read_wav(wav), language=language)
             ref = bench_speech.normalise(text, language)
+            # the word error rate is the recogniser's own; the request is what the app sends
+            # (Voice.recognise: addresses, paths and file names said aloud written)
             wrong = bench_speech.edit_distance(ref, bench_speech.normalise(got.text, language))
             errors += wrong
             words += len(ref)
@@ -169,14 +174,15 @@ def recognise(
                 {
                     "id": case["id"],
                     "said": text,
-                    "heard": got.text.strip(),
+                    "recognised": got.text.strip(),
+                    "heard": written_forms_of(got.text.strip()),
                     "word_errors": wrong,
                     "words": len(ref),
                     "audio_s": round(got.audio_s, 2),
                     "elapsed_s": round(got.elapsed_s, 2),
                 }
             )
-            print(f"[{n}/{len(cases)}] {text!r} -> {got.text.strip()!r}", file=sys.stderr)
+            print(f"[{n}/{len(cases)}] {text!r} -> {heard[-1]['heard']!r}", file=sys.stderr)
         cpu = bench_speech.cpu_s(rec) - cpu_before
         totals = {
             "requests": len(heard),

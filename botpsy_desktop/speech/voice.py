@@ -23,7 +23,7 @@ from botpsy_desktop.speech.recognizer import (
     Recognizer,
     SpeechError,
 )
-from botpsy_desktop.speech.written import written_addresses
+from botpsy_desktop.speech.written import written_forms
 
 OnStart = Callable[[Microphone], None]
 
@@ -187,8 +187,8 @@ class VoiceInput:
                 "Speak closer to the microphone, or type the request.",
                 kind="no_words",
             )
-        # an address said aloud is written as the tools need it (speech/written.py)
-        return dataclasses.replace(result, text=written_addresses(result.text))
+        # an address, a path or a file name said aloud is written as the tools need it
+        return dataclasses.replace(result, text=written_forms(result.text))
 
     def close(self) -> None:
         with self._lock:

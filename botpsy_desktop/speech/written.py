@@ -1,4 +1,4 @@
-"""Spoken forms that a request needs written: email addresses said aloud.
+"""Spoken forms that a request needs written: email addresses, paths and file names said aloud.
 
 A speech recogniser writes what it hears, and a mail address said aloud comes out as words:
 "ana at example dot org", "john dot smith at mail dot example dot com", or half written, "ana at
@@ -9,6 +9,13 @@ contacts (a word such as "email", "send", "write", "contact", "address"), so tha
 example dot com" stays a web address. The words for "at" and "dot" of the languages the
 recogniser is used in are known (English, French, Spanish, German, Italian).
 
+Paths and file names the same way, in a request about files or folders: "documents slash taxes"
+-> "documents/taxes", "tilde slash music" (or "till the slash", as Whisper hears it) -> "~/music",
+"budget underscore 2025" -> "budget_2025". A file name is written in any request, the known
+extension being the guard: "report dot pdf" -> "report.pdf", spelled or not ("notes dot t x t",
+"notes dot text"), "draft dash two dot docx" -> "draft-two.docx". The case of a name is left as
+heard: the file tools take a name that differs only in case from the one on disk as that one.
+
 Hand-written: no maintained library turns spoken addresses into written ones (inverse text
 normalisation libraries such as NeMo's need a large model and runtime for this one rule).
 """
@@ -18,7 +25,8 @@ from __future__ import annotations
 import re
 
 _AT = r"(?:at|@|arobase|arroba|chiocciola|ät|et commercial)"
-_DOT = r"(?:dot|\.|point|punto|punkt)"
+_DOT_WORD = r"(?:dot|point|punto|punkt)"
+_DOT = rf"(?:{_DOT_WORD}|\.)"
 _TLD = (
     r"(?:"
     r"com|org|net|edu|gov|mil|int|info|biz|io|co|ai|app|dev|me|eu|uk|us|ca|au|nz|ie|"
@@ -40,7 +48,7 @@ _ABOUT_MAIL = re.compile(
     r"contacto|dirección|schreib\w*|schick\w*|kontakt\w*|adresse|scrivi|invia|indirizzo)\b",
     re.IGNORECASE,
 )
-_DOT_SPLIT = re.compile(rf"\s*\b{_DOT}\b\s*|\s*\.\s*", re.IGNORECASE)
+_DOT_SPLIT = re.compile(rf"\s*\b{_DOT_WORD}\b\s*|\s*\.\s*", re.IGNORECASE)
 
 
 def _join(part: str) -> str:
@@ -61,3 +69,70 @@ def written_addresses(text: str) -> str:
         return f"{local}@{domain}"
 
     return _SPOKEN_ADDRESS.sub(write, text)
+
+
+_ABOUT_FILES = re.compile(
+    r"\b(?:files?|folders?|director(?:y|ies)|documents?|downloads?|desktop|open|move|copy|"
+    r"rename|delete|trash|find|list|save|notes?|paths?|attach\w*|"
+    r"fichiers?|dossiers?|ouvre|déplace|renomme|archivos?|carpetas?|abre|mueve|renombra|"
+    r"dateien?|ordner|öffne|verschieb\w*|umbenenn\w*|cartell[ae]|apri|sposta|rinomina)\b",
+    re.IGNORECASE,
+)
+_EXTENSIONS = (
+    "txt|md|pdf|doc|docx|odt|rtf|xls|xlsx|ods|csv|ppt|pptx|odp|json|xml|html|py|sh|log|"
+    "jpg|jpeg|png|gif|svg|webp|heic|mp3|flac|ogg|wav|m4a|mp4|mkv|mov|avi|zip|tar|gz|7z|ics|vcf|epub"
+)
+_EXTENSION = re.compile(rf"(?:{_EXTENSIONS})", re.IGNORECASE)
+_SPELLED = r"[a-z0-9](?:\s+[a-z0-9]){1,3}"
+"""An extension spelled out letter by letter ("p d f", "t x t", "m p 3")."""
+_SLASH = r"(?:slash|schrägstrich|barra|barre oblique)"
+_HOME_SLASH = re.compile(
+    rf"\b(?:tilde|tilda|till the|(?:my\s+)?home(?:\s+(?:folder|directory))?)\s+{_SLASH}\s+",
+    re.IGNORECASE,
+)
+_WORD_SLASH = re.compile(rf"(?<=[\w.~])\s+{_SLASH}\s+(?=[\w.])", re.IGNORECASE)
+_FILE_DOT = re.compile(
+    rf"\b(?P<stem>[\w-]+)(?:\s*\b{_DOT_WORD}\b\s*|\.)(?P<ext>{_SPELLED}|[a-z0-9]+)\b",
+    re.IGNORECASE,
+)
+_SAID_EXTENSIONS = {"text": "txt"}
+"""Extensions said as a word rather than spelled ("notes dot text")."""
+_JOINERS = {"underscore": "_", "dash": "-", "hyphen": "-"}
+_JOINED_NAME = re.compile(
+    rf"\b[\w]+(?:\s+(?:underscore|dash|hyphen)\s+[\w]+)+(?=\.(?:{_EXTENSIONS})\b)",
+    re.IGNORECASE,
+)
+
+
+def written_paths(text: str) -> str:
+    """``text`` with file names said aloud written as such ("report dot pdf" -> "report.pdf",
+    wherever they are: the known extension is the guard), and paths too ("documents slash
+    taxes" -> "documents/taxes") when it is about files or folders; everything else as it was."""
+
+    def file_name(m: re.Match[str]) -> str:
+        ext = re.sub(r"\s+", "", m.group("ext"))
+        ext = _SAID_EXTENSIONS.get(ext.lower(), ext)
+        if not _EXTENSION.fullmatch(ext):
+            return m.group(0)
+        return f"{m.group('stem')}.{ext}"
+
+    text = _FILE_DOT.sub(file_name, text)
+    text = _JOINED_NAME.sub(
+        lambda m: re.sub(
+            r"\s+(underscore|dash|hyphen)\s+",
+            lambda j: _JOINERS[j.group(1).lower()],
+            m.group(0),
+            flags=re.IGNORECASE,
+        ),
+        text,
+    )
+    if not _ABOUT_FILES.search(text):
+        return text
+    text = re.sub(r"\s+underscore\s+", "_", text, flags=re.IGNORECASE)
+    text = _HOME_SLASH.sub("~/", text)
+    return _WORD_SLASH.sub("/", text)
+
+
+def written_forms(text: str) -> str:
+    """``text`` as the tools need it: addresses, then paths and file names said aloud, written."""
+    return written_paths(written_addresses(text))

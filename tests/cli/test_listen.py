@@ -196,15 +196,23 @@ def test_words_only_prints_them_and_a_recording_is_kept_only_when_asked(
     assert ReplayRecognizer(again).transcribe(read_wav(spoken)).text == "kept"
 
 
-def test_an_email_address_said_aloud_comes_out_written(
-    tmp_path: Path, session: DesktopSession, spoken: Path
+@pytest.mark.parametrize(
+    ("heard", "written"),
+    [
+        ("email ana at example dot org what I have on friday",
+         "email ana@example.org what I have on friday"),
+        ("move report dot pdf from downloads slash inbox to tilde slash documents",
+         "move report.pdf from downloads/inbox to ~/documents"),
+    ],
+)  # fmt: skip
+def test_an_address_or_a_path_said_aloud_comes_out_written(
+    tmp_path: Path, session: DesktopSession, spoken: Path, heard: str, written: str
 ) -> None:
-    heard = "email ana at example dot org what I have on friday"
     replay = voice.replay_file(tmp_path, (spoken, heard))
     home = make_profile(tmp_path, session, engine="replay", replay_file=str(replay))
     code, out, err = listen(session, home, "--words-only", play=spoken)
     assert code == 0, err
-    assert out == "email ana@example.org what I have on friday\n"
+    assert out == written + "\n"
 
 
 def test_silence_sends_nothing(tmp_path: Path, session: DesktopSession, spoken: Path) -> None:
