@@ -61,11 +61,15 @@ if TYPE_CHECKING:
     from botpsy_desktop.llm.engines.remote import RemoteBackend
     from botpsy_desktop.llm.engines.replay import ReplayBackend
     from botpsy_desktop.llm.models.installed import ModelService
-    from botpsy_desktop.llm.types import PromptProgress
+    from botpsy_desktop.llm.types import GenerationStats, PromptProgress
     from botpsy_desktop.speech.tts import ReplySpeaker
     from botpsy_desktop.speech.voice import VoiceInput
 
 log = logging.getLogger(__name__)
+
+KEEP_FOR_NEXT_TOKENS = 256
+"""At most this many tokens evaluated after `botpsy ask`'s answer to keep the conversation for
+the next process (a second or two on a CPU); more, and nothing is kept (App.keep_for_next)."""
 
 
 def build_registry(
@@ -415,30 +419,34 @@ class App:
         think: bool | None = None,
         cancel: threading.Event | None = None,
         progress: Callable[[PromptProgress, str], None] | None = None,
-    ) -> None:
+        most: int | None = None,
+    ) -> bool:
         """Let the model evaluate ahead what the next request will start with (llama.cpp only).
 
         No conversation: the system prompt with each tool set a request may be offered (one per
         domain, then all tools), once per model and tool set (call after loading a model). A
         conversation: its history as the next request renders it. Run it on the thread that
         owns the backend, when idle; ``cancel`` stops it early. ``progress`` hears how far each
-        evaluation has come, with what is being prepared in words.
+        evaluation has come, with what is being prepared in words. ``most`` (a conversation on
+        an engine that keeps states on disk): prepare nothing when more than that many tokens
+        would need evaluating. Whether anything was prepared.
         """
         warm = getattr(backend, "warm", None)
         if warm is None:
-            return
+            return False
         with self.busy.hold(PREPARING):  # the documents index waits meanwhile
-            self._warm(warm, backend, conversation_id, think, cancel, progress)
+            return self._warm(warm, backend, conversation_id, think, cancel, progress, most)
 
     def _warm(
         self,
-        warm: Callable[..., None],
+        warm: Callable[..., GenerationStats | None],
         backend: Backend,
         conversation_id: str | None,
         think: bool | None,
         cancel: threading.Event | None,
         progress: Callable[[PromptProgress, str], None] | None,
-    ) -> None:
+        most: int | None = None,
+    ) -> bool:
         import inspect
 
         from botpsy_desktop.agent.selection import ToolSelector, stable_schemas
@@ -464,15 +472,19 @@ class App:
             # request grows it), kept on disk for a new process (the next `botpsy ask`)
             session = self.session(backend, conversation_id)
             tools = session.warm_tools()
-            warm(
+            stats = warm(
                 session.warm_messages(tools, think),
                 tools,
                 enable_thinking=think,
                 cancel=cancel,
                 **told("Preparing this conversation"),
-                **({"keep": conversation_id} if keeps else {}),
+                **({"keep": conversation_id, "most": most} if keeps else {}),
             )
-            return
+            if most is not None and stats is not None:
+                return bool(stats.prompt_tokens) and (
+                    stats.evaluated_tokens > 0 or stats.reused_tokens == stats.prompt_tokens
+                )
+            return True
         system = [{"role": "system", "content": settings.system_prompt}]
         everything = self.registry.schemas()
         if selector is not None and stable_prompt(backend, self.registry, settings):
@@ -489,11 +501,12 @@ class App:
             every = [*sets[:-1], everything]
         for i, tools in enumerate(every, 1):
             if cancel is not None and cancel.is_set():
-                return
+                return i > 1
             what = "Preparing the model" + (
                 f" (part {i} of {len(every)})" if len(every) > 1 else ""
             )
             warm(system, tools, enable_thinking=think, cancel=cancel, **told(what))
+        return True
 
     def prepare_model(
         self,
@@ -543,7 +556,10 @@ class App:
         """After a request in a process that ends with it (`botpsy ask`): warm the conversation
         as its next request will start and keep that state on disk, so that the next process
         (`botpsy ask --conversation`) evaluates only its own message. Only for an engine that
-        keeps states on disk (llama.cpp here); whether it did."""
+        keeps states on disk (llama.cpp here), and only when that costs next to nothing (at
+        most KEEP_FOR_NEXT_TOKENS to evaluate beyond what the request left in the context):
+        the person waits for the process to end, and a next request that needs more pays it
+        itself, from the prefix kept on disk. Whether it kept the state."""
         warm = getattr(backend, "warm", None)
         if warm is None:
             return False
@@ -551,8 +567,7 @@ class App:
 
         if "keep" not in inspect.signature(warm).parameters:
             return False  # a llama-server keeps its slot itself
-        self.warm(backend, conversation_id)
-        return True
+        return self.warm(backend, conversation_id, most=KEEP_FOR_NEXT_TOKENS)
 
     def plan_undo(self, action_id: int | None = None) -> UndoPlan:
         """Undo, judged by the gate: the plan to undo audit entry ``action_id`` (None: the

@@ -180,6 +180,26 @@ def test_a_follow_up_evaluates_only_the_new_message_after_warm(
     assert_consistent(tiny)
 
 
+def test_a_bounded_warm_prepares_nothing_when_it_would_read_more(tiny: LlamaBackend) -> None:
+    """`botpsy ask` keeps its conversation for the next process only when that costs next to
+    nothing (App.keep_for_next): a warm with ``most`` evaluates nothing when more tokens than
+    that would need evaluating, and runs as before otherwise."""
+    messages = [SYSTEM, user("What is the weather in Paris?")]
+    first = ask(tiny, messages)
+    history = _after(messages, first)
+    bound = first.stats.completion_tokens + 12
+    # another tool list ahead of the history: the whole conversation would be read again
+    skipped = tiny.warm(history, TOOLS[::-1], most=bound)
+    assert skipped.evaluated_tokens == skipped.reused_tokens == 0
+    assert skipped.prompt_tokens > bound
+    # the request's own list: only the answer's end is left to evaluate
+    kept = tiny.warm(history, TOOLS, most=bound)
+    assert 0 < kept.evaluated_tokens <= bound
+    st = ask(tiny, [*history, user("And tomorrow?")]).stats
+    assert st.reused_tokens == n_tokens(tiny, tiny.conversation_head(history, TOOLS))
+    assert_consistent(tiny)
+
+
 def test_without_warm_a_follow_up_restores_the_user_turn_checkpoint(tiny: LlamaBackend) -> None:
     messages = [SYSTEM, user("What is the weather in Paris?")]
     first = ask(tiny, messages, think=True)

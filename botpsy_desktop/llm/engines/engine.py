@@ -917,6 +917,7 @@ class LlamaBackend(ShapedEngine):
         cancel: threading.Event | None = None,
         progress: Callable[[PromptProgress], None] | None = None,
         keep: str | None = None,
+        most: int | None = None,
     ) -> GenerationStats:
         """Evaluate now what the next request on ``messages`` will start with.
 
@@ -929,6 +930,10 @@ class LlamaBackend(ShapedEngine):
         told how far it has come after each batch. ``keep`` (a conversation's id) also keeps
         the warmed conversation's state on disk, the newest one per ``keep``, so that a new
         process (the next `botpsy ask --conversation`, the window opened again) starts there.
+        ``most``: evaluate nothing, and leave the context as it is, when more than this many
+        tokens would need evaluating after what the context (or a checkpoint in memory) holds
+        (a process about to end keeps only what costs it next to nothing; the stats then say
+        0 tokens reused and evaluated).
         """
         if self._closed:
             raise ModelError("The model was closed.", "Load it again.")
@@ -946,6 +951,13 @@ class LlamaBackend(ShapedEngine):
         stats.prompt_tokens = len(tokens)
         if len(tokens) >= self.n_ctx:
             return stats  # the request will say it does not fit; nothing to prepare
+        if most is not None:
+            # judged before the context is touched: what it holds (or a checkpoint in memory)
+            # must leave at most ``most`` tokens to evaluate; else it is left as it is
+            n = int(self._llama.n_tokens)
+            held = common_prefix(self._llama.input_ids[:n], np.asarray(tokens, dtype=np.intc))
+            if len(tokens) - self._reach(held, n) > most:
+                return stats
         start = self._prepare(tokens, need_logits=False, marks=marks)
         stats.reused_tokens = start
         stats.evaluated_tokens = len(tokens) - start

@@ -886,10 +886,12 @@ class EngineProcess:
         cancel: threading.Event | None = None,
         progress: Callable[[PromptProgress], None] | None = None,
         keep: str | None = None,
+        most: int | None = None,
     ) -> GenerationStats:
         """Evaluate ahead what the next request will start with (LlamaBackend.warm), in the
         worker; ``progress`` hears how far it is, passed on from the worker as it goes;
-        ``keep`` keeps a conversation's warmed state on disk."""
+        ``keep`` keeps a conversation's warmed state on disk; ``most``: nothing when more
+        tokens than that would need evaluating."""
         stats: GenerationStats = self.call(
             "warm",
             _plain(messages),
@@ -898,6 +900,7 @@ class EngineProcess:
             cancel=cancel,
             progress=progress,
             keep=keep,
+            most=most,
         )
         return stats
 
