@@ -90,7 +90,9 @@ _HOME_SLASH = re.compile(
     rf"\b(?:tilde|tilda|till the|(?:my\s+)?home(?:\s+(?:folder|directory))?)\s+{_SLASH}\s+",
     re.IGNORECASE,
 )
-_WORD_SLASH = re.compile(rf"(?<=[\w.~])\s+{_SLASH}\s+(?=[\w.])", re.IGNORECASE)
+_WORD_SLASH = re.compile(rf"(?<=[\w.~]),?\s+{_SLASH},?\s+(?=[\w.])", re.IGNORECASE)
+"""A slash said between two names, with the commas a recogniser puts around it ("Document, slash
+Party.txt")."""
 _FILE_DOT = re.compile(
     rf"\b(?P<stem>[\w-]+)(?:\s*\b{_DOT_WORD}\b\s*|\.)(?P<ext>{_SPELLED}|[a-z0-9]+)\b",
     re.IGNORECASE,

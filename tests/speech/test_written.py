@@ -43,6 +43,8 @@ def test_an_address_said_aloud_is_written(heard: str, written: str) -> None:
         ("Copy till the slash music slash jazz to my backup folder.",
          "Copy ~/music/jazz to my backup folder."),
         ("move it to tilde slash documents", "move it to ~/documents"),
+        ("Read Document, slash Party.txt, and put the party in my calendar.",
+         "Read Document/Party.txt, and put the party in my calendar."),
         ("What is in my home folder slash projects?", "What is in ~/projects?"),
         ("rename notes dot t x t to ideas dot t x t", "rename notes.txt to ideas.txt"),
         ("open notes dot text", "open notes.txt"),
