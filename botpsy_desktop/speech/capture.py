@@ -99,6 +99,22 @@ def _soundcard(pulse_server: str | None) -> ModuleType:
                 "Install PulseAudio's client library (Debian/Ubuntu: libpulse0).",
                 kind="unavailable",
             ) from exc
+        except OSError as exc:  # its C declarations (soundcard/*.py.h) or libpulse missing
+            for name in [m for m in sys.modules if m == "soundcard" or m.startswith("soundcard.")]:
+                sys.modules.pop(name, None)
+            _connected.clear()
+            if isinstance(exc, FileNotFoundError) and str(exc.filename or "").endswith(".py.h"):
+                raise SpeechError(
+                    f"The soundcard library is incomplete ({exc.filename} is missing), so no "
+                    "microphone can be used.",
+                    "Reinstall BotPsy (or `pip install --force-reinstall soundcard==0.4.6`).",
+                    kind="unavailable",
+                ) from exc
+            raise SpeechError(
+                f"The sound system's library could not be loaded ({exc}).",
+                "Install PulseAudio's client library (Debian/Ubuntu: libpulse0).",
+                kind="unavailable",
+            ) from exc
         except Exception as exc:  # soundcard asserts that the connection is made
             sys.modules.pop("soundcard", None)
             sys.modules.pop("soundcard.pulseaudio", None)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -74,11 +75,14 @@ def listen(
     play: Path | None = None,
     enter: bool = True,
     path: str | None = None,
+    python_path: Path | None = None,
 ) -> tuple[int, str, str]:
     """Run `botpsy listen`; once it listens, play ``play`` into the microphone, then press
     Enter (or not, for the time limit). ``path``: its PATH. Returns (exit code, stdout,
     stderr)."""
     env = {**os.environ, **session.env, "PYTHONPATH": str(ROOT)}
+    if python_path is not None:  # modules found there first
+        env["PYTHONPATH"] = os.pathsep.join([str(python_path), str(ROOT)])
     if path is not None:
         env["PATH"] = path
     proc = subprocess.Popen(
@@ -244,6 +248,26 @@ def test_a_missing_microphone_is_named(tmp_path: Path, session: DesktopSession) 
     assert code == 1
     assert "The microphone 'usb_headset' chosen in the settings is not connected" in err
     assert "test_mic" in err and "Listening" not in err
+
+
+def test_a_sound_library_without_its_declarations_says_so(
+    tmp_path: Path, session: DesktopSession, spoken: Path
+) -> None:
+    """A soundcard without its C declarations (soundcard/*.py.h, as a bundle made where its
+    PyInstaller hook could not load had it) is named as such, not as an unreachable server."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("soundcard")  # found, not imported: that would connect
+    assert spec is not None and spec.submodule_search_locations
+    source = Path(list(spec.submodule_search_locations)[0])
+    site = tmp_path / "site"
+    shutil.copytree(source, site / "soundcard", ignore=shutil.ignore_patterns("*.py.h"))
+    replay = voice.replay_file(tmp_path, (spoken, WORDS))
+    home = make_profile(tmp_path, session, engine="replay", replay_file=str(replay))
+    code, out, err = listen(session, home, "--words-only", play=spoken, python_path=site)
+    assert code == 1 and out == ""
+    assert "The soundcard library is incomplete" in err and "pulseaudio.py.h is missing" in err
+    assert "Cannot reach the sound server" not in err
 
 
 def test_the_microphones_are_listed(tmp_path: Path, session: DesktopSession) -> None:
