@@ -29,7 +29,7 @@ from tests.helpers.llama_server import (
 )
 from tests.helpers.models import fixture_cache_dir
 
-BUILD_FORMAT = "1"  # bump when the cmake options or the source guard change
+BUILD_FORMAT = "2"  # bump when the cmake options or the source guard change
 CMAKE_OPTIONS = (
     "-G",
     "Ninja",
@@ -38,6 +38,9 @@ CMAKE_OPTIONS = (
     "-DGGML_BACKEND_DL=ON",  # the backend as a module loaded with ggml_backend_load
     "-DGGML_VULKAN=ON",
     "-DGGML_NATIVE=OFF",
+    # no RUNPATH into this build's folder: the module's one library of llama.cpp's,
+    # libggml-base.so.0, is the one llama-cpp-python has loaded already (found by its soname)
+    "-DCMAKE_SKIP_RPATH=ON",
     "-DLLAMA_CURL=OFF",
     "-DLLAMA_OPENSSL=OFF",
     "-DLLAMA_BUILD_TESTS=OFF",
