@@ -75,7 +75,8 @@ step_start "build tools"
 NEED=(binutils dpkg-dev desktop-file-utils bc libpulse0 libxcb-cursor0 libxkbcommon-x11-0
       libxcb-icccm4 libxcb-keysyms1 libxcb-shape0 libxcb-render-util0 libxcb-image0 libegl1
       libgl1 libfontconfig1 libdbus-1-3 cmake ninja-build
-      xvfb xauth libxcb-xinerama0 libxcb-xkb1 libxcb-randr0)
+      xvfb xauth libxcb-xinerama0 libxcb-xkb1 libxcb-randr0
+      pulseaudio pulseaudio-utils espeak-ng)
 VULKAN=${BOTPSY_VULKAN:-build}
 case "$VULKAN" in
     build) NEED+=(libvulkan-dev glslc spirv-headers libvulkan1 mesa-vulkan-drivers) ;;
@@ -363,6 +364,53 @@ env -i HOME="$FRESH/home/user" PATH=/usr/bin:/bin LANG=C.UTF-8 "$APP/botpsy" doc
     >"$LOG/doctor.txt" 2>&1 || true  # no model configured: doctor says so and exits non-zero
 grep -i -m 2 "llama" "$LOG/doctor.txt"
 step_end "CLI from the installed files"
+
+step_start "voice from the installed files"
+# a private sound server with a virtual microphone (a null sink's monitor, as the tests make
+# it); a request spoken by espeak-ng is played into it while the installed `botpsy listen`
+# records (soundcard and libpulse from the bundle; the replay recogniser matches the recording
+# to its words, no speech model needed): the microphone path a person uses works from the .deb
+VOICE=$(mktemp -d "$BUILD/voice.XXXXXX")
+pulseaudio -n --daemonize=no --exit-idle-time=-1 --use-pid-file=no --disallow-exit \
+    --log-target=stderr -L "module-native-protocol-unix socket=$VOICE/pulse auth-anonymous=1" \
+    -L "module-null-sink sink_name=voice_feed" \
+    -L "module-remap-source master=voice_feed.monitor source_name=test_mic" \
+    >"$LOG/pulseaudio.log" 2>&1 &
+PULSE_PID=$!
+for _ in $(seq 50); do
+    PULSE_SERVER=unix:$VOICE/pulse pactl info >/dev/null 2>&1 && break
+    sleep 0.2
+done
+espeak-ng -w "$VOICE/said.wav" "set a timer for ten minutes"
+mkdir -p "$VOICE/home/config"
+printf '{"voice": {"engine": "replay", "replay_file": "%s", "microphone": "test_mic"}, "device": {"pulse_server": "unix:%s"}}\n' \
+    "$VOICE/replay.json" "$VOICE/pulse" >"$VOICE/home/config/config.json"
+printf '[{"wav": "%s", "text": "set a timer for ten minutes"}]\n' "$VOICE/said.wav" >"$VOICE/replay.json"
+"$PYTHON" - "$APP/botpsy" "$VOICE" "$FRESH/home/user" <<'EOF' | tee -a "$REPORT" \
+    || { kill "$PULSE_PID"; tail -20 "$LOG/pulseaudio.log"; exit 1; }
+import subprocess, sys
+botpsy, voice, home = sys.argv[1:]
+env = {"HOME": home, "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
+proc = subprocess.Popen([botpsy, "--home", f"{voice}/home", "listen", "--words-only"], env=env,
+                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                        text=True)
+said = []
+for line in proc.stderr:
+    said.append(line)
+    if line.startswith("Listening"):
+        subprocess.run(["paplay", f"--server=unix:{voice}/pulse", "-d", "voice_feed",
+                        f"{voice}/said.wav"], check=True)
+        proc.stdin.write("\n")
+        proc.stdin.flush()
+        break
+out, rest = proc.communicate(timeout=120)
+if proc.returncode != 0 or out.strip() != "set a timer for ten minutes":
+    sys.exit(f"botpsy listen from the installed files: exit {proc.returncode}, words {out!r}\n"
+             + "".join(said) + rest)
+print(f"voice: recorded through the bundle's soundcard and heard {out.strip()!r}")
+EOF
+kill "$PULSE_PID"
+step_end "voice from the installed files"
 
 if [ -n "$VULKAN_MODULE" ]; then
     step_start "the model on Vulkan from the installed files"
