@@ -478,7 +478,8 @@ class App:
                 enable_thinking=think,
                 cancel=cancel,
                 **told("Preparing this conversation"),
-                **({"keep": conversation_id, "most": most} if keeps else {}),
+                **({"keep": conversation_id} if keeps else {}),
+                **({"most": most} if keeps and most is not None else {}),
             )
             if most is not None and stats is not None:
                 return bool(stats.prompt_tokens) and (

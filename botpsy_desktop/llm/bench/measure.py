@@ -241,9 +241,10 @@ class ScriptedBackend(BackendWrapper[EngineProcess]):
         enable_thinking: bool = False,
         cancel: threading.Event | None = None,
         keep: str | None = None,
+        most: int | None = None,
     ) -> GenerationStats:
         return self.engine.warm(
-            messages, tools, enable_thinking=enable_thinking, cancel=cancel, keep=keep
+            messages, tools, enable_thinking=enable_thinking, cancel=cancel, keep=keep, most=most
         )
 
 
