@@ -184,7 +184,7 @@ def test_a_file_kept_in_git_is_checked_with_its_git_object_id(
     "fault", [Faults(stall_after=200_000), Faults(trickle=True)], ids=["silent", "trickle"]
 )
 def test_a_stalled_server_fails_within_the_stall_timeout(
-    hub: HubStandIn, tmp_path: Path, fault: Faults
+    hub: HubStandIn, tmp_path: Path, fault: Faults, model_bytes: bytes
 ) -> None:
     f = remote(hub)
     hub.faults = fault
@@ -194,7 +194,11 @@ def test_a_stalled_server_fails_within_the_stall_timeout(
     assert time.monotonic() - start < 5
     assert err.value.kind == "stalled" and "no data for 0.6 s" in err.value.message
     assert "resume" in err.value.hint
-    assert (tmp_path / f"{NAME}.part").stat().st_size == hub.file_requests()[0].sent
+    part = (tmp_path / f"{NAME}.part").read_bytes()
+    assert part and part == model_bytes[: len(part)]  # what arrived, kept in order for a resume
+    # the stand-in counts a piece after writing it: a trickled byte can be read before it is
+    # counted, or written into the connection the client has just left (a race under load)
+    assert abs(len(part) - hub.file_requests()[0].sent) <= (1 if fault.trickle else 0)
 
 
 def test_offline_is_one_sentence_and_fast(hub: HubStandIn, monkeypatch: pytest.MonkeyPatch) -> None:
