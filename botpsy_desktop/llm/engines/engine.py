@@ -211,7 +211,10 @@ class LlamaBackend(ShapedEngine):
             bos_token=self._token_text(self._llama.token_bos()),
             eos_token=self._token_text(self._llama.token_eos()),
         )
-        self._candidates = internals.LlamaTokenDataArray(n_vocab=self._n_vocab)
+        # the whole vocabulary's candidates, for the rare full grammar pass: llama-cpp-python's
+        # Llama makes one at load (248k entries) that only its own sampling would use, and this
+        # engine samples with its own loop, so it borrows that one (no second array in memory)
+        self._candidates: internals.LlamaTokenDataArray = self._llama._candidates
         self._top = _TokenDataArray(min(128, self._n_vocab))
         self._full_passes: dict[str, int] = {}  # per grammar: rejected choices filtered in full
         self._literal_sets: dict[str, tuple[npt.NDArray[np.intc], _TokenDataArray]] = {}
