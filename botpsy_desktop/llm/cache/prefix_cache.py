@@ -337,7 +337,7 @@ class StateCache:
         return True
 
     def forget(self, checkpoint: Checkpoint) -> None:
-        """Forget one checkpoint (its memory is kept for the next)."""
+        """Forget one checkpoint (its memory is kept for the next while states stay in memory)."""
         if any(c is checkpoint for c in self._items):
             self._forget([checkpoint])
 
