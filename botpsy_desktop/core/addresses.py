@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-from email.utils import getaddresses
 
 from botpsy_desktop.core.errors import ToolError
 
@@ -17,6 +16,8 @@ def parse_addresses(text: str, field: str, *, one_line: bool = False) -> list[tu
     """
     if one_line and ("\n" in text or "\r" in text):
         raise ToolError(f"{field} has a line break.", "Give the addresses on one line.")
+    from email.utils import getaddresses  # the email package (~1.3 MiB) when addresses are given
+
     pairs = []
     for name, address in getaddresses([text]):
         address = address.strip()

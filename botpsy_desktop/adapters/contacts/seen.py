@@ -9,7 +9,6 @@ adapter's own IMAP client (the account, its password, its timeouts), headers onl
 from __future__ import annotations
 
 from collections import Counter
-from email.utils import getaddresses
 
 from botpsy_desktop.adapters.contacts.cache import ContactCache
 from botpsy_desktop.adapters.contacts.sources import Synced
@@ -33,6 +32,8 @@ class MailSeenSource:
         self.label = f"seen in mail ({client.name})"
 
     def _read(self) -> dict[str, Counter[str]]:
+        from email.utils import getaddresses  # the email package when mail is read
+
         seen: dict[str, Counter[str]] = {}
         me = self.client.account.address.casefold()
         with self.client.imap() as conn:

@@ -31,19 +31,22 @@ a file that makes a parser loop or allocate without end costs that file, never t
 
 from __future__ import annotations
 
-import email
-import email.policy
 import os
 import re
 import zipfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from email.message import EmailMessage
-from html.parser import HTMLParser
 from pathlib import Path
-from xml.etree import ElementTree
+from typing import TYPE_CHECKING
 
 from botpsy_desktop.adapters.files.kinds import decode_text
+
+if TYPE_CHECKING:
+    # the email package, ElementTree and html.parser (~2 MiB) are imported where a file of
+    # their kind is read: the app's process imports this module for ``kind_of``
+    from xml.etree import ElementTree
+
+    from botpsy_desktop.adapters.documents.html_text import HtmlText
 
 MAX_TEXT_CHARS = 5_000_000
 """Text kept per file; a longer one is indexed up to here (and says so)."""
@@ -314,6 +317,8 @@ class _Archive:
         self.read_so_far += len(data)
         if b"<!DOCTYPE" in data[:4096] or b"<!ENTITY" in data:
             raise Unreadable(f"{name} declares a document type, which documents never do")
+        from xml.etree import ElementTree
+
         try:
             return ElementTree.fromstring(data)
         except ElementTree.ParseError as exc:
@@ -484,61 +489,16 @@ def _odf_text(node: ElementTree.Element) -> str:
 # --- HTML ----------------------------------------------------------------------------------
 
 
-class _HtmlText(HTMLParser):
-    """Visible text of a page in sections at its headings; scripts and styles left out."""
-
-    SKIP = frozenset({"script", "style", "noscript", "template", "svg", "head"})
-    BLOCK = frozenset(
-        {"p", "div", "br", "li", "tr", "td", "th", "section", "article", "table", "ul", "ol"}
-    )
-
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self.sections: list[tuple[str, list[str]]] = [("", [])]
-        self.skipping = 0
-        self.title: list[str] = []
-        self.in_title = False
-        self.heading: list[str] | None = None
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        if tag == "title":
-            self.in_title = True
-        elif tag in self.SKIP:
-            self.skipping += 1
-        elif tag in ("h1", "h2", "h3"):
-            self.heading = []
-        elif tag in self.BLOCK:
-            self.sections[-1][1].append("\n")
-
-    def handle_endtag(self, tag: str) -> None:
-        if tag == "title":
-            self.in_title = False
-        elif tag in self.SKIP:
-            self.skipping = max(0, self.skipping - 1)
-        elif tag in ("h1", "h2", "h3") and self.heading is not None:
-            text = " ".join("".join(self.heading).split())
-            self.sections.append((text[:80], [text, "\n"]))
-            self.heading = None
-
-    def handle_data(self, data: str) -> None:
-        if self.in_title:
-            self.title.append(data)
-        elif self.skipping:
-            return
-        elif self.heading is not None:
-            self.heading.append(data)
-        else:
-            self.sections[-1][1].append(data)
-
-
 def _html(path: Path) -> list[Passage]:
-    parser = _HtmlText()
+    from botpsy_desktop.adapters.documents.html_text import HtmlText
+
+    parser = HtmlText()
     parser.feed(_read_text(path))
     parser.close()
     return _html_passages(parser)
 
 
-def _html_passages(parser: _HtmlText) -> list[Passage]:
+def _html_passages(parser: HtmlText) -> list[Passage]:
     out = []
     title = " ".join("".join(parser.title).split())
     for index, (heading, parts) in enumerate(parser.sections):
@@ -555,6 +515,12 @@ def _html_passages(parser: _HtmlText) -> list[Passage]:
 
 
 def _eml(path: Path) -> list[Passage]:
+    import email
+    import email.policy
+    from email.message import EmailMessage
+
+    from botpsy_desktop.adapters.documents.html_text import HtmlText
+
     with path.open("rb") as fh:
         message = email.message_from_binary_file(fh, policy=email.policy.default)
     if not isinstance(message, EmailMessage) or not (message.keys() or message.get_payload()):
@@ -577,7 +543,7 @@ def _eml(path: Path) -> list[Passage]:
             content = content.decode("utf-8", "replace") if isinstance(content, bytes) else ""
         if isinstance(content, str):
             if part.get_content_subtype() == "html":
-                parser = _HtmlText()
+                parser = HtmlText()
                 parser.feed(content)
                 parser.close()
                 content = "\n".join(p.text for p in _html_passages(parser))

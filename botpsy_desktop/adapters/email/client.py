@@ -15,22 +15,22 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
-from email import policy
-from email.message import EmailMessage
-from email.parser import BytesHeaderParser
 from typing import TYPE_CHECKING, Any
 
-from botpsy_desktop.adapters.email.mime import ParsedMessage, header, parse
 from botpsy_desktop.core.accounts import MailAccount
 from botpsy_desktop.core.errors import BotpsyError, ToolError
 
 if TYPE_CHECKING:
     # imapclient (~9 MiB), smtplib and ssl (~4 MiB with OpenSSL) are imported where a
     # connection is made, not when the app starts
+    # the email package and mime.py (~2 MiB with html.parser) where mail is read or written
     import smtplib
     import ssl
+    from email.message import EmailMessage
 
     from imapclient import IMAPClient
+
+    from botpsy_desktop.adapters.email.mime import ParsedMessage
 
 PasswordProvider = Callable[[], str]
 SUMMARY_HEADERS = "FROM TO CC SUBJECT DATE MESSAGE-ID"
@@ -313,6 +313,11 @@ class MailClient:
                 uids,
                 ["UID", "FLAGS", "RFC822.SIZE", f"BODY.PEEK[HEADER.FIELDS ({SUMMARY_HEADERS})]"],
             )
+        from email import policy
+        from email.parser import BytesHeaderParser
+
+        from botpsy_desktop.adapters.email.mime import header
+
         out: list[Summary] = []
         parser = BytesHeaderParser(policy=policy.default)
         for uid, item in data.items():
@@ -334,6 +339,8 @@ class MailClient:
         return out
 
     def fetch(self, conn: IMAPClient, uid: int) -> Fetched:
+        from botpsy_desktop.adapters.email.mime import parse
+
         with _refused("FETCH"):
             meta = conn.fetch([uid], ["UID", "FLAGS", "RFC822.SIZE"]).get(uid)
         if meta is None:
@@ -355,6 +362,11 @@ class MailClient:
             raise ToolError(
                 f"There is no message {uid} in this folder.", "List the messages again."
             )
+        from email import policy
+        from email.parser import BytesHeaderParser
+
+        from botpsy_desktop.adapters.email.mime import header
+
         msg = BytesHeaderParser(policy=policy.default).parsebytes(_section(item))
         return {n: header(msg, n) for n in names}
 

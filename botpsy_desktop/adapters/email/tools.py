@@ -4,14 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, tzinfo
-from email.utils import parsedate_to_datetime
 from typing import Any
 
 from pydantic import BaseModel, Field
 
 from botpsy_desktop.adapters.alarms.when import format_time, parse_day
 from botpsy_desktop.adapters.email.client import MailClient, Search, Summary
-from botpsy_desktop.adapters.email.mime import build
 from botpsy_desktop.adapters.untrusted import UNTRUSTED_NOTE, one_line, quote_block
 from botpsy_desktop.core.accounts import Account, MailAccount
 from botpsy_desktop.core.addresses import parse_addresses
@@ -135,6 +133,8 @@ class MailService:
         )
 
     def _when(self, raw: str) -> str:
+        from email.utils import parsedate_to_datetime  # the email package when mail is read
+
         try:
             at = parsedate_to_datetime(raw)
         except (TypeError, ValueError, IndexError):
@@ -260,6 +260,8 @@ class MailService:
                 original = client.header_of(conn, args.reply_to_id, "Message-ID", "References")
             in_reply_to = original.get("Message-ID", "")
             references = original.get("References", "")
+        from botpsy_desktop.adapters.email.mime import build  # the email package, when written
+
         a = client.account
         message = build(
             sender=a.address,

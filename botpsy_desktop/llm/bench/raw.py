@@ -56,7 +56,7 @@ class RawContext:
         self.ctx = llama_cpp.llama_init_from_model(engine._llama.model, params)
         if not self.ctx:
             raise ModelError(f"llama.cpp could not create a {n_ctx}-token context for the bench.")
-        self.n_batch = engine.settings.n_batch
+        self.n_batch = int(params.n_batch)
         self.memory = llama_cpp.llama_get_memory(self.ctx)
         self.batch = llama_cpp.llama_batch_init(self.n_batch, 0, 1)
         self.sampler = engine._sampler()

@@ -88,15 +88,16 @@ class StateCache:
     time: the allocator would hand such blocks back late or not at all, and the process's peak
     would grow by a checkpoint or two beyond the limit.
 
-    With a ``folder`` (the prefix store's: the disk cache is on), each checkpoint's state is also
+    With a ``folder`` (the prefix store's: the disk cache is on), each checkpoint's state is
     written to a nameless temporary file there (the system removes it when it is closed or the
-    process ends; it is in the page cache, not in this process's memory), and **one** state
-    buffer stays in memory: the last saved or restored checkpoint's. Restoring another one reads
-    its file into that buffer first (about 20 MiB from the page cache: a few ms). So the cache
-    holds one state in memory instead of ``limit``. When a file cannot be written (the disk is
-    full, the folder is not writable) or ``limit`` states would not fit in ``room_bytes`` (the
-    store's bound, ``model.prefix_cache_mb``), the checkpoint stays in memory as without a
-    folder: the behaviour is the same, only the memory differs.
+    process ends; it is in the page cache, not in this process's memory), and **no** state
+    buffer stays in memory: a save copies the state into a new buffer, writes it and hands the
+    buffer back; a restore reads the file into a new buffer, gives it to llama.cpp and hands it
+    back (about 20 MiB from the page cache: a few ms). So the cache holds no state in memory
+    while a request is evaluated or decoded, instead of ``limit``. When a file cannot be written
+    (the disk is full, the folder is not writable) or ``limit`` states would not fit in
+    ``room_bytes`` (the store's bound, ``model.prefix_cache_mb``), the checkpoint stays in
+    memory as without a folder: the behaviour is the same, only the memory differs.
     """
 
     def __init__(
@@ -148,7 +149,7 @@ class StateCache:
     def _resident_limit(self) -> int:
         """How many state buffers are kept in memory at most (checkpoints whose file could not
         be written come on top)."""
-        return 1 if self.folder is not None else self.limit
+        return 0 if self.folder is not None else self.limit
 
     def _forget(self, checkpoints: list[Checkpoint]) -> None:
         for c in checkpoints:
@@ -172,8 +173,8 @@ class StateCache:
         return int(llama_cpp.llama_state_seq_get_size_ext(self._ctx, SEQ, PARTIAL_ONLY))
 
     def _buffer(self, size: int) -> npt.NDArray[np.uint8]:
-        """A buffer of ``size`` bytes for a state: the one in memory of a checkpoint that is also
-        on disk (which then keeps its file only), a kept one, or a new one."""
+        """A buffer of ``size`` bytes for a state: one in memory of a checkpoint that is also on
+        disk (which then keeps its file only), a kept one, or a new one."""
         for c in self._items:
             if c.file is not None and c.nbytes == size:
                 buffer, c.state = c.state, _empty()
@@ -230,11 +231,17 @@ class StateCache:
         except OSError as exc:
             log.warning("a model state checkpoint could not be read back: %s", exc)
         if got != checkpoint.size:
-            self._spare.append(buffer)
-            return False
+            return False  # (a new buffer next time: files are read into none kept)
         checkpoint.state = buffer
         self.disk_reads += 1
         return True
+
+    def _drop(self, checkpoint: Checkpoint) -> None:
+        """Hand back the buffer of a checkpoint that is on disk (the next save or restore makes
+        a new one; with the worker's allocator threshold, engine_process.WORKER_ENV, the memory
+        goes back to the system at once)."""
+        if checkpoint.file is not None:
+            checkpoint.state = _empty()
 
     def release(self) -> None:
         """Hand back the state buffer of checkpoints that are on disk (the next save or restore
@@ -251,7 +258,9 @@ class StateCache:
         """A kept checkpoint's state in memory (read from its file if need be), or None."""
         if not any(c is checkpoint for c in self._items) or not self._load(checkpoint):
             return None
-        return checkpoint.state
+        state = checkpoint.state
+        self._drop(checkpoint)  # the caller's reference keeps it until the caller is done
+        return state
 
     def save(
         self,
@@ -288,6 +297,7 @@ class StateCache:
             self._write(buffer),
             size,
         )
+        self._drop(checkpoint)  # on disk: the buffer goes back before the prompt goes on
         self._items.append(checkpoint)
         self.saves += 1
         return checkpoint
@@ -312,13 +322,13 @@ class StateCache:
             return False  # forgotten: its memory may hold another checkpoint's state by now
         if not self._load(checkpoint):
             return False
-        ptr = checkpoint.state.ctypes.data_as(ctypes.POINTER(ctypes.c_uint8))
+        state = checkpoint.state
+        self._drop(checkpoint)  # in llama.cpp's own memory once read
+        ptr = state.ctypes.data_as(ctypes.POINTER(ctypes.c_uint8))
         read = int(
-            llama_cpp.llama_state_seq_set_data_ext(
-                self._ctx, ptr, checkpoint.nbytes, SEQ, PARTIAL_ONLY
-            )
+            llama_cpp.llama_state_seq_set_data_ext(self._ctx, ptr, state.nbytes, SEQ, PARTIAL_ONLY)
         )
-        if read != checkpoint.nbytes:
+        if read != int(state.nbytes):
             return False
         if not llama_cpp.llama_memory_seq_rm(self._memory, SEQ, checkpoint.n_tokens, -1):
             return False
@@ -327,7 +337,7 @@ class StateCache:
         return True
 
     def forget(self, checkpoint: Checkpoint) -> None:
-        """Forget one checkpoint (its memory is kept for the next)."""
+        """Forget one checkpoint (its memory is kept for the next while states stay in memory)."""
         if any(c is checkpoint for c in self._items):
             self._forget([checkpoint])
 

@@ -154,6 +154,11 @@ class LlamaBackend(ShapedEngine):
                 self.placement.reason,
             )
         n_ubatch = settings.n_batch if self.n_gpu_layers else min(settings.n_batch, 64)
+        # On a CPU a batch is as large as a micro-batch too: llama.cpp splits a larger one into
+        # micro-batches anyway (the same arithmetic, prefill within noise), but holds buffers
+        # for the whole batch, and they grow with the tokens in context: 6 MiB more resident
+        # at a 5.4k-token prompt with batches of 512 (docs/PERFORMANCE.md).
+        n_batch = settings.n_batch if self.n_gpu_layers else n_ubatch
         features = cpu_layout.cpu_features(system_info())
         chosen = cpu_layout.choose_layout(layout or settings.cpu_layout, features)
         self.layout = cpu_layout.layout_params(chosen, self.info.tensors, features, libggml)
@@ -163,7 +168,7 @@ class LlamaBackend(ShapedEngine):
                 self._llama = llama_cpp.Llama(
                     model_path=str(self.info.path),
                     n_ctx=n_ctx,
-                    n_batch=settings.n_batch,
+                    n_batch=n_batch,
                     n_ubatch=n_ubatch,
                     n_threads=settings.n_threads,
                     n_threads_batch=settings.n_threads_batch,
@@ -206,7 +211,10 @@ class LlamaBackend(ShapedEngine):
             bos_token=self._token_text(self._llama.token_bos()),
             eos_token=self._token_text(self._llama.token_eos()),
         )
-        self._candidates = internals.LlamaTokenDataArray(n_vocab=self._n_vocab)
+        # the whole vocabulary's candidates, for the rare full grammar pass: llama-cpp-python's
+        # Llama makes one at load (248k entries) that only its own sampling would use, and this
+        # engine samples with its own loop, so it borrows that one (no second array in memory)
+        self._candidates: internals.LlamaTokenDataArray = self._llama._candidates
         self._top = _TokenDataArray(min(128, self._n_vocab))
         self._full_passes: dict[str, int] = {}  # per grammar: rejected choices filtered in full
         self._literal_sets: dict[str, tuple[npt.NDArray[np.intc], _TokenDataArray]] = {}
