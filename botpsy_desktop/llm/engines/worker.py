@@ -55,13 +55,14 @@ PROBE_MESSAGES = [
 ]
 
 
-HOLD_S = 0.005
-"""A piece of text is held back, to go out with the next ones in one message, only while
-tokens come less than this far apart (a GPU's pace; a CPU's tokens are 25 ms or more apart, and
-each goes out at once)."""
 HOLD_MAX_S = 0.010
 """What is held goes out before its oldest piece would wait longer than this, as far as the
 pace of the tokens so far predicts (a 60 Hz window paints every 17 ms)."""
+HOLD_S = HOLD_MAX_S
+"""A piece of text is held back, to go out with the next ones in one message, only while
+tokens come less than this far apart: then the next one is due before the held one is
+``HOLD_MAX_S`` late. A GPU's tokens (3-5 ms apart) go three or so to a message, a small model's
+on a fast CPU (5-10 ms) two; BotPsy's on a laptop's CPU (25 ms or more) each at once."""
 
 
 class _Sender:
