@@ -71,6 +71,7 @@ class _Sender:
     def __init__(self, conn: Connection) -> None:
         self.conn = conn
         self.lock = threading.Lock()
+        self.fd = conn.fileno() if sys.platform != "win32" else None  # a socket, written as is
 
     def send(self, message: Any) -> None:
         with self.lock:
@@ -78,10 +79,18 @@ class _Sender:
 
     def send_plain(self, message: tuple[Any, ...]) -> None:
         """``send`` for a tuple of plain values (a piece of text): the same bytes on the wire,
-        without the copy of the reducer table the connection's pickler makes per message."""
+        without the copy of the reducer table the connection's pickler makes per message, and
+        on a socket one write of the length and the pickle, as the connection's own
+        ``send_bytes`` makes after several calls of Python."""
         data = pickle.dumps(message, pickle.HIGHEST_PROTOCOL)
+        if self.fd is None:
+            with self.lock:
+                self.conn.send_bytes(data)
+            return
+        frame = len(data).to_bytes(4, "big") + data  # a piece is far under 2 GiB
         with self.lock:
-            self.conn.send_bytes(data)
+            while frame:
+                frame = frame[os.write(self.fd, frame) :]
 
 
 class PieceSender:
