@@ -221,6 +221,7 @@ class _NativeTime:
     def __init__(self, pace_s: float = 0.0) -> None:
         self.seconds = 0.0
         self.decodes = 0
+        self.padded = 0  # decodes faster than the pace, made to last it
         self.pace_s = pace_s
         self._saved: dict[tuple[Any, str], Any] = {}
 
@@ -241,6 +242,7 @@ class _NativeTime:
                     left = self.pace_s - (time.perf_counter() - wall)
                     if left > 0:
                         time.sleep(left)
+                        self.padded += 1
                 self.seconds += time.thread_time() - started
                 self.decodes += is_decode
 
@@ -274,17 +276,23 @@ def complete_own_cpu(
     native = _NativeTime(pace_s)
     started = math.nan
     wall = math.nan
-    decodes = 0
+    decodes = padded = 0
     native_at_start = 0.0
     with native:
         for item in engine.complete(messages, tools, cancel=cancel, **options):
             if isinstance(item, Completion):  # the app's loop stops at it: report before
                 if not math.isnan(started):
                     spent = time.thread_time() - started - (native.seconds - native_at_start)
-                    yield OwnCpu(spent, native.decodes - decodes, time.perf_counter() - wall)
+                    yield OwnCpu(
+                        spent,
+                        native.decodes - decodes,
+                        time.perf_counter() - wall,
+                        native.padded - padded,
+                    )
             elif math.isnan(started) and isinstance(item, TextPiece) and item.text:
                 started, wall = time.thread_time(), time.perf_counter()
                 decodes, native_at_start = native.decodes, native.seconds
+                padded = native.padded
             yield item
 
 
