@@ -803,9 +803,12 @@ def _own_cpu(
     result["own_cpu_ms_per_token"] = per_token(free)
     result["own_cpu_ms_per_token_in_call"] = per_token(call)
     if pace_s > 0:
+        at_pace = per_token(paced)
         result["own_cpu_ms_per_token_at_gpu_pace"] = {
-            **per_token(paced),
+            **at_pace,
             "pace_ms": o.gpu_pace_ms,
+            # the target's figure, where most decodes were fast enough to be paced
+            "total_if_paced": at_pace["total"] if at_pace["padded_share"] >= 0.5 else None,
         }
 
 
@@ -868,7 +871,7 @@ TARGETS: list[tuple[str, str, str, float]] = [
     ("app_over_raw_decode", "app / raw decode", ">=", 0.95),
     ("app_constrained_over_raw_decode", "app in a tool call / raw decode", ">=", 0.90),
     ("own_cpu_ms_per_token.total", "app's own CPU per token (ms)", "<=", 0.15),
-    ("own_cpu_ms_per_token_at_gpu_pace.total", "same, at a GPU's pace (ms)", "<=", 0.15),
+    ("own_cpu_ms_per_token_at_gpu_pace.total_if_paced", "same, at a GPU's pace (ms)", "<=", 0.15),
     ("projected_valid_call_over_raw_decode", "same, for a model writing valid calls", ">=", 0.90),
     ("three_step_over_arithmetic", "3-step request / new-token arithmetic", "<=", 1.15),
     ("memory.peak_over_weights_kv_state", "peak RSS / (weights+KV+state)", "<=", 1.3),

@@ -215,7 +215,7 @@ class _NativeTime:
     as a GPU's decode keeps the thread waiting: the app's own work at a GPU's pace, on a model
     small enough to decode faster than that here. The sleep counts as the decode's (a GPU's
     wait, and the thread's wake-up after it, happen inside ``llama_decode``): a sleep and its
-    wake-up cost this thread 20-70 us of CPU time on a shared 2-vCPU machine, which is not the
+    wake-up cost this thread 30-110 us of CPU time on a shared 2-vCPU machine, which is not the
     app's."""
 
     def __init__(self, pace_s: float = 0.0) -> None:
