@@ -63,6 +63,7 @@ def test_the_bench_runs_small_on_the_tiny_model() -> None:
         assert own["worker"] > 0 and own["app"] > 0, key
         assert own["total"] == pytest.approx(own["worker"] + own["app"], abs=1e-3), key
         assert own["tokens_per_message"] >= 1 and own["ms_per_token"] > 0, key
+        assert 0 <= own["padded_share"] <= 1, key
     assert r["own_cpu_ms_per_token_at_gpu_pace"]["ms_per_token"] >= 4.0  # decodes padded
     mem = r["memory"]
     assert mem["requests"] == 6 and mem["peak_rss_mib"] >= mem["rss_after_last_mib"] > 0

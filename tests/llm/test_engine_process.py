@@ -6,12 +6,15 @@ starts a new worker; crashes in a row back off and say what to do."""
 from __future__ import annotations
 
 import logging
+import multiprocessing
 import os
 import pickle
 import signal
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
 
@@ -20,7 +23,7 @@ from botpsy_desktop.core.config import ModelSettings
 from botpsy_desktop.core.errors import ModelError
 from botpsy_desktop.llm.engines import engine_process
 from botpsy_desktop.llm.engines.engine_process import EngineCrashed, EngineProcess, describe_exit
-from botpsy_desktop.llm.engines.worker import HOLD_MAX_S, HOLD_S, PieceSender
+from botpsy_desktop.llm.engines.worker import HOLD_MAX_S, HOLD_S, PieceSender, _Sender
 from botpsy_desktop.llm.engines.worker_protocol import (
     CRASH_FILE_ENV,
     Done,
@@ -315,6 +318,41 @@ def test_streamed_text_pieces_travel_compact_and_arrive_as_the_same_items() -> N
     assert len(compact) < len(pickle.dumps(Item(7, TextPiece(" h\u00e9", True))))
     for other in (Done(7), Item(7, TextPiece("x")), LogLine(20, "a", "b"), ("x", 1, "y", False)):
         assert item_of(other) is other
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="a named pipe: the connection's own reads")
+def test_both_ends_keep_the_connections_framing_however_the_bytes_arrive(tmp_path: Path) -> None:
+    """The worker writes a piece as one frame and the app reads whatever the socket holds
+    (engine_process._Worker.receive): frames the connection wrote, several read at once, one
+    split across writes and one longer than a read come back whole and in order, and a piece
+    the worker wrote is what the connection's own ``recv`` reads."""
+    ours, theirs = multiprocessing.Pipe()
+    worker = engine_process._Worker(cast(Any, None), ours, tmp_path / "stderr")
+    theirs.send(Done(1))
+    theirs.send(piece_message(2, "a", False))
+    assert worker.readable(1.0)
+    assert worker.receive() == Done(1)
+    assert worker.readable(0.0)  # read with the one before: no system call needed
+    assert item_of(worker.receive()) == Item(2, TextPiece("a"))
+    big = Item(3, TextPiece("\u00e9x" * 200_000))  # several reads, more than a socket holds
+    writer = threading.Thread(target=theirs.send, args=(big,))
+    writer.start()
+    assert worker.receive() == big
+    writer.join()
+    assert not worker.readable(0.0)
+
+    data = pickle.dumps(piece_message(4, " h\u00e9", True))
+    frame = len(data).to_bytes(4, "big") + data
+    os.write(theirs.fileno(), frame[:3])  # the length cut short: not a message yet
+    rest = threading.Timer(0.05, lambda: os.write(theirs.fileno(), frame[3:]))
+    rest.start()
+    assert item_of(worker.receive()) == Item(4, TextPiece(" h\u00e9", True))
+    rest.join()
+
+    _Sender(theirs).send_plain(piece_message(5, "b", False))
+    assert ours.recv() == piece_message(5, "b", False)
+    ours.close()
+    theirs.close()
 
 
 def test_the_pieces_of_tokens_that_come_fast_share_a_message_and_slow_ones_go_at_once() -> None:

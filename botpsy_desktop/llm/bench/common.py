@@ -41,6 +41,7 @@ class OwnCpu:
     seconds: float
     tokens: int
     wall_seconds: float = math.nan
+    padded: int = 0  # one-token decodes made to last the pace asked (raw.py _NativeTime)
 
 
 def _status_kib(field_name: str, pid: int | str = "self") -> int | None:

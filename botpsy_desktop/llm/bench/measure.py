@@ -789,21 +789,27 @@ def _own_cpu(
         worker = median([w / t for w, _, t, _ in rows]) * 1000 if rows else math.nan
         app = median([a / t for _, a, t, _ in rows]) * 1000 if rows else math.nan
         per_message = median([t / max(m, 1) for _, _, t, m in rows]) if rows else math.nan
-        walls = [w.wall_seconds / w.tokens for w in b.worker_cpu if w.tokens >= n // 2]
+        turns = [w for w in b.worker_cpu if w.tokens >= n // 2]
         return {
             "worker": round(worker, 4),
             "app": round(app, 4),
             "total": round(worker + app, 4),
             "tokens_per_message": round(per_message, 2),
-            "ms_per_token": round(median(walls) * 1000, 2),
+            "ms_per_token": round(median([w.wall_seconds / w.tokens for w in turns]) * 1000, 2),
+            # the decodes faster than the pace (padded to it): near 1, the figure is at that
+            # pace; near 0, this machine decodes slower and the figure is at its own pace
+            "padded_share": round(median([w.padded / w.tokens for w in turns]), 2),
         }
 
     result["own_cpu_ms_per_token"] = per_token(free)
     result["own_cpu_ms_per_token_in_call"] = per_token(call)
     if pace_s > 0:
+        at_pace = per_token(paced)
         result["own_cpu_ms_per_token_at_gpu_pace"] = {
-            **per_token(paced),
+            **at_pace,
             "pace_ms": o.gpu_pace_ms,
+            # the target's figure, where most decodes were fast enough to be paced
+            "total_if_paced": at_pace["total"] if at_pace["padded_share"] >= 0.5 else None,
         }
 
 
@@ -866,6 +872,7 @@ TARGETS: list[tuple[str, str, str, float]] = [
     ("app_over_raw_decode", "app / raw decode", ">=", 0.95),
     ("app_constrained_over_raw_decode", "app in a tool call / raw decode", ">=", 0.90),
     ("own_cpu_ms_per_token.total", "app's own CPU per token (ms)", "<=", 0.15),
+    ("own_cpu_ms_per_token_at_gpu_pace.total_if_paced", "same, at a GPU's pace (ms)", "<=", 0.15),
     ("projected_valid_call_over_raw_decode", "same, for a model writing valid calls", ">=", 0.90),
     ("three_step_over_arithmetic", "3-step request / new-token arithmetic", "<=", 1.15),
     ("memory.peak_over_weights_kv_state", "peak RSS / (weights+KV+state)", "<=", 1.3),
@@ -895,6 +902,7 @@ def format_table(result: Mapping[str, Any]) -> str:
     """The results as a plain-text table (the JSON has everything, this the headline)."""
     mem = result.get("memory", {})
     newp = result.get("new_process", {})
+    paced = result.get("own_cpu_ms_per_token_at_gpu_pace", {})
     weights = mem.get("tensor_data_mib", mem.get("weights_mib", 0))
     expected = weights + mem.get("kv_cache_mib", 0) + mem.get("recurrent_state_mib", 0)
     rows: list[tuple[str, str]] = [
@@ -937,6 +945,13 @@ def format_table(result: Mapping[str, Any]) -> str:
                     for part in ("worker", "app", "total")
                 )
             ),
+        ),
+        (
+            "same, at a GPU's pace: one-token decodes padded to "
+            f"{paced.get('pace_ms')} ms ({paced.get('padded_share')} of them)",
+            f"{paced.get('worker')} + {paced.get('app')} = {paced.get('total')} ms, "
+            f"{paced.get('tokens_per_message')} tokens a message, "
+            f"{paced.get('ms_per_token')} ms a token",
         ),
         (
             "app decode inside a tool call",

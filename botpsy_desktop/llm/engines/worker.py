@@ -55,13 +55,14 @@ PROBE_MESSAGES = [
 ]
 
 
-HOLD_S = 0.005
-"""A piece of text is held back, to go out with the next ones in one message, only while
-tokens come less than this far apart (a GPU's pace; a CPU's tokens are 25 ms or more apart, and
-each goes out at once)."""
 HOLD_MAX_S = 0.010
 """What is held goes out before its oldest piece would wait longer than this, as far as the
 pace of the tokens so far predicts (a 60 Hz window paints every 17 ms)."""
+HOLD_S = HOLD_MAX_S
+"""A piece of text is held back, to go out with the next ones in one message, only while
+tokens come less than this far apart: then the next one is due before the held one is
+``HOLD_MAX_S`` late. A GPU's tokens (3-5 ms apart) go three or so to a message, a small model's
+on a fast CPU (5-10 ms) two; BotPsy's on a laptop's CPU (25 ms or more) each at once."""
 
 
 class _Sender:
@@ -70,6 +71,7 @@ class _Sender:
     def __init__(self, conn: Connection) -> None:
         self.conn = conn
         self.lock = threading.Lock()
+        self.fd = conn.fileno() if sys.platform != "win32" else None  # a socket, written as is
 
     def send(self, message: Any) -> None:
         with self.lock:
@@ -77,10 +79,18 @@ class _Sender:
 
     def send_plain(self, message: tuple[Any, ...]) -> None:
         """``send`` for a tuple of plain values (a piece of text): the same bytes on the wire,
-        without the copy of the reducer table the connection's pickler makes per message."""
+        without the copy of the reducer table the connection's pickler makes per message, and
+        on a socket one write of the length and the pickle, as the connection's own
+        ``send_bytes`` makes after several calls of Python."""
         data = pickle.dumps(message, pickle.HIGHEST_PROTOCOL)
+        if self.fd is None:
+            with self.lock:
+                self.conn.send_bytes(data)
+            return
+        frame = len(data).to_bytes(4, "big") + data  # a piece is far under 2 GiB
         with self.lock:
-            self.conn.send_bytes(data)
+            while frame:
+                frame = frame[os.write(self.fd, frame) :]
 
 
 class PieceSender:
