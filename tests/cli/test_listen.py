@@ -259,7 +259,7 @@ def test_a_sound_library_without_its_declarations_says_so(
 
     spec = importlib.util.find_spec("soundcard")  # found, not imported: that would connect
     assert spec is not None and spec.submodule_search_locations
-    source = Path(list(spec.submodule_search_locations)[0])
+    source = Path(next(iter(spec.submodule_search_locations)))
     site = tmp_path / "site"
     shutil.copytree(source, site / "soundcard", ignore=shutil.ignore_patterns("*.py.h"))
     replay = voice.replay_file(tmp_path, (spoken, WORDS))
