@@ -53,6 +53,21 @@ _connected: list[str | None] = []
 """The server soundcard's connection was made to (one entry once it is made)."""
 
 
+def _unloadable(exc: BaseException) -> SpeechError:
+    return SpeechError(
+        f"The sound system's library could not be loaded ({exc}).",
+        "Install PulseAudio's client library (Debian/Ubuntu: libpulse0).",
+        kind="unavailable",
+    )
+
+
+def _forget_soundcard() -> None:
+    """Drop a soundcard import that failed half-way, so that the next try imports it afresh."""
+    for name in [m for m in sys.modules if m == "soundcard" or m.startswith("soundcard.")]:
+        sys.modules.pop(name, None)
+    _connected.clear()
+
+
 def _soundcard(pulse_server: str | None) -> ModuleType:
     """The soundcard module, connected to ``pulse_server`` (None: the session's own).
 
@@ -94,15 +109,9 @@ def _soundcard(pulse_server: str | None) -> ModuleType:
                     'Install it with `pip install "soundcard==0.4.6"`.',
                     kind="unavailable",
                 ) from exc
-            raise SpeechError(
-                f"The sound system's library could not be loaded ({exc}).",
-                "Install PulseAudio's client library (Debian/Ubuntu: libpulse0).",
-                kind="unavailable",
-            ) from exc
+            raise _unloadable(exc) from exc
         except OSError as exc:  # its C declarations (soundcard/*.py.h) or libpulse missing
-            for name in [m for m in sys.modules if m == "soundcard" or m.startswith("soundcard.")]:
-                sys.modules.pop(name, None)
-            _connected.clear()
+            _forget_soundcard()
             if isinstance(exc, FileNotFoundError) and str(exc.filename or "").endswith(".py.h"):
                 raise SpeechError(
                     f"The soundcard library is incomplete ({exc.filename} is missing), so no "
@@ -110,15 +119,9 @@ def _soundcard(pulse_server: str | None) -> ModuleType:
                     "Reinstall BotPsy (or `pip install --force-reinstall soundcard==0.4.6`).",
                     kind="unavailable",
                 ) from exc
-            raise SpeechError(
-                f"The sound system's library could not be loaded ({exc}).",
-                "Install PulseAudio's client library (Debian/Ubuntu: libpulse0).",
-                kind="unavailable",
-            ) from exc
+            raise _unloadable(exc) from exc
         except Exception as exc:  # soundcard asserts that the connection is made
-            sys.modules.pop("soundcard", None)
-            sys.modules.pop("soundcard.pulseaudio", None)
-            _connected.clear()
+            _forget_soundcard()
             where = pulse_server or "the session's sound server"
             raise SpeechError(
                 f"Cannot reach the sound server ({where}), so no microphone can be used.",

@@ -100,9 +100,9 @@ _FILE_DOT = re.compile(
 _SAID_EXTENSIONS = {"text": "txt"}
 """Extensions said as a word rather than spelled ("notes dot text")."""
 _JOINERS = {"underscore": "_", "dash": "-", "hyphen": "-"}
+_JOINER = re.compile(r"\s+(underscore|dash|hyphen)\s+", re.IGNORECASE)
 _JOINED_NAME = re.compile(
-    rf"\b[\w]+(?:\s+(?:underscore|dash|hyphen)\s+[\w]+)+(?=\.(?:{_EXTENSIONS})\b)",
-    re.IGNORECASE,
+    rf"\b\w+(?:{_JOINER.pattern}\w+)+(?=\.(?:{_EXTENSIONS})\b)", re.IGNORECASE
 )
 
 
@@ -119,15 +119,10 @@ def written_paths(text: str) -> str:
         return f"{m.group('stem')}.{ext}"
 
     text = _FILE_DOT.sub(file_name, text)
-    text = _JOINED_NAME.sub(
-        lambda m: re.sub(
-            r"\s+(underscore|dash|hyphen)\s+",
-            lambda j: _JOINERS[j.group(1).lower()],
-            m.group(0),
-            flags=re.IGNORECASE,
-        ),
-        text,
-    )
+    def joined(m: re.Match[str]) -> str:
+        return _JOINERS[m.group(1).lower()]
+
+    text = _JOINED_NAME.sub(lambda m: _JOINER.sub(joined, m.group(0)), text)
     if not _ABOUT_FILES.search(text):
         return text
     text = re.sub(r"\s+underscore\s+", "_", text, flags=re.IGNORECASE)
