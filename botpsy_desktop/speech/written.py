@@ -119,6 +119,7 @@ def written_paths(text: str) -> str:
         return f"{m.group('stem')}.{ext}"
 
     text = _FILE_DOT.sub(file_name, text)
+
     def joined(m: re.Match[str]) -> str:
         return _JOINERS[m.group(1).lower()]
 
